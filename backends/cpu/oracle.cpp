@@ -1,0 +1,107 @@
+#include "cpu/oracle.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "convtune/numeric.hpp"
+#include "convtune/tensor.hpp"
+
+namespace convtune {
+
+namespace {
+std::vector<double> to_double(const std::vector<std::byte>& b, DataType t) {
+    std::vector<double> r(b.size() / size_of(t));
+    for (std::size_t i = 0; i < r.size(); ++i) r[i] = load_as_double(b.data(), t, i);
+    return r;
+}
+}  // namespace
+
+OracleResult oracle(const HostTensors& t) {
+    const ConvProblem& p = t.problem;
+    const std::vector<double> x = to_double(t.x, p.dtype), w = to_double(t.w, p.dtype), y = to_double(t.y, p.dtype);
+    const Strides xs = x_strides(p), ws = w_strides(p), ys = y_strides(p);
+    const Dims od = out_dims(p);
+    const int64_t cpg = p.c_per_group(), kpg = p.k_per_group();
+    OracleResult r;
+    const std::size_t out_n = output_of(t).size() / size_of(p.dtype);
+    r.value.assign(out_n, 0.0);
+    r.magnitude.assign(out_n, 0.0);
+    // Threads own disjoint outputs: batch items for fwd/bwd_data, filters for bwd_filter.
+    const bool by_k = p.direction == Direction::bwd_filter;
+    const int64_t owners = by_k ? p.k : p.n;
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t owner = 0; owner < owners; ++owner) {
+        const int64_t n_lo = by_k ? 0 : owner, n_hi = by_k ? p.n : owner + 1;
+        const int64_t k_lo = by_k ? owner : 0, k_hi = by_k ? owner + 1 : p.k;
+        for (int64_t n = n_lo; n < n_hi; ++n)
+            for (int64_t k = k_lo; k < k_hi; ++k) {
+                const int64_t g = k / kpg;
+                for (int64_t cc = 0; cc < cpg; ++cc) {
+                    const int64_t c = g * cpg + cc;
+                    for (int64_t r0 = 0; r0 < p.kernel[0]; ++r0)
+                        for (int64_t r1 = 0; r1 < p.kernel[1]; ++r1)
+                            for (int64_t r2 = 0; r2 < p.kernel[2]; ++r2) {
+                                // Output range whose input tap i = o*s - pb + r*d lies inside the input.
+                                const int64_t rr[3] = {r0, r1, r2};
+                                int64_t lo[3], hi[3];
+                                for (int d = 0; d < 3; ++d) {
+                                    const auto u = static_cast<std::size_t>(d);
+                                    const int64_t off = rr[d] * p.dilation[u] - p.pad_begin[u];  // i = o*s + off
+                                    lo[d] = off >= 0 ? 0 : (-off + p.stride[u] - 1) / p.stride[u];
+                                    const int64_t last = p.in[u] - 1 - off;  // o*s <= last
+                                    hi[d] = last < 0 ? 0 : std::min(od[u], last / p.stride[u] + 1);
+                                }
+                                const int64_t wi = ws.at(k, cc, r0, r1, r2);
+                                for (int64_t o0 = lo[0]; o0 < hi[0]; ++o0)
+                                    for (int64_t o1 = lo[1]; o1 < hi[1]; ++o1)
+                                        for (int64_t o2 = lo[2]; o2 < hi[2]; ++o2) {
+                                            const int64_t i0 = o0 * p.stride[0] - p.pad_begin[0] + r0 * p.dilation[0];
+                                            const int64_t i1 = o1 * p.stride[1] - p.pad_begin[1] + r1 * p.dilation[1];
+                                            const int64_t i2 = o2 * p.stride[2] - p.pad_begin[2] + r2 * p.dilation[2];
+                                            const int64_t xi = xs.at(n, c, i0, i1, i2), yi = ys.at(n, k, o0, o1, o2);
+                                            double a = 0, b = 0;
+                                            int64_t dst = 0;
+                                            switch (p.direction) {
+                                                case Direction::fwd: a = x[xi], b = w[wi], dst = yi; break;
+                                                case Direction::bwd_data: a = y[yi], b = w[wi], dst = xi; break;
+                                                case Direction::bwd_filter: a = x[xi], b = y[yi], dst = wi; break;
+                                            }
+                                            r.value[static_cast<std::size_t>(dst)] += a * b;
+                                            r.magnitude[static_cast<std::size_t>(dst)] += std::fabs(a * b);
+                                        }
+                            }
+                }
+            }
+    }
+    return r;
+}
+
+ErrorStats compare(const HostTensors& t, const OracleResult& ref) {
+    const ConvProblem& p = t.problem;
+    const std::vector<std::byte>& out = output_of(t);
+    ErrorStats s;
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < ref.value.size(); ++i) {
+        const double v = load_as_double(out.data(), p.dtype, i);
+        if (!std::isfinite(v)) {
+            if (s.finite) s.worst_index = i;
+            s.finite = false;
+            continue;
+        }
+        const double d = std::fabs(v - ref.value[i]);
+        const double scaled = d / (ref.magnitude[i] + std::numeric_limits<double>::min());
+        s.max_abs = std::max(s.max_abs, d);
+        if (scaled > s.max_scaled && s.finite) {
+            s.max_scaled = scaled;
+            s.worst_index = i;
+        }
+        num += d * d;
+        den += ref.value[i] * ref.value[i];
+    }
+    s.rel_l2 = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    if (!s.finite) s.max_scaled = s.max_abs = s.rel_l2 = std::numeric_limits<double>::infinity();
+    return s;
+}
+
+}  // namespace convtune

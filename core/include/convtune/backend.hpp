@@ -1,0 +1,84 @@
+// Backend: a family of algorithms on one device.
+//
+// A backend says whether it can run here (and why not), lists its algorithms in a fixed order,
+// ranks them for a problem the way its "benchmark off" heuristic would, owns the device memory
+// and the clock the selector times with, and names itself (library version, device) so tuning
+// results from another environment are recognised as such.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "convtune/algorithm.hpp"
+
+namespace convtune {
+
+struct Availability {
+    bool ok = true;
+    std::string reason;  // why not, when !ok
+};
+
+// Identity of the environment a timing belongs to (the tuning database's validity key).
+struct BackendIdentity {
+    std::string library;  // e.g. "reference", "oneDNN 2.6.3", "cuDNN 9.19.0"
+    std::string device;   // e.g. "x86-64 avx512 2 threads", "NVIDIA H200 sm_90"
+    std::string driver;   // empty where it does not apply
+};
+
+// Device memory owned by a backend; freed by its deleter.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(void* p, std::size_t bytes, std::function<void(void*)> free)
+        : ptr_(p, std::move(free)), bytes_(bytes) {}
+    void* data() const { return ptr_.get(); }
+    std::size_t bytes() const { return bytes_; }
+    explicit operator bool() const { return ptr_ != nullptr; }
+
+private:
+    std::unique_ptr<void, std::function<void(void*)>> ptr_{nullptr, [](void*) {}};
+    std::size_t bytes_ = 0;
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string_view name() const = 0;  // "cpu", "onednn", "cudnn"
+    virtual Availability availability() const = 0;
+    virtual BackendIdentity identity() const = 0;
+    // Every algorithm, in the backend's fixed order (the order ids are listed in).
+    virtual std::span<const Algorithm* const> algorithms() const = 0;
+    // The algorithms that support p, best first by the backend's heuristic (what
+    // "benchmark off" runs). The default keeps the fixed order.
+    virtual std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const;
+
+    // Memory: an empty buffer on failure (out of memory is a value, not an exception).
+    virtual DeviceBuffer allocate(std::size_t bytes) const = 0;
+    virtual void upload(void* device_dst, const void* host_src, std::size_t bytes) const = 0;
+    virtual void download(void* host_dst, const void* device_src, std::size_t bytes) const = 0;
+    // Timer: milliseconds of device time spent in fn (waits for the device to finish).
+    virtual double time_ms(const std::function<void()>& fn) const = 0;
+    virtual void synchronize() const {}
+
+    // Convenience: the algorithm with this id, or nullptr.
+    const Algorithm* find(std::string_view id) const;
+};
+
+// A backend whose device is the host: memory is new[]/delete[], time is the steady clock.
+class HostBackend : public Backend {
+public:
+    DeviceBuffer allocate(std::size_t bytes) const override;
+    void upload(void* dst, const void* src, std::size_t bytes) const override;
+    void download(void* dst, const void* src, std::size_t bytes) const override;
+    double time_ms(const std::function<void()>& fn) const override;
+};
+
+// A short description of the host CPU and thread count, for BackendIdentity::device.
+std::string host_device_name();
+
+}  // namespace convtune

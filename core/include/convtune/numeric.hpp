@@ -1,0 +1,68 @@
+// Scalar conversions between the storage types convtune supports and float.
+//
+// f16 is IEEE binary16 and bf16 the top half of an IEEE binary32; both are stored as uint16_t
+// so the same buffers travel to cuDNN unchanged. Conversions to the narrow types round to
+// nearest even. round_tf32 keeps 10 mantissa bits (what a tensor core reads from an fp32 input).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+#include "convtune/problem.hpp"
+
+namespace convtune {
+
+inline float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+inline uint16_t float_to_bf16(float f) {
+    uint32_t u = std::bit_cast<uint32_t>(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+
+inline float f16_to_float(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+inline uint16_t float_to_f16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+
+// Round an fp32 value to TF32 (1+8+10 bits), nearest even; Inf/NaN pass through.
+inline float round_tf32(float f) {
+    uint32_t u = std::bit_cast<uint32_t>(f);
+    if ((u & 0x7f800000u) == 0x7f800000u) return f;
+    u += 0xfffu + ((u >> 13) & 1u);
+    u &= 0xffffe000u;
+    return std::bit_cast<float>(u);
+}
+
+// Unit roundoff of a storage type (half the distance from 1 to the next value).
+inline double unit_roundoff(DataType t) {
+    switch (t) {
+        case DataType::f64: return 0x1p-53;
+        case DataType::f32: return 0x1p-24;
+        case DataType::f16: return 0x1p-11;
+        case DataType::bf16: return 0x1p-8;
+    }
+    return 0.0;
+}
+
+// Element i of a buffer of type t, read as double / written from double (rounding to t).
+inline double load_as_double(const void* p, DataType t, std::size_t i) {
+    switch (t) {
+        case DataType::f64: return static_cast<const double*>(p)[i];
+        case DataType::f32: return static_cast<const float*>(p)[i];
+        case DataType::f16: return f16_to_float(static_cast<const uint16_t*>(p)[i]);
+        case DataType::bf16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+    }
+    return 0.0;
+}
+
+inline void store_from_double(void* p, DataType t, std::size_t i, double v) {
+    switch (t) {
+        case DataType::f64: static_cast<double*>(p)[i] = v; break;
+        case DataType::f32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+        case DataType::f16: static_cast<uint16_t*>(p)[i] = float_to_f16(static_cast<float>(v)); break;
+        case DataType::bf16: static_cast<uint16_t*>(p)[i] = float_to_bf16(static_cast<float>(v)); break;
+    }
+}
+
+}  // namespace convtune

@@ -1,0 +1,68 @@
+#include "convtune/backend.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <thread>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace convtune {
+
+std::vector<const Algorithm*> Backend::heuristic_order(const ConvProblem& p) const {
+    std::vector<const Algorithm*> r;
+    for (const Algorithm* a : algorithms())
+        if (a->supports(p)) r.push_back(a);
+    return r;
+}
+
+const Algorithm* Backend::find(std::string_view id) const {
+    for (const Algorithm* a : algorithms())
+        if (a->id() == id) return a;
+    return nullptr;
+}
+
+DeviceBuffer HostBackend::allocate(std::size_t bytes) const {
+    // 64-byte alignment: what AVX-512 loads and oneDNN like.
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = ::operator new(rounded == 0 ? 64 : rounded, std::align_val_t{64}, std::nothrow);
+    if (!p) return {};
+    return DeviceBuffer(p, bytes, [](void* q) { ::operator delete(q, std::align_val_t{64}); });
+}
+
+void HostBackend::upload(void* dst, const void* src, std::size_t bytes) const {
+    if (bytes) std::memcpy(dst, src, bytes);
+}
+void HostBackend::download(void* dst, const void* src, std::size_t bytes) const {
+    if (bytes) std::memcpy(dst, src, bytes);
+}
+
+double HostBackend::time_ms(const std::function<void()>& fn) const {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+std::string host_device_name() {
+    std::string model = "x86-64";
+    std::ifstream f("/proc/cpuinfo");
+    for (std::string line; std::getline(f, line);) {
+        if (line.rfind("model name", 0) == 0) {
+            const auto c = line.find(':');
+            if (c != std::string::npos) model = line.substr(c + 2);
+            break;
+        }
+    }
+#ifdef _OPENMP
+    const int threads = omp_get_max_threads();
+#else
+    const int threads = 1;
+#endif
+    return model + ", " + std::to_string(threads) + " threads";
+}
+
+}  // namespace convtune

@@ -1,0 +1,48 @@
+// The one list of compiled-in backends. Add a backend here, behind its CONVTUNE_WITH_* option.
+#include "convtune/registry.hpp"
+
+#include <string>
+#include <vector>
+
+#include "convtune/error.hpp"
+#include "cpu/cpu_backend.hpp"
+#ifdef CONVTUNE_WITH_ONEDNN
+#include "onednn/onednn_backend.hpp"
+#endif
+#ifdef CONVTUNE_WITH_CUDNN
+#include "cudnn/cudnn_backend.hpp"
+#endif
+
+namespace convtune {
+
+std::span<Backend* const> backends() {
+    static const std::vector<Backend*> list = [] {
+        std::vector<Backend*> v{&cpu_backend()};
+#ifdef CONVTUNE_WITH_ONEDNN
+        v.push_back(&onednn_backend());
+#endif
+#ifdef CONVTUNE_WITH_CUDNN
+        v.push_back(&cudnn_backend());
+#endif
+        return v;
+    }();
+    return list;
+}
+
+Backend& find_backend(std::string_view name) {
+    std::string known;
+    for (Backend* b : backends()) {
+        if (b->name() == name) return *b;
+        known += known.empty() ? "" : ", ";
+        known += b->name();
+    }
+    throw Error("backend: unknown backend '" + std::string(name) + "' (compiled in: " + known + ")");
+}
+
+const Algorithm& find_algorithm(std::string_view id) {
+    for (Backend* b : backends())
+        if (const Algorithm* a = b->find(id)) return *a;
+    throw Error("algo: unknown algorithm id '" + std::string(id) + "' (see `convtune list`)");
+}
+
+}  // namespace convtune

@@ -1,0 +1,227 @@
+// ConvProblem: canonical round trips, benchdnn parsing of every peer shape file, validation.
+#define BOOST_TEST_MODULE problem
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+
+#include "convtune/error.hpp"
+#include "convtune/problem.hpp"
+#include "support/sweep.hpp"
+
+using namespace convtune;
+
+namespace {
+// The field named by the InvalidProblem/ParseError a parse or validation throws.
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(canonical)
+
+BOOST_AUTO_TEST_CASE(round_trip_sweep) {
+    for (const auto& c : test::expand(test::awkward_shapes(), {DataType::f32, DataType::f16, DataType::bf16})) {
+        const std::string s = c.problem.to_string();
+        const ConvProblem q = ConvProblem::parse(s);
+        BOOST_TEST((q == c.problem), s);
+        BOOST_TEST(q.to_string() == s);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(defaults_and_derived_output) {
+    const ConvProblem p = ConvProblem::parse("c=64,k=128,in=56x56,ker=3x3,stride=2x2,pad=1x1");
+    BOOST_TEST(p.n == 1);
+    BOOST_TEST(p.groups == 1);
+    BOOST_TEST(p.pad_end[0] == 1);
+    BOOST_TEST(p.out(0) == 28);
+    BOOST_TEST(p.out(1) == 28);
+    BOOST_TEST(p.to_string() ==
+               "dir=fwd,dtype=f32,layout=nchw,n=1,c=64,k=128,g=1,in=56x56,ker=3x3,stride=2x2,dil=1x1,pad=1x1,pad_end=1x1");
+    const ConvProblem q = ConvProblem::parse("dir=bwd_filter, dtype=bf16, layout=ndhwc, c=4, k=4, in=4x5x6, ker=3x3x3, n=3");
+    BOOST_TEST(q.spatial_dims == 3);
+    BOOST_TEST((q.layout == Layout::nhwc));
+    BOOST_TEST(q.to_string().find("layout=ndhwc") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(malformed_strings) {
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse(""); }), "problem: empty"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,foo=1"); }), "problem: unknown key 'foo'"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3x3"); }), "ker: has 2 dims"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=x,k=1,in=5,ker=3"); }), "c: 'x' is not an integer"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("k=1,in=5,ker=3"); }), "c: missing"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,c=2,k=1,in=5,ker=3"); }), "c: given twice"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,dir=up"); }), "dir: unknown direction"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,dtype=f8"); }), "dtype: unknown data type"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5x5,ker=3x3,layout=ncdhw"); }), "layout: 'ncdhw' is a 3-D layout"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5x5x5x5,ker=3"); }), "in: more than 3"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,,k=1,in=5,ker=3"); }), "problem: empty entry"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=99999999999999999999,k=1,in=5,ker=3"); }), "c: value"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(validation)
+
+BOOST_AUTO_TEST_CASE(every_rule_names_its_field) {
+    struct Bad { const char* spec; const char* prefix; };
+    const Bad cases[] = {
+        {"n=0,c=1,k=1,in=5,ker=3", "n: batch size must be >= 1"},
+        {"n=-2,c=1,k=1,in=5,ker=3", "n: batch size must be >= 1"},
+        {"c=0,k=1,in=5,ker=3", "c: input channels must be >= 1"},
+        {"c=1,k=0,in=5,ker=3", "k: output channels must be >= 1"},
+        {"c=4,k=4,g=0,in=5,ker=3", "g: groups must be >= 1"},
+        {"c=3,k=4,g=2,in=5,ker=3", "c: input channels (3) must be divisible by groups (2)"},
+        {"c=4,k=3,g=2,in=5,ker=3", "k: output channels (3) must be divisible by groups (2)"},
+        {"c=1,k=1,in=0x5,ker=1x1", "in[h]: input size must be >= 1"},
+        {"c=1,k=1,in=5x5,ker=1x0", "ker[w]: kernel size must be >= 1"},
+        {"c=1,k=1,in=5,ker=3,stride=0", "stride[w]: stride must be >= 1"},
+        {"c=1,k=1,in=5,ker=3,dil=0", "dil[w]: dilation must be >= 1"},
+        {"c=1,k=1,in=5,ker=3,pad=-1", "pad[w]: begin padding must be >= 0"},
+        {"c=1,k=1,in=5x5x5,ker=7x3x3", "ker[d]: dilated kernel (7) must not exceed the padded input (5)"},
+        {"c=1,k=1,in=5x5,ker=3x3,dil=1x3", "ker[w]: dilated kernel (7)"},
+        {"c=1,k=1,in=5,ker=3,pad_end=-5", "pad_end[w]: negative end padding must leave"},
+        {"n=4294967296,c=4294967296,k=1,in=4,ker=1", "n: must be below 2^31"},
+        {"n=2000000000,c=2000000000,k=1,in=2000000000,ker=1", "x: element count overflows"},
+        {"c=1,k=1,in=3000000000,ker=1", "in[w]: magnitude must be below 2^31"},
+    };
+    for (const Bad& b : cases) {
+        const std::string e = error_of([&] { ConvProblem::parse(b.spec); });
+        BOOST_TEST(starts_with(e, b.prefix), b.spec << " -> '" << e << "' (expected '" << b.prefix << "...')");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(check_and_validate_agree) {
+    ConvProblem p;
+    p.c = 3;
+    p.k = 4;
+    p.groups = 2;
+    BOOST_TEST(p.check().has_value());
+    BOOST_CHECK_THROW(p.validate(), InvalidProblem);
+    try {
+        p.validate();
+    } catch (const InvalidProblem& e) {
+        BOOST_TEST(e.field() == "c");
+    }
+    ConvProblem unused;  // a 2-D problem whose unused third slot is not neutral
+    unused.in = {4, 4, 2};
+    BOOST_TEST(starts_with(*unused.check(), "spatial_dims: unused spatial slot 2"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(benchdnn)
+
+BOOST_AUTO_TEST_CASE(readme_examples) {
+    // Asymmetric padding: 0 on top, 1 at the bottom.
+    ConvProblem p = ConvProblem::parse_benchdnn("ic32oc13_ih13oh12kh3ph0");
+    BOOST_TEST(p.n == 2);  // benchdnn's default mini-batch
+    BOOST_TEST(p.spatial_dims == 2);
+    BOOST_TEST(p.in[1] == 13);  // iw promoted from ih
+    BOOST_TEST(p.pad_begin[0] == 0);
+    BOOST_TEST(p.pad_end[0] == 1);
+    BOOST_TEST(p.out(0) == 12);
+    // Strided 1x1: the end padding is negative (the last input row is never read).
+    std::string name;
+    p = ConvProblem::parse_benchdnn(R"(ic256ih56oc512oh28kh1sh2ph0n"resnet_50_v1_5:res3a_branch1")", &name);
+    BOOST_TEST(name == "resnet_50_v1_5:res3a_branch1");
+    BOOST_TEST(p.pad_end[0] == -1);
+    BOOST_TEST(p.out(1) == 28);
+    // 0-based dilation: dh1 is PyTorch's dilation 2; padding deduced from the output.
+    p = ConvProblem::parse_benchdnn("mb1ic16ih20oc16oh20kh3dh1");
+    BOOST_TEST(p.dilation[0] == 2);
+    BOOST_TEST(p.pad_begin[0] == 2);
+    BOOST_TEST(p.pad_end[0] == 2);
+    // Padding deduced from the given output, no pad entry at all.
+    p = ConvProblem::parse_benchdnn("ic3ih224oc64oh112kh7sh2");
+    BOOST_TEST(p.pad_begin[0] == 2);
+    BOOST_TEST(p.pad_end[0] == 3);
+    // 1-D and 3-D.
+    p = ConvProblem::parse_benchdnn(R"(mb1_g1ic32oc32_iw84350ow84349kw2sw1dw0pw0n"wavenet:conv1d_1")");
+    BOOST_TEST(p.spatial_dims == 1);
+    BOOST_TEST(p.in[0] == 84350);
+    BOOST_TEST(p.out(0) == 84349);
+    p = ConvProblem::parse_benchdnn("mb1ic3ih132iw132id116oc32kh3kw3kd3ph0pw0pd0sh1sw1sd1");
+    BOOST_TEST(p.spatial_dims == 3);
+    BOOST_TEST(p.in[0] == 116);
+    BOOST_TEST(p.in[1] == 132);
+    BOOST_TEST(p.out(0) == 114);
+    // Promotion from d when only d entries exist.
+    p = ConvProblem::parse_benchdnn("ic4id8oc4kd3");
+    BOOST_TEST(p.spatial_dims == 3);
+    BOOST_TEST(p.in[2] == 8);
+    BOOST_TEST(p.kernel[1] == 3);
+    // Different widths: the output of w is deduced, not promoted from h.
+    p = ConvProblem::parse_benchdnn("ic3ih10iw20oc4oh8kh3");
+    BOOST_TEST(p.out(1) == 18);
+    // Unquoted name to the end of the line, groups.
+    p = ConvProblem::parse_benchdnn("g32mb8ic32ih112oc32oh112kh3ph1nmobilenet:conv2_1/dw", &name);
+    BOOST_TEST(p.groups == 32);
+    BOOST_TEST(name == "mobilenet:conv2_1/dw");
+}
+
+BOOST_AUTO_TEST_CASE(malformed_descriptors) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"ih56oc64kh3", "ic: missing"},
+        {"ic64ih56kh3", "oc: missing"},
+        {"ic64oc64kh3", "ih: missing"},
+        {"ic64ih56oc64", "kh: missing"},
+        {"ic64ih56oc64kh3zz4", "unknown entry 'zz'"},
+        {"ic64ih56oc64kh3ph", "entry 'ph' has no valid number"},
+        {"ic64ih5oc64kh9", "oh: deduced output size"},
+        {"ic64ih56oc64kh3sh0", "sh: stride must be >= 1"},
+        {"ic64ih56oc64kh3dh-2", "dh: dilation must be >= 0"},
+        {"ic64ic32ih56oc64kh3", "entry 'ic' given twice"},
+        {"ic63ih56oc64kh3g2", "c: input channels (63) must be divisible"},
+        {"ic64ih56oc64kh3n\"unterminated", "name: missing closing quote"},
+        {"ic64ih56oc64kh3?", "unexpected character '?'"},
+    };
+    for (auto [spec, prefix] : cases) {
+        const std::string e = error_of([&] { ConvProblem::parse_benchdnn(spec); });
+        BOOST_TEST(starts_with(e, prefix), spec << " -> '" << e << "'");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(every_peer_file_parses_and_round_trips) {
+    int files = 0, problems = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(test::peer_shapes_dir())) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("shapes_", 0) != 0) continue;
+        ++files;
+        std::vector<ShapeLine> lines;
+        BOOST_REQUIRE_NO_THROW(lines = read_shape_file(entry.path().string()));
+        BOOST_TEST(!lines.empty(), name);
+        for (const ShapeLine& l : lines) {
+            ++problems;
+            BOOST_TEST(!l.problem.check().has_value());
+            BOOST_TEST((ConvProblem::parse(l.problem.to_string()) == l.problem), name << ":" << l.line_number);
+            for (int i = 0; i < l.problem.spatial_dims; ++i) BOOST_TEST(l.problem.out(i) >= 1);
+        }
+    }
+    BOOST_TEST(files == 15);
+    BOOST_TEST(problems == 339);  // every uncommented line of the 15 files
+    BOOST_TEST_MESSAGE(files << " files, " << problems << " problems");
+}
+
+BOOST_AUTO_TEST_CASE(resnet50_file_contents) {
+    const auto lines = read_shape_file(test::peer_shapes_dir() + "/shapes_resnet_50_v1_5");
+    // 23 uncommented layers with repeat hints summing to the network's 53 convolutions.
+    int convs = 0;
+    for (const auto& l : lines) convs += l.repeat;
+    BOOST_TEST(lines.size() == 23u);
+    BOOST_TEST(convs == 53);
+    BOOST_TEST(lines[1].name == "resnet_50_v1_5:res2a_branch1");
+    BOOST_TEST(lines[1].repeat == 4);
+}
+
+BOOST_AUTO_TEST_CASE(shape_file_errors_name_the_line) {
+    const std::string e = error_of([] { parse_shape_text("# comment\n\nic3ih8oc4kh3\nic3ih8oc4kh33\n"); });
+    BOOST_TEST(starts_with(e, "line 4: oh: deduced output size"), e);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

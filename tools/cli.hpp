@@ -1,0 +1,31 @@
+// Shared pieces of the convtune CLI. Each subcommand lives in its own file and registers
+// itself on the app through an add_* function called from main.cpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "convtune/problem.hpp"
+
+namespace convtune::cli {
+
+// Exit codes shared by every subcommand.
+enum Exit : int { ok = 0, check_failed = 1, bad_input = 2, run_failed = 3 };
+
+// Options that override a problem's direction, dtype and layout (benchdnn descriptors carry none).
+struct ProblemOverrides {
+    std::string dir, dtype, layout;
+    void add_to(CLI::App& app);
+    ConvProblem apply(ConvProblem p) const;  // throws convtune::Error on a bad value
+};
+
+// The action of a subcommand returns the process exit code.
+using Action = std::function<int()>;
+void add_list(CLI::App& app, Action& action);
+void add_run(CLI::App& app, Action& action);
+void add_parse(CLI::App& app, Action& action);
+void add_demo(CLI::App& app, Action& action);
+
+}  // namespace convtune::cli

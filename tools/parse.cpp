@@ -1,0 +1,30 @@
+// convtune parse FILE: validate a shape file, print one canonical line per problem.
+#include <fmt/core.h>
+
+#include "cli.hpp"
+#include "convtune/error.hpp"
+
+namespace convtune::cli {
+
+void add_parse(CLI::App& app, Action& action) {
+    auto* cmd = app.add_subcommand("parse", "Validate a shape file (benchdnn or canonical) and print canonical lines");
+    auto file = std::make_shared<std::string>();
+    auto over = std::make_shared<ProblemOverrides>();
+    cmd->add_option("file", *file, "Shape file")->required();
+    over->add_to(*cmd);
+    cmd->callback([=, &action] {
+        action = [=] {
+            const auto lines = read_shape_file(*file);  // throws with the line number
+            for (const ShapeLine& l : lines) {
+                const ConvProblem p = over->apply(l.problem);
+                fmt::print("{}", p.to_string());
+                if (!l.name.empty()) fmt::print("  # {}{}", l.name, l.repeat > 1 ? fmt::format(" x{}", l.repeat) : "");
+                fmt::print("\n");
+            }
+            fmt::print(stderr, "{}: {} problems\n", *file, lines.size());
+            return ok;
+        };
+    });
+}
+
+}  // namespace convtune::cli
