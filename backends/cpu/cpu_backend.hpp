@@ -24,6 +24,12 @@ private:
 };
 
 // Every CPU algorithm, in the backend's fixed order. Defined next to each algorithm.
-const Algorithm& cpu_direct();
+const Algorithm& cpu_direct();          // direct.cpp
+const Algorithm& cpu_direct_blocked();  // direct_blocked.cpp
+const Algorithm& cpu_im2col_gemm();     // im2col_gemm.cpp
+const Algorithm& cpu_im2col_gemm_tf32();
+const Algorithm& cpu_winograd_f2x3();   // winograd.cpp
+const Algorithm& cpu_winograd_f4x3();
+const Algorithm& cpu_fft();             // fft.cpp
 
 }  // namespace convtune
