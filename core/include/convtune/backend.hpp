@@ -56,6 +56,12 @@ public:
     // The algorithms that support p, best first by the backend's heuristic (what
     // "benchmark off" runs). The default keeps the fixed order.
     virtual std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const;
+    // What `enabled=false` runs instead of the tuned path (PyTorch: its native im2col + GEMM
+    // kernels); nullptr when the backend has none.
+    virtual const Algorithm* native_fallback(const ConvProblem&) const { return nullptr; }
+    // PyTorch v7's fixed choice for deterministic && !benchmark (cuDNN: implicit precomp GEMM
+    // forward, ALGO_1 backward); nullptr = the heuristic's first deterministic algorithm.
+    virtual const Algorithm* fixed_default(const ConvProblem&) const { return nullptr; }
 
     // Memory: an empty buffer on failure (out of memory is a value, not an exception).
     virtual DeviceBuffer allocate(std::size_t bytes) const = 0;

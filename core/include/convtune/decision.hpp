@@ -1,0 +1,57 @@
+// Decision: what the selector chose for one (problem, backend, flags) and why — the data behind
+// `convtune tune`'s explain table and the tuning cache's value.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "convtune/algorithm.hpp"
+
+namespace convtune {
+
+// Where a choice came from.
+enum class Source {
+    memory,     // the in-memory cache
+    database,   // the persistent tuning database
+    heuristic,  // the backend's ranking, nothing timed
+    search,     // timed candidates
+    fixed,      // a fixed default (PyTorch v7: deterministic && !benchmark)
+    fallback,   // enabled=false: the native fallback algorithm
+};
+std::string_view to_string(Source s);
+
+struct Candidate {
+    enum class State {
+        timed,         // ran and was timed
+        chosen_untimed,// chosen without timing (heuristic / fixed / fallback)
+        not_timed,     // eligible, but not timed (benchmark off, limit reached)
+        filtered,      // removed by a flag filter (reason says which)
+        unsupported,   // supports() said no (reason says why)
+        over_workspace,// workspace above the limit
+        out_of_memory, // allocating its workspace or running failed for memory
+        failed,        // run() failed
+    };
+    std::string id;
+    Notes notes;
+    State state = State::not_timed;
+    std::string reason;
+    std::size_t workspace = 0;
+    std::vector<double> samples_ms;  // timed runs after the warm-up(s)
+    double median_ms = 0;
+    double spread = 0;  // (max - min) / median of the samples
+};
+std::string_view to_string(Candidate::State s);
+
+struct Decision {
+    std::string key;          // the cache key
+    std::string algorithm;    // chosen id (empty when nothing can run)
+    Source source = Source::heuristic;
+    double search_ms = 0;     // wall time spent timing candidates for this decision
+    double median_ms = 0;     // the winner's median (0 when not timed)
+    bool provisional = false; // adaptive policy: heuristic pick until the shape recurs enough
+    std::vector<Candidate> candidates;
+};
+
+}  // namespace convtune

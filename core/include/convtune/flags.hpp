@@ -1,0 +1,70 @@
+// Flags: the torch.backends.cudnn emulation plus convtune's own policy knobs.
+//
+// The five PyTorch flags keep PyTorch's names and defaults (enabled=true, benchmark=false,
+// benchmark_limit=10, deterministic=false, allow_tf32=true). Values are process-wide; a
+// FlagsGuard overrides them for the current thread until it is destroyed (guards nest), so two
+// threads can run with different flags at once. Every convolution reads the flags when it runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace convtune {
+
+enum class Policy {
+    pytorch,     // PyTorch's v8 (cuDNN graph API) behaviour, quirks included
+    pytorch_v7,  // PyTorch's legacy-API behaviour
+    convtune,    // the default: robust timing, benchmark in the key, never slower than the heuristic
+    adaptive,    // "benchmark only when it pays": search a shape once it recurs
+};
+std::string_view to_string(Policy p);
+Policy parse_policy(std::string_view s);  // throws ParseError
+
+struct FlagValues {
+    // torch.backends.cudnn.*
+    bool enabled = true;
+    bool benchmark = false;
+    int benchmark_limit = 10;  // 0 = time every candidate
+    bool deterministic = false;
+    bool allow_tf32 = true;
+    // convtune's own knobs
+    Policy policy = Policy::convtune;
+    std::size_t workspace_limit = std::numeric_limits<std::size_t>::max();  // bytes
+    double search_budget_ms = 2000;  // convtune policy: timing budget per problem (after warm-ups)
+    int min_samples = 3;             // convtune policy: samples per candidate before the median can be stable
+    int max_samples = 15;            // convtune policy: samples per candidate at most
+    double stable_rel = 0.02;        // convtune policy: median is stable when it moved less than this
+    int adaptive_after = 3;          // adaptive policy: search a shape on its N-th occurrence
+
+    bool operator==(const FlagValues&) const = default;
+    // "enabled=1,benchmark=0,benchmark_limit=10,deterministic=0,allow_tf32=1,policy=convtune"
+    std::string to_string() const;
+};
+
+// Applies "key=value,key=value" to `base` (keys: enabled, benchmark, benchmark_limit,
+// deterministic, allow_tf32, policy, workspace_limit, search_budget_ms, min_samples,
+// max_samples, adaptive_after; booleans 0/1/true/false). Throws ParseError naming the key.
+FlagValues parse_flags(std::string_view text, FlagValues base = {});
+
+// The flags in effect on this thread: the innermost FlagsGuard's, else the process-wide ones.
+FlagValues current_flags();
+// Sets the process-wide values (threads inside a FlagsGuard keep their override).
+void set_global_flags(const FlagValues& v);
+FlagValues global_flags();
+
+class FlagsGuard {
+public:
+    explicit FlagsGuard(const FlagValues& v);
+    ~FlagsGuard();
+    FlagsGuard(const FlagsGuard&) = delete;
+    FlagsGuard& operator=(const FlagsGuard&) = delete;
+
+private:
+    const FlagValues* previous_;
+    FlagValues value_;
+};
+
+}  // namespace convtune

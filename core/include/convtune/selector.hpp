@@ -1,0 +1,61 @@
+// Selector: chooses the algorithm for (problem, backend, flags) — from memory, from the tuning
+// database, from the backend's heuristic, or by timing candidates — and runs it, falling
+// through to the next candidate when one fails or runs out of memory.
+//
+// Policies (FlagValues::policy), documented with their rules in docs/autotuning.md:
+//   pytorch     PyTorch v8: cache key without `benchmark`; benchmark off = heuristic order, first
+//               candidate that can run; on = 1 warm-up + 1 timed run per candidate in heuristic
+//               order until benchmark_limit succeeded (0 = all), fastest wins.
+//   pytorch-v7  legacy API: benchmark on times every candidate and caches the first that runs in
+//               time order; deterministic && !benchmark takes the backend's fixed default.
+//   convtune    `benchmark` is in the key; robust timing (warm-up, samples until the median is
+//               stable or the budget is spent); the heuristic's pick is always timed, so a search
+//               never returns an algorithm its own timing says is slower.
+//   adaptive    convtune's search, but only once a shape has been asked for adaptive_after
+//               times; until then the heuristic pick runs (marked provisional).
+// Filters, every policy: deterministic drops NONDETERMINISTIC; f32 without allow_tf32 drops
+// TENSOR_CORE; DOWN_CONVERT_INPUTS is always dropped; workspace above workspace_limit is dropped.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "convtune/backend.hpp"
+#include "convtune/decision.hpp"
+#include "convtune/flags.hpp"
+#include "convtune/tuning_cache.hpp"
+#include "convtune/tuning_db.hpp"
+
+namespace convtune {
+
+// The cache key: backend, problem and the flag fields the policy keys on.
+std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f);
+
+class Selector {
+public:
+    // `cache` is required; `db` may be null (no persistence).
+    Selector(const Backend& backend, TuningCache& cache, TuningDatabase* db = nullptr);
+
+    const Backend& backend() const { return backend_; }
+
+    // The decision for p under f, from the cheapest source that has one. Throws Error when no
+    // algorithm of the backend can run p under f (the message lists why each was rejected).
+    std::shared_ptr<const Decision> select(const ConvProblem& p, const FlagValues& f);
+    std::shared_ptr<const Decision> select(const ConvProblem& p) { return select(p, current_flags()); }
+
+    // A fresh decision that ignores every cache (what select does on a miss).
+    Decision decide(const ConvProblem& p, const FlagValues& f) const;
+
+    // Selects and runs on t (device memory of the backend). When the chosen algorithm fails or
+    // runs out of memory, the next eligible candidate runs and becomes the cached choice.
+    Status run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f);
+
+private:
+    Decision search(const ConvProblem& p, const FlagValues& f, std::vector<Candidate> cands, const std::string& key) const;
+
+    const Backend& backend_;
+    TuningCache& cache_;
+    TuningDatabase* db_;
+};
+
+}  // namespace convtune

@@ -1,0 +1,105 @@
+#include "convtune/flags.hpp"
+
+#include <charconv>
+#include <mutex>
+#include <sstream>
+
+#include "convtune/error.hpp"
+
+namespace convtune {
+
+std::string_view to_string(Policy p) {
+    switch (p) {
+        case Policy::pytorch: return "pytorch";
+        case Policy::pytorch_v7: return "pytorch-v7";
+        case Policy::convtune: return "convtune";
+        case Policy::adaptive: return "adaptive";
+    }
+    return "?";
+}
+
+Policy parse_policy(std::string_view s) {
+    for (Policy p : {Policy::pytorch, Policy::pytorch_v7, Policy::convtune, Policy::adaptive})
+        if (s == to_string(p)) return p;
+    throw ParseError("policy: unknown policy '" + std::string(s) + "' (expected pytorch, pytorch-v7, convtune or adaptive)");
+}
+
+std::string FlagValues::to_string() const {
+    std::ostringstream o;
+    o << "enabled=" << enabled << ",benchmark=" << benchmark << ",benchmark_limit=" << benchmark_limit
+      << ",deterministic=" << deterministic << ",allow_tf32=" << allow_tf32 << ",policy=" << convtune::to_string(policy);
+    return o.str();
+}
+
+namespace {
+
+bool parse_bool(const std::string& key, std::string_view v) {
+    if (v == "1" || v == "true" || v == "True" || v == "on") return true;
+    if (v == "0" || v == "false" || v == "False" || v == "off") return false;
+    throw ParseError(key + ": '" + std::string(v) + "' is not a boolean (use 0/1 or true/false)");
+}
+
+template <class T>
+T parse_number(const std::string& key, std::string_view v, T lo) {
+    T r{};
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
+    if (ec != std::errc() || p != v.data() + v.size()) throw ParseError(key + ": '" + std::string(v) + "' is not a number");
+    if (r < lo) throw ParseError(key + ": must be >= " + std::to_string(lo) + " (got " + std::string(v) + ")");
+    return r;
+}
+
+std::mutex g_mutex;
+FlagValues g_flags;
+thread_local const FlagValues* t_override = nullptr;
+
+}  // namespace
+
+FlagValues parse_flags(std::string_view text, FlagValues f) {
+    while (!text.empty()) {
+        const auto comma = text.find(',');
+        std::string_view item = text.substr(0, comma);
+        text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+        if (item.empty()) continue;
+        const auto eq = item.find('=');
+        if (eq == std::string_view::npos) throw ParseError("flags: entry '" + std::string(item) + "' is not key=value");
+        const std::string key(item.substr(0, eq));
+        const std::string_view v = item.substr(eq + 1);
+        if (key == "enabled") f.enabled = parse_bool(key, v);
+        else if (key == "benchmark") f.benchmark = parse_bool(key, v);
+        else if (key == "benchmark_limit") f.benchmark_limit = parse_number<int>(key, v, 0);
+        else if (key == "deterministic") f.deterministic = parse_bool(key, v);
+        else if (key == "allow_tf32") f.allow_tf32 = parse_bool(key, v);
+        else if (key == "policy") f.policy = parse_policy(v);
+        else if (key == "workspace_limit") f.workspace_limit = parse_number<std::size_t>(key, v, 0);
+        else if (key == "search_budget_ms") f.search_budget_ms = parse_number<double>(key, v, 0.0);
+        else if (key == "min_samples") f.min_samples = parse_number<int>(key, v, 1);
+        else if (key == "max_samples") f.max_samples = parse_number<int>(key, v, 1);
+        else if (key == "adaptive_after") f.adaptive_after = parse_number<int>(key, v, 1);
+        else
+            throw ParseError("flags: unknown flag '" + key +
+                             "' (known: enabled, benchmark, benchmark_limit, deterministic, allow_tf32, policy, workspace_limit, "
+                             "search_budget_ms, min_samples, max_samples, adaptive_after)");
+    }
+    if (f.max_samples < f.min_samples) throw ParseError("max_samples: must be >= min_samples");
+    return f;
+}
+
+FlagValues current_flags() {
+    if (t_override) return *t_override;
+    return global_flags();
+}
+
+FlagValues global_flags() {
+    std::lock_guard lock(g_mutex);
+    return g_flags;
+}
+
+void set_global_flags(const FlagValues& v) {
+    std::lock_guard lock(g_mutex);
+    g_flags = v;
+}
+
+FlagsGuard::FlagsGuard(const FlagValues& v) : previous_(t_override), value_(v) { t_override = &value_; }
+FlagsGuard::~FlagsGuard() { t_override = previous_; }
+
+}  // namespace convtune

@@ -1,0 +1,320 @@
+#include "convtune/selector.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+
+#include "convtune/error.hpp"
+#include "convtune/host_data.hpp"
+
+namespace convtune {
+
+std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f) {
+    std::string k = std::string(b.name()) + "|" + p.to_string() + "|det=" + (f.deterministic ? "1" : "0") +
+                    "|tf32=" + (f.allow_tf32 ? "1" : "0");
+    // PyTorch's key has no `benchmark` (its quirk); convtune's has.
+    if (f.policy == Policy::convtune || f.policy == Policy::adaptive) k += std::string("|bench=") + (f.benchmark ? "1" : "0");
+    if (f.workspace_limit != FlagValues{}.workspace_limit) k += "|ws=" + std::to_string(f.workspace_limit);
+    k += "|policy=" + std::string(to_string(f.policy));
+    return k;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Every algorithm of the backend as a candidate: eligible ones (state not_timed) in heuristic
+// order first, then the ones a filter, the workspace limit or supports() removed, with reasons.
+std::vector<Candidate> make_candidates(const Backend& b, const ConvProblem& p, const FlagValues& f) {
+    std::vector<Candidate> out;
+    const std::vector<const Algorithm*> order = b.heuristic_order(p);
+    auto add = [&](const Algorithm* a, bool supported, const std::string& why_not) {
+        Candidate c;
+        c.id = std::string(a->id());
+        c.notes = a->notes();
+        if (!supported) {
+            c.state = Candidate::State::unsupported;
+            c.reason = why_not;
+            out.push_back(std::move(c));
+            return;
+        }
+        c.workspace = a->workspace_size(p);
+        if (f.deterministic && c.notes.has(Note::nondeterministic)) {
+            c.state = Candidate::State::filtered;
+            c.reason = "deterministic=1 drops NONDETERMINISTIC";
+        } else if (p.dtype == DataType::f32 && !f.allow_tf32 && c.notes.has(Note::tensor_core)) {
+            c.state = Candidate::State::filtered;
+            c.reason = "allow_tf32=0 drops TENSOR_CORE for f32";
+        } else if (c.notes.has(Note::down_convert_inputs)) {
+            c.state = Candidate::State::filtered;
+            c.reason = "DOWN_CONVERT_INPUTS is always dropped";
+        } else if (c.workspace > f.workspace_limit) {
+            c.state = Candidate::State::over_workspace;
+            c.reason = "workspace " + std::to_string(c.workspace) + " B > limit " + std::to_string(f.workspace_limit) + " B";
+        }
+        out.push_back(std::move(c));
+    };
+    for (const Algorithm* a : order) add(a, true, "");
+    for (const Algorithm* a : b.algorithms())
+        if (std::find(order.begin(), order.end(), a) == order.end()) add(a, false, a->supports(p).reason);
+    std::stable_partition(out.begin(), out.end(), [](const Candidate& c) { return c.state == Candidate::State::not_timed; });
+    return out;
+}
+
+std::string no_candidate_message(const Backend& b, const ConvProblem& p, const std::vector<Candidate>& cands) {
+    std::string m = "no algorithm of backend '" + std::string(b.name()) + "' can run " + p.to_string() + " under these flags";
+    for (const Candidate& c : cands) m += "\n  " + c.id + ": " + std::string(to_string(c.state)) + (c.reason.empty() ? "" : ": " + c.reason);
+    return m;
+}
+
+const Algorithm* lookup(const Backend& b, const std::string& id) { return b.find(id); }
+
+}  // namespace
+
+Selector::Selector(const Backend& backend, TuningCache& cache, TuningDatabase* db) : backend_(backend), cache_(cache), db_(db) {}
+
+Decision Selector::decide(const ConvProblem& p, const FlagValues& f) const {
+    p.validate();
+    Decision d;
+    d.key = cache_key(backend_, p, f);
+    if (!f.enabled) {
+        const Algorithm* fb = backend_.native_fallback(p);
+        if (!fb) throw Error("enabled=0: backend '" + std::string(backend_.name()) + "' has no native fallback");
+        Candidate c;
+        c.id = std::string(fb->id());
+        c.notes = fb->notes();
+        c.state = Candidate::State::chosen_untimed;
+        c.reason = "enabled=0 runs the native fallback";
+        c.workspace = fb->workspace_size(p);
+        d.candidates.push_back(c);
+        d.algorithm = c.id;
+        d.source = Source::fallback;
+        return d;
+    }
+    std::vector<Candidate> cands = make_candidates(backend_, p, f);
+    const bool any = !cands.empty() && cands.front().state == Candidate::State::not_timed;
+    if (!any) throw Error(no_candidate_message(backend_, p, cands));
+
+    if (f.benchmark) return search(p, f, std::move(cands), d.key);
+
+    if (f.policy == Policy::pytorch_v7 && f.deterministic) {
+        if (const Algorithm* fd = backend_.fixed_default(p)) {
+            for (Candidate& c : cands)
+                if (c.id == fd->id() && c.state == Candidate::State::not_timed) {
+                    c.state = Candidate::State::chosen_untimed;
+                    c.reason = "PyTorch v7: deterministic && !benchmark uses the fixed default";
+                    d.algorithm = c.id;
+                    d.source = Source::fixed;
+                    d.candidates = std::move(cands);
+                    return d;
+                }
+        }
+    }
+    cands.front().state = Candidate::State::chosen_untimed;
+    cands.front().reason = "the heuristic's first eligible choice";
+    d.algorithm = cands.front().id;
+    d.source = Source::heuristic;
+    d.candidates = std::move(cands);
+    return d;
+}
+
+Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector<Candidate> cands, const std::string& key) const {
+    Decision d;
+    d.key = key;
+    d.source = Source::search;
+    // Scratch tensors with real-looking data; their preparation is not search time.
+    HostTensors host = make_host_tensors(p, 2024);
+    DeviceBuffer bx = backend_.allocate(host.x.size()), bw = backend_.allocate(host.w.size()), by = backend_.allocate(host.y.size());
+    if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " to time candidates");
+    backend_.upload(bx.data(), host.x.data(), host.x.size());
+    backend_.upload(bw.data(), host.w.data(), host.w.size());
+    backend_.upload(by.data(), host.y.data(), host.y.size());
+    const ConvTensors t{{bx.data(), host.x.size()}, {bw.data(), host.w.size()}, {by.data(), host.y.size()}};
+
+    const bool robust = f.policy == Policy::convtune || f.policy == Policy::adaptive;
+    const bool use_limit = f.policy != Policy::pytorch_v7 && f.benchmark_limit > 0;
+    int succeeded = 0;
+    double best = 0;
+    const auto t0 = Clock::now();
+    for (Candidate& c : cands) {
+        if (c.state != Candidate::State::not_timed) continue;
+        if (use_limit && succeeded >= f.benchmark_limit) {
+            c.reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";
+            continue;
+        }
+        const Algorithm* a = lookup(backend_, c.id);
+        DeviceBuffer ws = c.workspace ? backend_.allocate(c.workspace) : DeviceBuffer{};
+        if (c.workspace && !ws) {
+            c.state = Candidate::State::out_of_memory;
+            c.reason = "cannot allocate " + std::to_string(c.workspace) + " B of workspace";
+            continue;
+        }
+        const Workspace w{ws.data(), c.workspace};
+        Status st;
+        auto once = [&] { st = a->run(p, t, w); };
+        backend_.time_ms(once);  // warm-up
+        if (!st.ok()) {
+            c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
+            c.reason = st.message;
+            continue;
+        }
+        const bool over_budget = ms_since(t0) > f.search_budget_ms;
+        const int max_samples = !robust || over_budget ? 1 : f.max_samples;
+        double prev_median = -1;
+        for (int s = 0; s < max_samples; ++s) {
+            c.samples_ms.push_back(backend_.time_ms(once));
+            if (!st.ok()) break;
+            if (!robust) continue;
+            const double m = median_of(c.samples_ms);
+            // A candidate 3x slower than the best so far cannot win: stop paying for it.
+            if (best > 0 && m > 3 * best) {
+                c.reason = "stopped early: over 3x the best median";
+                break;
+            }
+            const int n = static_cast<int>(c.samples_ms.size());
+            if (n >= f.min_samples && prev_median > 0 && std::abs(m - prev_median) <= f.stable_rel * m) break;
+            prev_median = m;
+            if (ms_since(t0) > f.search_budget_ms && n >= 1) {
+                c.reason = "search budget spent";
+                break;
+            }
+        }
+        if (!st.ok()) {
+            c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
+            c.reason = st.message;
+            c.samples_ms.clear();
+            continue;
+        }
+        c.state = Candidate::State::timed;
+        c.median_ms = median_of(c.samples_ms);
+        const auto [lo, hi] = std::minmax_element(c.samples_ms.begin(), c.samples_ms.end());
+        c.spread = c.median_ms > 0 ? (*hi - *lo) / c.median_ms : 0;
+        if (best == 0 || c.median_ms < best) best = c.median_ms;
+        ++succeeded;
+    }
+    d.search_ms = ms_since(t0);
+    const Candidate* win = nullptr;
+    for (const Candidate& c : cands)
+        if (c.state == Candidate::State::timed && (!win || c.median_ms < win->median_ms)) win = &c;
+    if (!win) throw Error(no_candidate_message(backend_, p, cands));
+    d.algorithm = win->id;
+    d.median_ms = win->median_ms;
+    d.candidates = std::move(cands);
+    return d;
+}
+
+std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f) {
+    if (!f.enabled) return std::make_shared<const Decision>(decide(p, f));
+    const std::string key = cache_key(backend_, p, f);
+    const bool persistent = db_ && (f.policy == Policy::convtune || f.policy == Policy::adaptive);
+    int64_t seen = 0;
+    if (f.policy == Policy::adaptive && f.benchmark) seen = cache_.note_occurrence(key);
+    const bool adaptive_wait = f.policy == Policy::adaptive && f.benchmark && seen < f.adaptive_after;
+    const Environment env = environment_of(backend_);
+
+    auto compute = [&]() -> Decision {
+        if (persistent && f.benchmark) {
+            auto known = [this](const std::string& id) { return backend_.find(id) != nullptr; };
+            if (auto rec = db_->find(env, key, known)) {
+                // Use it only if the algorithm is still eligible for this problem and these flags.
+                std::vector<Candidate> cands = make_candidates(backend_, p, f);
+                for (Candidate& c : cands)
+                    if (c.id == rec->algorithm && c.state == Candidate::State::not_timed) {
+                        c.state = Candidate::State::chosen_untimed;
+                        c.reason = "from the tuning database";
+                        c.median_ms = rec->median_ms;
+                        c.spread = rec->spread;
+                        Decision d;
+                        d.key = key;
+                        d.algorithm = rec->algorithm;
+                        d.source = Source::database;
+                        d.median_ms = rec->median_ms;
+                        d.candidates = std::move(cands);
+                        return d;
+                    }
+            }
+        }
+        if (adaptive_wait) {
+            FlagValues off = f;
+            off.benchmark = false;
+            Decision d = decide(p, off);
+            d.key = key;
+            d.provisional = true;
+            return d;
+        }
+        Decision d = decide(p, f);
+        if (persistent && d.source == Source::search) {
+            const auto now = std::chrono::system_clock::now();
+            DbRecord r{d.algorithm, d.median_ms, 0, 0, d.search_ms, static_cast<int64_t>(std::chrono::system_clock::to_time_t(now))};
+            for (const Candidate& c : d.candidates)
+                if (c.id == d.algorithm) r.spread = c.spread, r.samples = static_cast<int>(c.samples_ms.size());
+            db_->store(env, key, r);
+        }
+        return d;
+    };
+    bool hit = false;
+    std::shared_ptr<const Decision> d = cache_.get_or_compute(key, compute, &hit);
+    if (hit && d->provisional && !adaptive_wait) {
+        // The adaptive policy's shape has now recurred often enough: search it.
+        cache_.erase(key);
+        d = cache_.get_or_compute(key, compute, &hit);
+    }
+    if (hit) {
+        auto copy = std::make_shared<Decision>(*d);
+        copy->source = Source::memory;
+        copy->search_ms = 0;
+        return copy;
+    }
+    return d;
+}
+
+Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f) {
+    check_tensors(p, t);
+    const std::shared_ptr<const Decision> d = select(p, f);
+    // The chosen algorithm first, then the other eligible candidates: timed ones fastest first,
+    // then untimed ones in heuristic order.
+    std::vector<const Candidate*> order;
+    for (const Candidate& c : d->candidates)
+        if (c.id == d->algorithm) order.push_back(&c);
+    std::vector<const Candidate*> timed, untimed;
+    for (const Candidate& c : d->candidates) {
+        if (c.id == d->algorithm) continue;
+        if (c.state == Candidate::State::timed) timed.push_back(&c);
+        else if (c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed) untimed.push_back(&c);
+    }
+    std::stable_sort(timed.begin(), timed.end(), [](auto* a, auto* b) { return a->median_ms < b->median_ms; });
+    order.insert(order.end(), timed.begin(), timed.end());
+    order.insert(order.end(), untimed.begin(), untimed.end());
+    Status last = Status::failure("no candidate");
+    for (const Candidate* c : order) {
+        const Algorithm* a = lookup(backend_, c->id);
+        if (!a) continue;
+        const std::size_t wsb = a->workspace_size(p);
+        DeviceBuffer ws = wsb ? backend_.allocate(wsb) : DeviceBuffer{};
+        if (wsb && !ws) {
+            last = Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + c->id);
+            continue;
+        }
+        last = a->run(p, t, {ws.data(), wsb});
+        if (last.ok()) {
+            if (c->id != d->algorithm && f.enabled) {
+                Decision nd = *d;
+                nd.algorithm = c->id;
+                nd.source = Source::fallback;
+                cache_.put(cache_key(backend_, p, f), std::move(nd));
+            }
+            return last;
+        }
+    }
+    return last;
+}
+
+}  // namespace convtune

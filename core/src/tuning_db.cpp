@@ -1,0 +1,260 @@
+#include "convtune/tuning_db.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "convtune/error.hpp"
+
+namespace convtune {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string convtune_version() { return "0.1.0"; }
+
+std::string Environment::describe() const {
+    return "convtune " + convtune + ", backend " + backend + ", " + library + (device.empty() ? "" : ", " + device) +
+           (driver.empty() ? "" : ", driver " + driver);
+}
+
+Environment environment_of(const Backend& b) {
+    const BackendIdentity id = b.identity();
+    return {convtune_version(), std::string(b.name()), id.library, id.device, id.driver};
+}
+
+namespace {
+
+constexpr const char* kFormat = "convtune-tuning-db";
+constexpr int kVersion = 1;
+
+std::string get_string(const json& j, const char* key, const std::string& where) {
+    if (!j.contains(key)) throw ParseError(where + ": missing \"" + key + "\"");
+    if (!j[key].is_string()) throw ParseError(where + ": \"" + key + "\" must be a string");
+    return j[key].get<std::string>();
+}
+double get_number(const json& j, const char* key, const std::string& where) {
+    if (!j.contains(key)) return 0;
+    if (!j[key].is_number()) throw ParseError(where + ": \"" + key + "\" must be a number");
+    return j[key].get<double>();
+}
+
+json to_json(const std::vector<DbSection>& sections) {
+    json envs = json::array();
+    for (const DbSection& s : sections) {
+        json entries = json::object();
+        for (const auto& [k, r] : s.entries)
+            entries[k] = {{"algorithm", r.algorithm}, {"median_ms", r.median_ms}, {"spread", r.spread},
+                          {"samples", r.samples},     {"search_ms", r.search_ms}, {"time", r.time}};
+        envs.push_back({{"convtune", s.env.convtune}, {"backend", s.env.backend}, {"library", s.env.library},
+                        {"device", s.env.device}, {"driver", s.env.driver}, {"entries", entries}});
+    }
+    return {{"format", kFormat}, {"version", kVersion}, {"environments", envs}};
+}
+
+DbSection* find_section(std::vector<DbSection>& v, const Environment& e) {
+    for (DbSection& s : v)
+        if (s.env == e) return &s;
+    return nullptr;
+}
+
+// An exclusive lock on "<path>.lock" for the duration of a read-merge-write.
+class FileLock {
+public:
+    explicit FileLock(const std::string& path) {
+        fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd_ < 0) throw Error("cannot create lock file " + path + ".lock: " + std::strerror(errno));
+        while (::flock(fd_, LOCK_EX) != 0) {
+            if (errno != EINTR) {
+                ::close(fd_);
+                throw Error("cannot lock " + path + ".lock: " + std::strerror(errno));
+            }
+        }
+    }
+    ~FileLock() {
+        ::flock(fd_, LOCK_UN);
+        ::close(fd_);
+    }
+
+private:
+    int fd_ = -1;
+};
+
+}  // namespace
+
+std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw ParseError(path + ": cannot open");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string text = ss.str();
+    if (text.empty()) throw ParseError(path + ": empty file");
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception& e) {
+        throw ParseError(path + ": not valid JSON (" + std::string(e.what()) + ")");
+    }
+    if (!j.is_object()) throw ParseError(path + ": top level must be an object");
+    if (!j.contains("format") || j["format"] != kFormat) throw ParseError(path + ": not a convtune tuning database (\"format\" is missing or wrong)");
+    if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kVersion)
+        throw ParseError(path + ": unsupported database version (this convtune reads version " + std::to_string(kVersion) + ")");
+    if (!j.contains("environments") || !j["environments"].is_array()) throw ParseError(path + ": \"environments\" must be an array");
+    std::vector<DbSection> out;
+    int index = 0;
+    for (const json& e : j["environments"]) {
+        const std::string where = path + ": environment " + std::to_string(index++);
+        if (!e.is_object()) throw ParseError(where + " must be an object");
+        DbSection s;
+        s.env = {get_string(e, "convtune", where), get_string(e, "backend", where), get_string(e, "library", where),
+                 get_string(e, "device", where), get_string(e, "driver", where)};
+        if (!e.contains("entries") || !e["entries"].is_object()) throw ParseError(where + ": \"entries\" must be an object");
+        for (const auto& [key, r] : e["entries"].items()) {
+            const std::string w = where + ", entry '" + key + "'";
+            if (!r.is_object()) throw ParseError(w + " must be an object");
+            DbRecord rec;
+            rec.algorithm = get_string(r, "algorithm", w);
+            rec.median_ms = get_number(r, "median_ms", w);
+            rec.spread = get_number(r, "spread", w);
+            rec.samples = static_cast<int>(get_number(r, "samples", w));
+            rec.search_ms = get_number(r, "search_ms", w);
+            rec.time = static_cast<int64_t>(get_number(r, "time", w));
+            s.entries[key] = rec;
+        }
+        if (DbSection* existing = find_section(out, s.env)) {
+            for (auto& [k, r] : s.entries) existing->entries[k] = r;
+        } else {
+            out.push_back(std::move(s));
+        }
+    }
+    return out;
+}
+
+void TuningDatabase::write_file(const std::string& path, const std::vector<DbSection>& sections) {
+    const std::string text = to_json(sections).dump(1) + "\n";
+    const fs::path target(path);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    const std::string tmp = (dir / (target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error("cannot write " + path + ": cannot create " + tmp + ": " + std::strerror(errno));
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const std::string err = std::strerror(errno);
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw Error("cannot write " + path + ": " + err + " (the old file is unchanged)");
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+        const std::string err = std::strerror(errno);
+        ::unlink(tmp.c_str());
+        throw Error("cannot write " + path + ": " + err + " (the old file is unchanged)");
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const std::string err = std::strerror(errno);
+        ::unlink(tmp.c_str());
+        throw Error("cannot replace " + path + ": " + err + " (the old file is unchanged)");
+    }
+}
+
+std::vector<DbSection> TuningDatabase::merge(std::vector<DbSection> a, const std::vector<DbSection>& b) {
+    for (const DbSection& s : b) {
+        DbSection* t = find_section(a, s.env);
+        if (!t) {
+            a.push_back(s);
+            continue;
+        }
+        for (const auto& [k, r] : s.entries) {
+            auto it = t->entries.find(k);
+            if (it == t->entries.end() || r.time >= it->second.time) t->entries[k] = r;
+        }
+    }
+    return a;
+}
+
+TuningDatabase::TuningDatabase(std::string path, Warn warn) : path_(std::move(path)), warn_(std::move(warn)) {
+    std::error_code ec;
+    if (!fs::exists(path_, ec)) return;
+    try {
+        sections_ = read_file(path_);
+    } catch (const Error& e) {
+        this->warn(std::string("tuning database ignored: ") + e.what() + "; tuning starts afresh");
+    }
+}
+
+void TuningDatabase::warn(const std::string& m) {
+    if (!warned_.insert(m).second) return;
+    if (warn_) warn_(m);
+    else std::cerr << "convtune: warning: " << m << "\n";
+}
+
+std::optional<DbRecord> TuningDatabase::find(const Environment& env, const std::string& key,
+                                             const std::function<bool(const std::string&)>& known) {
+    std::lock_guard lock(mutex_);
+    DbSection* s = find_section(sections_, env);
+    if (!s) {
+        for (const DbSection& o : sections_)
+            if (o.env.backend == env.backend && !o.entries.empty())
+                warn("tuning database " + path_ + ": " + std::to_string(o.entries.size()) + " entries for backend " + env.backend +
+                     " come from another environment (" + o.env.describe() + "; this is " + env.describe() + ") and are ignored");
+        return std::nullopt;
+    }
+    auto it = s->entries.find(key);
+    if (it == s->entries.end()) return std::nullopt;
+    if (known && !known(it->second.algorithm)) {
+        warn("tuning database " + path_ + ": algorithm '" + it->second.algorithm + "' is not in this build; its entries are skipped");
+        return std::nullopt;
+    }
+    return it->second;
+}
+
+bool TuningDatabase::store(const Environment& env, const std::string& key, const DbRecord& r) {
+    std::lock_guard lock(mutex_);
+    DbSection* s = find_section(sections_, env);
+    if (!s) {
+        sections_.push_back({env, {}});
+        s = &sections_.back();
+    }
+    s->entries[key] = r;
+    try {
+        FileLock file_lock(path_);
+        std::vector<DbSection> on_disk;
+        std::error_code ec;
+        if (fs::exists(path_, ec)) {
+            try {
+                on_disk = read_file(path_);
+            } catch (const ParseError& e) {
+                const std::string keep = path_ + ".corrupt";
+                fs::rename(path_, keep, ec);
+                warn(std::string("tuning database was unreadable (") + e.what() + "); kept as " + keep + " and replaced");
+            }
+        }
+        sections_ = merge(std::move(on_disk), sections_);
+        write_file(path_, sections_);
+        return true;
+    } catch (const Error& e) {
+        warn(std::string("tuning results not saved: ") + e.what() + "; tuning continues in memory");
+        return false;
+    }
+}
+
+std::vector<DbSection> TuningDatabase::sections() const {
+    std::lock_guard lock(mutex_);
+    return sections_;
+}
+
+}  // namespace convtune

@@ -1,0 +1,89 @@
+#include "support/fake_backend.hpp"
+
+#include <map>
+#include <mutex>
+
+namespace convtune::test {
+
+namespace {
+
+class FakeAlgorithm final : public Algorithm {
+public:
+    FakeAlgorithm(const FakeBackend& b, FakeSpec s) : backend_(b), spec_(std::move(s)) {}
+    std::string_view id() const override { return spec_.id; }
+    const Backend& backend() const override { return backend_; }
+    Notes notes() const override { return spec_.notes; }
+    Support supports(const ConvProblem& p) const override {
+        if (spec_.mode == FakeSpec::Mode::unsupported) return Support::no("scripted: never supported");
+        if (spec_.only_direction >= 0 && static_cast<int>(p.direction) != spec_.only_direction)
+            return Support::no("scripted: other direction only");
+        return Support::yes();
+    }
+    std::size_t workspace_size(const ConvProblem&) const override { return spec_.workspace; }
+    Status run(const ConvProblem& p, const ConvTensors&, Workspace) const override {
+        int i = 0;
+        {
+            std::lock_guard lock(mutex_);
+            i = count_++;
+        }
+        if (spec_.mode == FakeSpec::Mode::fails) return Status::failure("scripted failure");
+        if (spec_.mode == FakeSpec::Mode::out_of_memory) return Status::out_of_memory("scripted out of memory");
+        const double t = spec_.ms_per_gflop > 0 ? spec_.ms_per_gflop * p.flops() / 1e9
+                                                : spec_.times_ms[std::min<std::size_t>(static_cast<std::size_t>(i), spec_.times_ms.size() - 1)];
+        backend_.advance(t);
+        return Status::success();
+    }
+    int count() const {
+        std::lock_guard lock(mutex_);
+        return count_;
+    }
+    void reset() {
+        std::lock_guard lock(mutex_);
+        count_ = 0;
+    }
+
+private:
+    const FakeBackend& backend_;
+    FakeSpec spec_;
+    mutable std::mutex mutex_;
+    mutable int count_ = 0;
+};
+
+}  // namespace
+
+FakeBackend::FakeBackend(std::string name, std::vector<FakeSpec> specs, const Algorithm*, std::string fixed)
+    : name_(std::move(name)), fixed_id_(std::move(fixed)) {
+    for (FakeSpec& s : specs) {
+        owned_.push_back(std::make_unique<FakeAlgorithm>(*this, std::move(s)));
+        list_.push_back(owned_.back().get());
+    }
+    if (!list_.empty()) fallback_id_ = std::string(list_.back()->id());
+}
+
+FakeBackend::~FakeBackend() = default;
+
+const Algorithm* FakeBackend::native_fallback(const ConvProblem&) const { return find(fallback_id_); }
+const Algorithm* FakeBackend::fixed_default(const ConvProblem&) const { return fixed_id_.empty() ? nullptr : find(fixed_id_); }
+
+double FakeBackend::time_ms(const std::function<void()>& fn) const {
+    const double t0 = clock_ms_;
+    fn();
+    return clock_ms_ - t0;
+}
+
+DeviceBuffer FakeBackend::allocate(std::size_t bytes) const {
+    if (memory_limit && bytes > memory_limit) return {};
+    return HostBackend::allocate(bytes);
+}
+
+int FakeBackend::runs(const std::string& id) const {
+    const Algorithm* a = find(id);
+    return a ? static_cast<const FakeAlgorithm*>(a)->count() : 0;
+}
+
+void FakeBackend::reset_counters() {
+    for (const Algorithm* a : list_) const_cast<FakeAlgorithm*>(static_cast<const FakeAlgorithm*>(a))->reset();
+    clock_ms_ = 0;
+}
+
+}  // namespace convtune::test

@@ -1,0 +1,58 @@
+// A scripted backend for exact tests of the selector and the simulator: every algorithm has
+// fixed (or scripted) run times on a virtual clock, notes, a workspace size, and can be made
+// to fail or run out of memory. Nothing is computed; time_ms returns the virtual time the
+// algorithms "spent" inside the timed function, so totals are exact.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "convtune/backend.hpp"
+
+namespace convtune::test {
+
+struct FakeSpec {
+    std::string id;
+    std::vector<double> times_ms{1.0};  // run i takes times_ms[min(i, size-1)]
+    Notes notes{};
+    std::size_t workspace = 0;
+    enum class Mode { ok, fails, out_of_memory, unsupported } mode = Mode::ok;
+    // Optional: support only problems with this direction.
+    int only_direction = -1;
+    // Time as a multiple of the problem's GFLOP instead of times_ms (for simulations over many
+    // shapes): ms = ms_per_gflop * flops / 1e9 (0 = use times_ms).
+    double ms_per_gflop = 0;
+};
+
+class FakeBackend : public HostBackend {
+public:
+    FakeBackend(std::string name, std::vector<FakeSpec> specs, const Algorithm* native = nullptr, std::string fixed = "");
+    ~FakeBackend() override;
+    std::string_view name() const override { return name_; }
+    Availability availability() const override { return {}; }
+    BackendIdentity identity() const override { return {"fake 1.0", "virtual device", ""}; }
+    std::span<const Algorithm* const> algorithms() const override { return list_; }
+    const Algorithm* native_fallback(const ConvProblem&) const override;
+    const Algorithm* fixed_default(const ConvProblem&) const override;
+    double time_ms(const std::function<void()>& fn) const override;
+    DeviceBuffer allocate(std::size_t bytes) const override;
+
+    // Virtual clock (ms) advanced by every run, and how many times each algorithm ran.
+    double clock_ms() const { return clock_ms_; }
+    int runs(const std::string& id) const;
+    void reset_counters();
+    void advance(double ms) const { clock_ms_ += ms; }
+    // Allocations larger than this fail (out of memory), 0 = unlimited.
+    std::size_t memory_limit = 0;
+
+private:
+    std::string name_;
+    std::vector<std::unique_ptr<Algorithm>> owned_;
+    std::vector<const Algorithm*> list_;
+    std::string fallback_id_, fixed_id_;
+    mutable double clock_ms_ = 0;
+};
+
+}  // namespace convtune::test

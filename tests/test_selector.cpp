@@ -1,0 +1,447 @@
+// The selector's rules, policy by policy, proven on a scripted fake backend with exact virtual
+// timings; the cache's concurrency and bounds; the flags' scoping.
+#define BOOST_TEST_MODULE selector
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "convtune/error.hpp"
+#include "convtune/host_data.hpp"
+#include "convtune/selector.hpp"
+#include "support/fake_backend.hpp"
+
+using namespace convtune;
+using test::FakeBackend;
+using test::FakeSpec;
+using Mode = FakeSpec::Mode;
+
+namespace {
+
+const ConvProblem kP = ConvProblem::parse("n=2,c=4,k=4,in=6x6,ker=3x3,pad=1x1");
+
+FlagValues flags(const std::string& s) { return parse_flags(s); }
+
+const Candidate& cand(const Decision& d, const std::string& id) {
+    for (const Candidate& c : d.candidates)
+        if (c.id == id) return c;
+    throw std::runtime_error("no candidate " + id);
+}
+
+// Five candidates in heuristic order h1..h5 with distinct constant times; h4 is the fastest.
+std::vector<FakeSpec> five() {
+    return {{"h1", {5}}, {"h2", {4}}, {"h3", {6}}, {"h4", {1}}, {"h5", {2}}};
+}
+
+struct TempDir {
+    std::filesystem::path path;
+    TempDir() {
+        path = std::filesystem::temp_directory_path() / ("convtune-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+        std::filesystem::create_directories(path);
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+    std::string file(const std::string& n) const { return (path / n).string(); }
+    static inline int counter = 0;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pytorch_policy)
+
+BOOST_AUTO_TEST_CASE(benchmark_off_takes_heuristic_first) {
+    FakeBackend b("fake", five());
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("policy=pytorch,benchmark=0"));
+    BOOST_TEST(d->algorithm == "h1");
+    BOOST_TEST((d->source == Source::heuristic));
+    BOOST_TEST(b.clock_ms() == 0.0);  // nothing ran
+}
+
+BOOST_AUTO_TEST_CASE(benchmark_on_one_warmup_one_sample_until_limit) {
+    FakeBackend b("fake", five());
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=3"));
+    // h1..h3 timed (limit 3), h4 (the fastest) never reached: PyTorch picks h2.
+    BOOST_TEST(d->algorithm == "h2");
+    BOOST_TEST((d->source == Source::search));
+    for (const char* id : {"h1", "h2", "h3"}) {
+        BOOST_TEST(b.runs(id) == 2, id);  // warm-up + one timed run
+        BOOST_TEST(cand(*d, id).samples_ms.size() == 1u);
+    }
+    BOOST_TEST(b.runs("h4") == 0);
+    BOOST_TEST((cand(*d, "h4").state == Candidate::State::not_timed));
+    BOOST_TEST(cand(*d, "h4").reason.find("benchmark_limit=3") != std::string::npos);
+    BOOST_TEST(b.clock_ms() == 2 * (5 + 4 + 6.0));
+    // limit 0 = all: h4 wins.
+    TuningCache c2;
+    Selector s2(b, c2);
+    BOOST_TEST(s2.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=0"))->algorithm == "h4");
+}
+
+BOOST_AUTO_TEST_CASE(benchmark_is_not_in_the_key) {
+    // PyTorch issue 45372: a shape first seen with benchmark off keeps its heuristic pick.
+    FakeBackend b("fake", five());
+    TuningCache cache;
+    Selector s(b, cache);
+    BOOST_TEST(s.select(kP, flags("policy=pytorch,benchmark=0"))->algorithm == "h1");
+    auto d = s.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=0"));
+    BOOST_TEST(d->algorithm == "h1");
+    BOOST_TEST((d->source == Source::memory));
+    BOOST_TEST(b.clock_ms() == 0.0);
+    BOOST_TEST(cache_key(b, kP, flags("policy=pytorch,benchmark=0")) == cache_key(b, kP, flags("policy=pytorch,benchmark=1")));
+    // but deterministic and allow_tf32 are
+    BOOST_TEST(cache_key(b, kP, flags("policy=pytorch,deterministic=1")) != cache_key(b, kP, flags("policy=pytorch")));
+    BOOST_TEST(cache_key(b, kP, flags("policy=pytorch,allow_tf32=0")) != cache_key(b, kP, flags("policy=pytorch")));
+}
+
+BOOST_AUTO_TEST_CASE(single_sample_picks_a_lucky_noisy_candidate) {
+    // "noisy" is slow (10 ms) but its first timed run is lucky (1 ms); "steady" always takes 5 ms.
+    FakeBackend b("fake", {{"noisy", {10, 1, 10, 10, 10, 10, 10, 10}}, {"steady", {5}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    BOOST_TEST(s.select(kP, flags("policy=pytorch,benchmark=1"))->algorithm == "noisy");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(filters)
+
+BOOST_AUTO_TEST_CASE(notes_filters_and_workspace) {
+    FakeBackend b("fake", {{"nondet", {1}, Note::nondeterministic},
+                           {"tc", {1}, Note::tensor_core},
+                           {"down", {1}, Note::down_convert_inputs},
+                           {"big", {1}, {}, 1 << 20},
+                           {"never", {1}, {}, 0, Mode::unsupported},
+                           {"plain", {3}}});
+    for (Policy pol : {Policy::pytorch, Policy::pytorch_v7, Policy::convtune}) {
+        FlagValues f = flags("benchmark=1,benchmark_limit=0,deterministic=1,allow_tf32=0,workspace_limit=1000");
+        f.policy = pol;
+        TuningCache cache;
+        Selector s(b, cache);
+        auto d = s.select(kP, f);
+        BOOST_TEST(d->algorithm == "plain", to_string(pol));
+        BOOST_TEST((cand(*d, "nondet").state == Candidate::State::filtered));
+        BOOST_TEST((cand(*d, "tc").state == Candidate::State::filtered));
+        BOOST_TEST((cand(*d, "down").state == Candidate::State::filtered));
+        BOOST_TEST((cand(*d, "big").state == Candidate::State::over_workspace));
+        BOOST_TEST((cand(*d, "never").state == Candidate::State::unsupported));
+        BOOST_TEST(cand(*d, "never").reason == "scripted: never supported");
+    }
+    // TF32 only concerns f32: an f16 problem keeps the tensor-core candidate.
+    ConvProblem half = kP;
+    half.dtype = DataType::f16;
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(half, flags("policy=pytorch,benchmark=1,benchmark_limit=0,allow_tf32=0"));
+    BOOST_TEST((cand(*d, "tc").state == Candidate::State::timed));
+    // Down-convert is dropped even when nothing else is asked.
+    BOOST_TEST((cand(*d, "down").state == Candidate::State::filtered));
+}
+
+BOOST_AUTO_TEST_CASE(failing_and_oom_candidates_fall_through) {
+    FakeBackend b("fake", {{"bad", {1}, {}, 0, Mode::fails}, {"oom", {1}, {}, 0, Mode::out_of_memory}, {"ws", {1}, {}, 4096}, {"ok", {2}}});
+    b.memory_limit = 2048;  // "ws" cannot get its workspace
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("policy=convtune,benchmark=1"));
+    BOOST_TEST(d->algorithm == "ok");
+    BOOST_TEST((cand(*d, "bad").state == Candidate::State::failed));
+    BOOST_TEST((cand(*d, "oom").state == Candidate::State::out_of_memory));
+    BOOST_TEST((cand(*d, "ws").state == Candidate::State::out_of_memory));
+    // Benchmark off: the heuristic picks "bad"; running falls through to the first that runs
+    // and caches it (PyTorch's "first that runs").
+    TuningCache c2;
+    Selector s2(b, c2);
+    const FlagValues off = flags("policy=pytorch,benchmark=0");
+    BOOST_TEST(s2.select(kP, off)->algorithm == "bad");
+    HostTensors t = make_host_tensors(kP);
+    BOOST_TEST(s2.run(kP, t.views(), off).ok());
+    BOOST_TEST(s2.select(kP, off)->algorithm == "ok");
+}
+
+BOOST_AUTO_TEST_CASE(nothing_eligible_is_a_clear_error) {
+    FakeBackend b("fake", {{"nondet", {1}, Note::nondeterministic}});
+    TuningCache cache;
+    Selector s(b, cache);
+    try {
+        s.select(kP, flags("deterministic=1"));
+        BOOST_FAIL("expected an error");
+    } catch (const Error& e) {
+        BOOST_TEST(std::string(e.what()).find("nondet: filtered: deterministic=1 drops NONDETERMINISTIC") != std::string::npos, e.what());
+    }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(v7_and_fallback)
+
+BOOST_AUTO_TEST_CASE(v7_fixed_default_and_time_all) {
+    FakeBackend b("fake", five(), nullptr, "h3");
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("policy=pytorch-v7,deterministic=1,benchmark=0"));
+    BOOST_TEST(d->algorithm == "h3");
+    BOOST_TEST((d->source == Source::fixed));
+    // v7's benchmark times every algorithm (no benchmark_limit) and keeps the fastest.
+    TuningCache c2;
+    Selector s2(b, c2);
+    BOOST_TEST(s2.select(kP, flags("policy=pytorch-v7,benchmark=1,benchmark_limit=1"))->algorithm == "h4");
+}
+
+BOOST_AUTO_TEST_CASE(enabled_false_runs_the_native_fallback) {
+    FakeBackend b("fake", five());
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("enabled=0,benchmark=1"));
+    BOOST_TEST(d->algorithm == "h5");  // the fake's native fallback is its last algorithm
+    BOOST_TEST((d->source == Source::fallback));
+    BOOST_TEST(b.clock_ms() == 0.0);
+    BOOST_TEST(cache.stats().size == 0u);  // the fallback path bypasses the cache
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(convtune_policy)
+
+BOOST_AUTO_TEST_CASE(robust_timing_beats_a_lucky_sample) {
+    FakeBackend b("fake", {{"noisy", {10, 1, 10, 10, 10, 10, 10, 10}}, {"steady", {5}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("policy=convtune,benchmark=1"));
+    BOOST_TEST(d->algorithm == "steady");
+    BOOST_TEST(cand(*d, "noisy").median_ms == 10.0);
+    BOOST_TEST(cand(*d, "noisy").samples_ms.size() >= 3u);
+    BOOST_TEST(cand(*d, "noisy").spread == 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(benchmark_is_in_the_key) {
+    FakeBackend b("fake", five());
+    TuningCache cache;
+    Selector s(b, cache);
+    BOOST_TEST(s.select(kP, flags("benchmark=0"))->algorithm == "h1");
+    auto d = s.select(kP, flags("benchmark=1"));
+    BOOST_TEST(d->algorithm == "h4");
+    BOOST_TEST((d->source == Source::search));
+}
+
+BOOST_AUTO_TEST_CASE(heuristic_pick_is_always_timed_and_never_beaten_by_slower) {
+    FakeBackend b("fake", {{"heur", {2}}, {"a", {3}}, {"b", {4}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("benchmark=1,benchmark_limit=2"));
+    BOOST_TEST((cand(*d, "heur").state == Candidate::State::timed));
+    BOOST_TEST(d->algorithm == "heur");
+    BOOST_TEST(d->median_ms <= cand(*d, "heur").median_ms);
+}
+
+BOOST_AUTO_TEST_CASE(slow_candidates_stop_early) {
+    FakeBackend b("fake", {{"fast", {1}}, {"slow", {10}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("benchmark=1"));
+    BOOST_TEST(cand(*d, "slow").samples_ms.size() == 1u);
+    BOOST_TEST(cand(*d, "slow").reason.find("stopped early") != std::string::npos);
+    BOOST_TEST(cand(*d, "fast").samples_ms.size() >= 3u);
+}
+
+BOOST_AUTO_TEST_CASE(adaptive_searches_on_the_nth_occurrence) {
+    FakeBackend b("fake", five());
+    TuningCache cache;
+    Selector s(b, cache);
+    const FlagValues f = flags("policy=adaptive,benchmark=1,adaptive_after=3");
+    auto d1 = s.select(kP, f);
+    auto d2 = s.select(kP, f);
+    BOOST_TEST(d1->algorithm == "h1");
+    BOOST_TEST(d1->provisional);
+    BOOST_TEST(d2->algorithm == "h1");
+    BOOST_TEST(b.clock_ms() == 0.0);
+    auto d3 = s.select(kP, f);
+    BOOST_TEST(d3->algorithm == "h4");
+    BOOST_TEST((d3->source == Source::search));
+    BOOST_TEST(!d3->provisional);
+    const double spent = b.clock_ms();
+    auto d4 = s.select(kP, f);
+    BOOST_TEST((d4->source == Source::memory));
+    BOOST_TEST(b.clock_ms() == spent);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(database)
+
+BOOST_AUTO_TEST_CASE(second_process_takes_choices_from_the_database) {
+    TempDir dir;
+    const std::string path = dir.file("tune.json");
+    FakeBackend b("fake", five());
+    {
+        TuningDatabase db(path);
+        TuningCache cache;
+        Selector s(b, cache, &db);
+        BOOST_TEST((s.select(kP, flags("benchmark=1"))->source == Source::search));
+    }
+    b.reset_counters();
+    std::vector<std::string> warnings;
+    TuningDatabase db(path, [&](const std::string& w) { warnings.push_back(w); });
+    TuningCache cache;
+    Selector s(b, cache, &db);
+    auto d = s.select(kP, flags("benchmark=1"));
+    BOOST_TEST(d->algorithm == "h4");
+    BOOST_TEST((d->source == Source::database));
+    BOOST_TEST(d->search_ms == 0.0);
+    BOOST_TEST(b.clock_ms() == 0.0);
+    BOOST_TEST(warnings.empty());
+    // The pytorch policies never read the database.
+    BOOST_TEST((s.select(kP, flags("policy=pytorch,benchmark=1"))->source == Source::search));
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_file_warns_and_retunes_keeping_the_bytes) {
+    TempDir dir;
+    const std::string path = dir.file("tune.json");
+    FakeBackend b("fake", five());
+    {
+        TuningDatabase db(path);
+        TuningCache cache;
+        Selector(b, cache, &db).select(kP, flags("benchmark=1"));
+    }
+    const auto size = std::filesystem::file_size(path);
+    std::filesystem::resize_file(path, size / 2);  // truncate
+    std::vector<std::string> warnings;
+    TuningDatabase db(path, [&](const std::string& w) { warnings.push_back(w); });
+    TuningCache cache;
+    Selector s(b, cache, &db);
+    auto d = s.select(kP, flags("benchmark=1"));
+    BOOST_TEST((d->source == Source::search));
+    BOOST_REQUIRE(warnings.size() >= 1u);
+    BOOST_TEST(warnings[0].find("tuning database ignored") != std::string::npos, warnings[0]);
+    BOOST_TEST(std::filesystem::exists(path + ".corrupt"));
+    BOOST_TEST(std::filesystem::file_size(path + ".corrupt") == size / 2);
+    BOOST_TEST(TuningDatabase::read_file(path).size() == 1u);  // a valid file again
+}
+
+BOOST_AUTO_TEST_CASE(other_environment_and_unknown_ids_are_skipped) {
+    TempDir dir;
+    const std::string path = dir.file("tune.json");
+    FakeBackend b("fake", five());
+    Environment other = environment_of(b);
+    other.device = "another device";
+    const std::string key = cache_key(b, kP, flags("benchmark=1"));
+    TuningDatabase::write_file(path, {{other, {{key, {"h2", 1, 0, 1, 0, 1}}}}, {environment_of(b), {{key, {"removed.algo", 1, 0, 1, 0, 1}}}}});
+    std::vector<std::string> warnings;
+    TuningDatabase db(path, [&](const std::string& w) { warnings.push_back(w); });
+    TuningCache cache;
+    Selector s(b, cache, &db);
+    auto d = s.select(kP, flags("benchmark=1"));
+    BOOST_TEST((d->source == Source::search));
+    BOOST_TEST(d->algorithm == "h4");
+    BOOST_REQUIRE(!warnings.empty());
+    BOOST_TEST(warnings[0].find("'removed.algo' is not in this build") != std::string::npos, warnings[0]);
+    // The other environment's entry is still in the file after our write.
+    bool kept = false;
+    for (const DbSection& sec : TuningDatabase::read_file(path))
+        if (sec.env == other) kept = sec.entries.count(key) == 1;
+    BOOST_TEST(kept);
+}
+
+BOOST_AUTO_TEST_CASE(wrong_types_are_reported) {
+    TempDir dir;
+    const std::string path = dir.file("tune.json");
+    std::ofstream(path) << R"({"format":"convtune-tuning-db","version":1,"environments":[{"convtune":"0.1.0","backend":"fake","library":"x","device":"y","driver":"","entries":{"k":{"algorithm":5}}}]})";
+    BOOST_CHECK_EXCEPTION(TuningDatabase::read_file(path), ParseError,
+                          [](const ParseError& e) { return std::string(e.what()).find("\"algorithm\" must be a string") != std::string::npos; });
+}
+
+BOOST_AUTO_TEST_CASE(unwritable_location_keeps_tuning) {
+    std::vector<std::string> warnings;
+    TuningDatabase db("/proc/convtune-cannot-write-here/tune.json", [&](const std::string& w) { warnings.push_back(w); });
+    FakeBackend b("fake", five());
+    TuningCache cache;
+    Selector s(b, cache, &db);
+    BOOST_TEST(s.select(kP, flags("benchmark=1"))->algorithm == "h4");
+    BOOST_REQUIRE(!warnings.empty());
+    BOOST_TEST(warnings[0].find("not saved") != std::string::npos, warnings[0]);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cache_and_flags)
+
+BOOST_AUTO_TEST_CASE(lru_bound_and_counters) {
+    TuningCache cache(2);
+    cache.put("a", {});
+    cache.put("b", {});
+    BOOST_TEST(cache.find("a") != nullptr);  // a is now most recent
+    cache.put("c", {});                      // evicts b
+    BOOST_TEST(cache.find("b") == nullptr);
+    BOOST_TEST(cache.find("c") != nullptr);
+    const auto st = cache.stats();
+    BOOST_TEST(st.size == 2u);
+    BOOST_TEST(st.evictions == 1);
+    BOOST_TEST(st.hits == 2);
+    BOOST_TEST(st.misses == 1);
+}
+
+BOOST_AUTO_TEST_CASE(one_search_for_many_threads) {
+    TuningCache cache;
+    std::atomic<int> computed{0};
+    std::vector<std::thread> threads;
+    std::atomic<int> hits{0};
+    for (int i = 0; i < 8; ++i)
+        threads.emplace_back([&] {
+            bool hit = false;
+            auto d = cache.get_or_compute(
+                "k",
+                [&] {
+                    ++computed;
+                    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                    Decision x;
+                    x.algorithm = "chosen";
+                    return x;
+                },
+                &hit);
+            if (hit) ++hits;
+            BOOST_TEST(d->algorithm == "chosen");
+        });
+    for (auto& t : threads) t.join();
+    BOOST_TEST(computed.load() == 1);
+    BOOST_TEST(hits.load() == 7);
+}
+
+BOOST_AUTO_TEST_CASE(flag_defaults_guards_and_threads) {
+    const FlagValues d{};
+    BOOST_TEST(d.enabled);
+    BOOST_TEST(!d.benchmark);
+    BOOST_TEST(d.benchmark_limit == 10);
+    BOOST_TEST(!d.deterministic);
+    BOOST_TEST(d.allow_tf32);
+    BOOST_TEST(!current_flags().benchmark);
+    {
+        FlagsGuard g(flags("benchmark=1"));
+        BOOST_TEST(current_flags().benchmark);
+        {
+            FlagsGuard g2(flags("deterministic=1"));
+            BOOST_TEST(current_flags().deterministic);
+            BOOST_TEST(!current_flags().benchmark);
+        }
+        BOOST_TEST(current_flags().benchmark);
+        bool other_thread_sees = true;
+        std::thread([&] { other_thread_sees = current_flags().benchmark; }).join();
+        BOOST_TEST(!other_thread_sees);
+    }
+    BOOST_TEST(!current_flags().benchmark);
+    FlagValues g = global_flags();
+    g.allow_tf32 = false;
+    set_global_flags(g);
+    bool seen = true;
+    std::thread([&] { seen = current_flags().allow_tf32; }).join();
+    BOOST_TEST(!seen);
+    set_global_flags(FlagValues{});
+    BOOST_CHECK_THROW(parse_flags("benchmark=maybe"), ParseError);
+    BOOST_CHECK_THROW(parse_flags("benchmark_limit=-1"), ParseError);
+    BOOST_CHECK_THROW(parse_flags("speed=11"), ParseError);
+    BOOST_CHECK_THROW(parse_flags("policy=fastest"), ParseError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
