@@ -130,19 +130,26 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
     Decision d;
     d.key = key;
     d.source = Source::search;
-    // Scratch tensors with real-looking data; their preparation is not search time.
-    HostTensors host = make_host_tensors(p, 2024);
-    DeviceBuffer bx = backend_.allocate(host.x.size()), bw = backend_.allocate(host.w.size()), by = backend_.allocate(host.y.size());
+    // Scratch tensors with real-looking data; their preparation is not search time. A simulated
+    // backend never reads them, so it gets the allocations only.
+    const std::size_t es = size_of(p.dtype);
+    const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
+                      yb = static_cast<std::size_t>(p.y_elements()) * es;
+    DeviceBuffer bx = backend_.allocate(xb), bw = backend_.allocate(wb), by = backend_.allocate(yb);
     if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " to time candidates");
-    backend_.upload(bx.data(), host.x.data(), host.x.size());
-    backend_.upload(bw.data(), host.w.data(), host.w.size());
-    backend_.upload(by.data(), host.y.data(), host.y.size());
-    const ConvTensors t{{bx.data(), host.x.size()}, {bw.data(), host.w.size()}, {by.data(), host.y.size()}};
+    if (!backend_.simulated()) {
+        HostTensors host = make_host_tensors(p, 2024);
+        backend_.upload(bx.data(), host.x.data(), xb);
+        backend_.upload(bw.data(), host.w.data(), wb);
+        backend_.upload(by.data(), host.y.data(), yb);
+    }
+    const ConvTensors t{{bx.data(), xb}, {bw.data(), wb}, {by.data(), yb}};
 
     const bool robust = f.policy == Policy::convtune || f.policy == Policy::adaptive;
     const bool use_limit = f.policy != Policy::pytorch_v7 && f.benchmark_limit > 0;
     int succeeded = 0;
     double best = 0;
+    double spent = 0;  // timed on the backend's clock (a simulated one is virtual), warm-ups included
     const auto t0 = Clock::now();
     for (Candidate& c : cands) {
         if (c.state != Candidate::State::not_timed) continue;
@@ -160,17 +167,18 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
         const Workspace w{ws.data(), c.workspace};
         Status st;
         auto once = [&] { st = a->run(p, t, w); };
-        backend_.time_ms(once);  // warm-up
+        spent += backend_.time_ms(once);  // warm-up
         if (!st.ok()) {
             c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
             c.reason = st.message;
             continue;
         }
-        const bool over_budget = ms_since(t0) > f.search_budget_ms;
+        const bool over_budget = spent > f.search_budget_ms;
         const int max_samples = !robust || over_budget ? 1 : f.max_samples;
         double prev_median = -1;
         for (int s = 0; s < max_samples; ++s) {
             c.samples_ms.push_back(backend_.time_ms(once));
+            spent += c.samples_ms.back();
             if (!st.ok()) break;
             if (!robust) continue;
             const double m = median_of(c.samples_ms);
@@ -182,7 +190,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
             const int n = static_cast<int>(c.samples_ms.size());
             if (n >= f.min_samples && prev_median > 0 && std::abs(m - prev_median) <= f.stable_rel * m) break;
             prev_median = m;
-            if (ms_since(t0) > f.search_budget_ms && n >= 1) {
+            if (spent > f.search_budget_ms && n >= 1) {
                 c.reason = "search budget spent";
                 break;
             }

@@ -70,6 +70,10 @@ public:
     // Timer: milliseconds of device time spent in fn (waits for the device to finish).
     virtual double time_ms(const std::function<void()>& fn) const = 0;
     virtual void synchronize() const {}
+    // True for a simulated device whose algorithms never read or write tensor memory (the
+    // simulator's replay of recorded timings): the selector then times candidates without
+    // generating host data of the problem's size.
+    virtual bool simulated() const { return false; }
 
     // Convenience: the algorithm with this id, or nullptr.
     const Algorithm* find(std::string_view id) const;
