@@ -1,0 +1,93 @@
+// Plumbing shared by the cuDNN legacy algorithms and graph-API engines: the per-thread handle,
+// status mapping, the tensor shapes cuDNN is given for a ConvProblem, and an owning wrapper for
+// cudnnBackendDescriptor_t.
+//
+// Shapes: cuDNN always receives dims in logical order (n, c, [d,] h, w) / (k, c/g, [kd,] kh, kw)
+// with strides that encode convtune's memory order (tensor.hpp), so NCHW and NHWC differ only
+// in the strides. A 1-D problem is given to cuDNN as 2-D with a leading H of size 1 (kernel 1,
+// stride 1, dilation 1, no padding in H), which describes the same memory.
+#pragma once
+
+#include <cudnn.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "convtune/algorithm.hpp"
+#include "convtune/backend.hpp"
+
+namespace convtune::cudnn_detail {
+
+// The calling thread's cuDNN handle (created on first use, on the current CUDA device, bound
+// to the legacy default stream). nullptr when cudnnCreate fails; `why` receives the reason.
+cudnnHandle_t thread_handle(std::string* why = nullptr);
+
+// Why cuDNN cannot run here, or empty when it can. Computed once per process.
+const std::string& unavailable_reason();
+
+std::string status_name(cudnnStatus_t s);
+bool is_out_of_memory(cudnnStatus_t s);
+// ok for SUCCESS; out_of_memory for allocation failures; failure otherwise. `what` names the call.
+Status to_status(cudnnStatus_t s, std::string_view what);
+
+cudnnDataType_t data_type(DataType t);
+// Accumulation type: f32 for f32/f16/bf16 (what PyTorch asks for half types), f64 for f64.
+cudnnDataType_t compute_type(DataType t);
+
+// Dims and strides of one tensor as cuDNN sees it (4 entries for 1-D/2-D, 5 for 3-D).
+struct Shape {
+    int rank = 4;
+    std::array<int64_t, 5> dims{};
+    std::array<int64_t, 5> strides{};
+};
+Shape x_shape(const ConvProblem& p);
+Shape w_shape(const ConvProblem& p);
+Shape y_shape(const ConvProblem& p);
+
+// Convolution geometry with 1-D mapped to 2-D: `spatial` is 2 or 3. Where pad_end differs from
+// pad_begin but pad_begin on both sides gives the same output size (the windows never reach the
+// padding that differs), the symmetric form is given: it is the same convolution.
+struct Geometry {
+    int spatial = 2;
+    std::array<int64_t, 3> pad_pre{}, pad_post{}, stride{}, dilation{};
+};
+Geometry geometry(const ConvProblem& p);
+
+// Owning handle of a cudnnBackendDescriptor_t.
+class Desc {
+public:
+    Desc() = default;
+    explicit Desc(cudnnBackendDescriptorType_t type);  // d() is null when creation failed
+    ~Desc();
+    Desc(Desc&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
+    Desc& operator=(Desc&& o) noexcept;
+    Desc(const Desc&) = delete;
+    Desc& operator=(const Desc&) = delete;
+    cudnnBackendDescriptor_t get() const { return d_; }
+    cudnnBackendDescriptor_t* ptr() { return &d_; }
+    explicit operator bool() const { return d_ != nullptr; }
+    // Never destroys the descriptor (for objects that live until the process ends, when the
+    // CUDA context may already be gone).
+    void leak() { d_ = nullptr; }
+
+private:
+    cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// cudnnBackendSetAttribute helpers; return the cuDNN status.
+cudnnStatus_t set(const Desc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t count, const void* v);
+inline cudnnStatus_t set_i64(const Desc& d, cudnnBackendAttributeName_t a, int64_t v) {
+    return set(d, a, CUDNN_TYPE_INT64, 1, &v);
+}
+inline cudnnStatus_t set_desc(const Desc& d, cudnnBackendAttributeName_t a, const Desc& v) {
+    cudnnBackendDescriptor_t x = v.get();
+    return set(d, a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+}
+
+// The last error message cuDNN recorded on this thread (empty when none).
+std::string last_error_message();
+
+}  // namespace convtune::cudnn_detail

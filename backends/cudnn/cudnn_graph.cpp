@@ -1,0 +1,670 @@
+// cuDNN graph (backend) API engines for a single convolution.
+//
+// What: for each direction, the operation graph holding one
+//   CUDNN_BACKEND_OPERATION_CONVOLUTION_{FORWARD,BACKWARD_DATA,BACKWARD_FILTER}_DESCRIPTOR
+//   (tensors x/dx uid 'x', w/dw uid 'w', y/dy uid 'y'; alpha 1, beta 0), and one algorithm per
+//   engine global index N in [0, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT) of that graph:
+//   id cudnn.graph.<dir>.eng<N>. The count is read from a probe graph when the backend is built
+//   (it needs no GPU), so the list is the same on every machine with the same cuDNN.
+// Knobs: engine N runs with the knob choices of the first engine configuration for N that
+//   cuDNN's heuristics return for the problem (mode A, then mode B, then the fallback list); an
+//   engine none of them lists runs with its default knobs (an engine configuration without knob
+//   choices). So an id always names one configuration per problem, and the configuration
+//   "benchmark off" would run is the one measured.
+// Where: supports(p) finalizes the engine and an execution plan for p's graph (cached per
+//   problem and engine, thread-safe); any status other than success is the reason. The graph
+//   takes pre and post padding separately, so asymmetric padding is cuDNN's call.
+// Workspace: CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE of the plan.
+// Notes: CUDNN_ATTR_ENGINE_NUMERICAL_NOTE mapped to convtune's notes (TENSOR_CORE,
+//   NONDETERMINISTIC, DOWN_CONVERT_INPUTS, FFT, WINOGRAD*). notes() must not depend on the
+//   problem, so an engine's listed notes are the union of what it reports on a set of probe
+//   graphs (2-D/3-D, grouped, dilated, strided; f32/f16/bf16; NCHW/NHWC), except TENSOR_CORE,
+//   taken from the f32 probes (the note only filters f32: TF32) unless the engine supports no f32
+//   probe. supports(p) refuses a problem on which the engine reports a note outside its listed
+//   ones, so a listed "deterministic" or "no TF32" is never wrong. REDUCED_PRECISION_REDUCTION
+//   (accumulation in the storage type) has no convtune note: error_bound() widens instead.
+//   The probe needs a GPU; without one the notes are empty (the backend is unavailable then).
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "convtune/numeric.hpp"
+#include "cudnn/cudnn_common.hpp"
+#include "cudnn/cudnn_internal.hpp"
+
+// CUDNN_ATTR_OPERATIONGRAPH_HANDLE and CUDNN_ATTR_EXECUTION_PLAN_HANDLE are marked deprecated
+// in cuDNN 9 but are how the graph learns its device (cudnn-frontend sets them too).
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace convtune::cudnn_detail {
+
+namespace {
+
+constexpr int64_t kUidX = 'x', kUidW = 'w', kUidY = 'y';
+constexpr int64_t kAlignment = 16;  // bytes; run() refuses pointers that are not
+constexpr Direction kDirections[] = {Direction::fwd, Direction::bwd_data, Direction::bwd_filter};
+
+int dir_index(Direction d) { return static_cast<int>(d); }
+
+// A finalized operation graph and the descriptors it references.
+struct OpGraph {
+    std::vector<Desc> parts;
+    Desc graph;
+    cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+    std::string failed;
+    bool ok() const { return status == CUDNN_STATUS_SUCCESS; }
+};
+
+OpGraph build_graph(const ConvProblem& p, cudnnHandle_t handle) {
+    OpGraph g;
+    auto step = [&](cudnnStatus_t s, const char* what) {
+        if (g.status == CUDNN_STATUS_SUCCESS && s != CUDNN_STATUS_SUCCESS) {
+            g.status = s;
+            g.failed = what;
+        }
+        return g.status == CUDNN_STATUS_SUCCESS;
+    };
+    const cudnnDataType_t dt = data_type(p.dtype), ct = compute_type(p.dtype);
+    auto tensor = [&](int64_t uid, const Shape& s) -> const Desc* {
+        Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+        if (!t) {
+            step(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "cudnnBackendCreateDescriptor(TENSOR)");
+            return nullptr;
+        }
+        int64_t align = kAlignment;
+        if (!step(set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt), "TENSOR_DATA_TYPE") ||
+            !step(set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, s.rank, s.dims.data()), "TENSOR_DIMENSIONS") ||
+            !step(set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, s.rank, s.strides.data()), "TENSOR_STRIDES") ||
+            !step(set_i64(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, uid), "TENSOR_UNIQUE_ID") ||
+            !step(set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align), "TENSOR_BYTE_ALIGNMENT") ||
+            !step(cudnnBackendFinalize(t.get()), "cudnnBackendFinalize(TENSOR)"))
+            return nullptr;
+        g.parts.push_back(std::move(t));
+        return &g.parts.back();
+    };
+    g.parts.reserve(8);
+    const Desc* x = tensor(kUidX, x_shape(p));
+    const Desc* w = x ? tensor(kUidW, w_shape(p)) : nullptr;
+    const Desc* y = w ? tensor(kUidY, y_shape(p)) : nullptr;
+    if (!y) return g;
+
+    Desc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    const Geometry geo = geometry(p);
+    const int64_t nd = geo.spatial;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    if (!step(conv ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "create CONVOLUTION") ||
+        !step(set_i64(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, nd), "CONVOLUTION_SPATIAL_DIMS") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct), "CONVOLUTION_COMP_TYPE") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode), "CONVOLUTION_CONV_MODE") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, nd, geo.pad_pre.data()), "CONVOLUTION_PRE_PADDINGS") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, nd, geo.pad_post.data()), "CONVOLUTION_POST_PADDINGS") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, nd, geo.dilation.data()), "CONVOLUTION_DILATIONS") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, nd, geo.stride.data()), "CONVOLUTION_FILTER_STRIDES") ||
+        !step(cudnnBackendFinalize(conv.get()), "cudnnBackendFinalize(CONVOLUTION)"))
+        return g;
+    g.parts.push_back(std::move(conv));
+    const Desc& cv = g.parts.back();
+
+    cudnnBackendDescriptorType_t op_type{};
+    cudnnBackendAttributeName_t a_x{}, a_w{}, a_y{}, a_conv{}, a_alpha{}, a_beta{};
+    switch (p.direction) {
+        case Direction::fwd:
+            op_type = CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR;
+            a_x = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X;
+            a_w = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W;
+            a_y = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y;
+            a_conv = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC;
+            a_alpha = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA;
+            a_beta = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA;
+            break;
+        case Direction::bwd_data:
+            op_type = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR;
+            a_x = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX;
+            a_w = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W;
+            a_y = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY;
+            a_conv = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC;
+            a_alpha = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA;
+            a_beta = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA;
+            break;
+        case Direction::bwd_filter:
+            op_type = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
+            a_x = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X;
+            a_w = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW;
+            a_y = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY;
+            a_conv = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC;
+            a_alpha = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA;
+            a_beta = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA;
+            break;
+    }
+    Desc op(op_type);
+    const float af = 1.f, bf = 0.f;
+    const double ad = 1.0, bd = 0.0;
+    const bool dbl = p.dtype == DataType::f64;
+    const cudnnBackendAttributeType_t scal = dbl ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
+    if (!step(op ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "create OPERATION_CONVOLUTION") ||
+        !step(set_desc(op, a_x, *x), "OPERATION_CONVOLUTION x") || !step(set_desc(op, a_w, *w), "OPERATION_CONVOLUTION w") ||
+        !step(set_desc(op, a_y, *y), "OPERATION_CONVOLUTION y") || !step(set_desc(op, a_conv, cv), "OPERATION_CONVOLUTION conv") ||
+        !step(set(op, a_alpha, scal, 1, dbl ? static_cast<const void*>(&ad) : &af), "OPERATION_CONVOLUTION alpha") ||
+        !step(set(op, a_beta, scal, 1, dbl ? static_cast<const void*>(&bd) : &bf), "OPERATION_CONVOLUTION beta") ||
+        !step(cudnnBackendFinalize(op.get()), "cudnnBackendFinalize(OPERATION_CONVOLUTION)"))
+        return g;
+    g.parts.push_back(std::move(op));
+
+    Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    cudnnBackendDescriptor_t ops = g.parts.back().get();
+    if (!step(graph ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "create OPERATIONGRAPH") ||
+        !step(set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ops), "OPERATIONGRAPH_OPS"))
+        return g;
+    if (handle && !step(set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle), "OPERATIONGRAPH_HANDLE")) return g;
+    if (!step(cudnnBackendFinalize(graph.get()), "cudnnBackendFinalize(OPERATIONGRAPH)")) return g;
+    g.graph = std::move(graph);
+    return g;
+}
+
+int64_t global_count(const Desc& graph) {
+    int64_t count = 0, n = 0;
+    if (cudnnBackendGetAttribute(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &n, &count) !=
+        CUDNN_STATUS_SUCCESS)
+        return 0;
+    return count;
+}
+
+// Notes and flags an engine reports.
+struct EngineReport {
+    Notes notes;
+    bool reduced_precision = false;
+    bool runtime_compiled = false;
+};
+
+EngineReport read_report(cudnnBackendDescriptor_t engine) {
+    EngineReport r;
+    cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    int64_t n = 0;
+    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
+                                 nn) == CUDNN_STATUS_SUCCESS) {
+        for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; ++i) {
+            switch (nn[i]) {
+                case CUDNN_NUMERICAL_NOTE_TENSOR_CORE: r.notes = r.notes | Note::tensor_core; break;
+                case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS: r.notes = r.notes | Note::down_convert_inputs; break;
+                case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION: r.reduced_precision = true; break;
+                case CUDNN_NUMERICAL_NOTE_FFT: r.notes = r.notes | Note::fft; break;
+                case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC: r.notes = r.notes | Note::nondeterministic; break;
+                case CUDNN_NUMERICAL_NOTE_WINOGRAD:
+                case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
+                case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
+                case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13: r.notes = r.notes | Note::winograd; break;
+                default: break;
+            }
+        }
+    }
+    cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    n = 0;
+    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n,
+                                 bn) == CUDNN_STATUS_SUCCESS) {
+        for (int64_t i = 0; i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; ++i)
+            if (bn[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) r.runtime_compiled = true;
+    }
+    return r;
+}
+
+// An engine with default knobs for `graph`: the finalized engine, or the failing status.
+cudnnStatus_t make_engine(const Desc& graph, int64_t index, Desc& engine) {
+    engine = Desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    if (!engine) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    cudnnStatus_t s = set_desc(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph);
+    if (s == CUDNN_STATUS_SUCCESS) s = set_i64(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, index);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(engine.get());
+    return s;
+}
+
+// The engine inside an engine configuration (copied into a new descriptor).
+cudnnStatus_t engine_of(const Desc& cfg, Desc& engine, int64_t& index) {
+    engine = Desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    if (!engine) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    cudnnBackendDescriptor_t e = engine.get();
+    int64_t n = 0;
+    cudnnStatus_t s = cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    return cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index);
+}
+
+// Engine configurations of one heuristics mode, in cuDNN's order.
+cudnnStatus_t heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mode, std::vector<Desc>& out) {
+    out.clear();
+    Desc h(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    if (!h) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    cudnnStatus_t s = set_desc(h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+    if (s == CUDNN_STATUS_SUCCESS) s = set(h, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(h.get());
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    int64_t count = 0;
+    s = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+    if (s != CUDNN_STATUS_SUCCESS || count <= 0) return s;
+    std::vector<Desc> cfgs;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < count; ++i) {
+        cfgs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        if (!cfgs.back()) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+        raw.push_back(cfgs.back().get());
+    }
+    int64_t got = 0;
+    s = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data());
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    cfgs.resize(static_cast<std::size_t>(std::min(got, count)));
+    out = std::move(cfgs);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+// ---- per-problem cache --------------------------------------------------------------------
+
+struct EnginePlan {
+    Support support;
+    Desc plan;
+    std::size_t workspace = 0;
+    EngineReport report;
+    std::string knobs;  // where the configuration came from: mode_a, mode_b, fallback, default
+};
+
+struct ProblemEntry {
+    std::mutex mutex;
+    bool graph_built = false;
+    OpGraph graph;
+    std::string graph_error;  // non-empty when the graph could not be built
+    bool heuristics_done = false;
+    std::array<std::vector<int64_t>, 3> ranking;  // engine indices for mode A, mode B, fallback
+    std::array<std::string, 3> ranking_error;
+    std::map<int64_t, std::pair<Desc, std::string>> heuristic_cfg;  // first configuration per engine
+    std::map<int64_t, std::unique_ptr<EnginePlan>> plans;
+};
+
+constexpr const char* kRankingName[3] = {"mode_a", "mode_b", "fallback"};
+constexpr cudnnBackendHeurMode_t kRankingMode[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
+
+// Entries are never freed: plans and graphs live until the process ends (destroying them at
+// exit could run after the CUDA context is gone).
+class GraphCache {
+public:
+    ProblemEntry& entry(const ConvProblem& p) {
+        const std::string key = p.to_string();
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto& e = map_[key];
+        if (!e) e = new ProblemEntry;
+        return *e;
+    }
+
+private:
+    std::mutex mutex_;
+    std::unordered_map<std::string, ProblemEntry*> map_;
+};
+
+GraphCache& cache() {
+    static GraphCache* c = new GraphCache;
+    return *c;
+}
+
+// Caller holds e.mutex.
+bool ensure_graph(ProblemEntry& e, const ConvProblem& p) {
+    if (!e.graph_built) {
+        e.graph_built = true;
+        std::string why;
+        cudnnHandle_t h = thread_handle(&why);
+        if (!h) {
+            e.graph_error = why;
+        } else {
+            e.graph = build_graph(p, h);
+            if (!e.graph.ok()) e.graph_error = "cuDNN rejects the operation graph: " + e.graph.failed + ": " + status_name(e.graph.status);
+        }
+    }
+    return e.graph_error.empty();
+}
+
+void ensure_heuristics(ProblemEntry& e) {
+    if (e.heuristics_done) return;
+    e.heuristics_done = true;
+    for (int m = 0; m < 3; ++m) {
+        std::vector<Desc> cfgs;
+        const cudnnStatus_t s = heuristic_configs(e.graph.graph, kRankingMode[m], cfgs);
+        if (s != CUDNN_STATUS_SUCCESS) {
+            e.ranking_error[static_cast<std::size_t>(m)] = status_name(s);
+            continue;
+        }
+        for (Desc& cfg : cfgs) {
+            Desc engine;
+            int64_t index = -1;
+            if (engine_of(cfg, engine, index) != CUDNN_STATUS_SUCCESS || index < 0) continue;
+            auto& r = e.ranking[static_cast<std::size_t>(m)];
+            if (std::find(r.begin(), r.end(), index) == r.end()) r.push_back(index);
+            if (!e.heuristic_cfg.count(index)) e.heuristic_cfg.emplace(index, std::make_pair(std::move(cfg), std::string(kRankingName[m])));
+        }
+    }
+}
+
+// ---- the engine list and its static notes -----------------------------------------------
+
+struct EngineNotes {
+    Notes all;           // union over every probe the engine supports
+    Notes tc_f32;        // TENSOR_CORE from f32 probes
+    bool any_f32 = false;
+    bool any = false;
+};
+
+class GraphAlgorithm;
+
+struct GraphRegistry {
+    std::array<int64_t, 3> count{};
+    std::array<std::string, 3> count_error;
+    std::vector<std::unique_ptr<GraphAlgorithm>> algorithms;
+    std::once_flag probed;
+    std::array<std::vector<EngineNotes>, 3> notes;
+    std::string probe_error;
+
+    void probe_notes();
+};
+
+GraphRegistry& registry();
+
+class GraphAlgorithm final : public Algorithm {
+public:
+    GraphAlgorithm(const Backend& b, Direction d, int64_t engine)
+        : backend_(b), dir_(d), engine_(engine), id_("cudnn.graph." + std::string(to_string(d)) + ".eng" + std::to_string(engine)) {}
+    std::string_view id() const override { return id_; }
+    const Backend& backend() const override { return backend_; }
+    Direction direction() const { return dir_; }
+    int64_t engine() const { return engine_; }
+
+    Notes notes() const override {
+        GraphRegistry& r = registry();
+        std::call_once(r.probed, [&] { r.probe_notes(); });
+        const auto& v = r.notes[static_cast<std::size_t>(dir_index(dir_))];
+        if (static_cast<std::size_t>(engine_) >= v.size()) return {};
+        return listed(v[static_cast<std::size_t>(engine_)]);
+    }
+
+    Support supports(const ConvProblem& p) const override {
+        if (p.direction != dir_) return Support::no("direction: " + id_ + " computes " + std::string(to_string(dir_)));
+        if (const std::string& u = unavailable_reason(); !u.empty()) return Support::no("cuDNN unavailable: " + u);
+        const Notes listed_notes = notes();
+        ProblemEntry& e = cache().entry(p);
+        std::lock_guard<std::mutex> lock(e.mutex);
+        const EnginePlan& plan = plan_for(e, p);
+        if (!plan.support) return plan.support;
+        // The notes cuDNN reports for this problem must be within the listed ones.
+        Notes reported = plan.report.notes;
+        if (p.dtype != DataType::f32 && reported.has(Note::tensor_core) && !listed_notes.has(Note::tensor_core))
+            reported = Notes(static_cast<Note>(reported.bits() & ~static_cast<uint32_t>(Note::tensor_core)));
+        if ((reported.bits() & ~listed_notes.bits()) != 0)
+            return Support::no("notes: on this problem " + id_ + " reports [" + reported.to_string() + "], outside its listed notes [" +
+                               listed_notes.to_string() + "]");
+        return Support::yes();
+    }
+
+    std::size_t workspace_size(const ConvProblem& p) const override {
+        if (p.direction != dir_ || !unavailable_reason().empty()) return 0;
+        ProblemEntry& e = cache().entry(p);
+        std::lock_guard<std::mutex> lock(e.mutex);
+        const EnginePlan& plan = plan_for(e, p);
+        return plan.support ? plan.workspace : 0;
+    }
+
+    Status run(const ConvProblem& p, const ConvTensors& t, Workspace ws) const override {
+        const Support s = supports(p);
+        if (!s) return Status::unsupported(s.reason);
+        cudnnBackendDescriptor_t plan = nullptr;
+        std::size_t need = 0;
+        {
+            ProblemEntry& e = cache().entry(p);
+            std::lock_guard<std::mutex> lock(e.mutex);
+            const EnginePlan& ep = plan_for(e, p);
+            plan = ep.plan.get();
+            need = ep.workspace;
+        }
+        if (ws.bytes < need)
+            return Status::failure(id_ + ": workspace of " + std::to_string(ws.bytes) + " bytes, needs " + std::to_string(need));
+        for (const void* ptr : {t.x.data, t.w.data, t.y.data})
+            if (reinterpret_cast<uintptr_t>(ptr) % kAlignment != 0)
+                return Status::unsupported(id_ + ": tensors must be " + std::to_string(kAlignment) + "-byte aligned");
+        std::string why;
+        cudnnHandle_t h = thread_handle(&why);
+        if (!h) return Status::failure(why);
+        Desc vp(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+        if (!vp) return Status::out_of_memory(id_ + ": cannot create a variant pack");
+        int64_t uids[3] = {kUidX, kUidW, kUidY};
+        void* ptrs[3] = {t.x.data, t.w.data, t.y.data};
+        void* wsp = need ? ws.data : nullptr;
+        cudnnStatus_t st = set(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+        if (st == CUDNN_STATUS_SUCCESS) st = set(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+        if (st == CUDNN_STATUS_SUCCESS) st = set(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp);
+        if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp.get());
+        if (st != CUDNN_STATUS_SUCCESS) return to_status(st, id_ + ": variant pack");
+        return to_status(cudnnBackendExecute(h, plan, vp.get()), id_ + ": cudnnBackendExecute");
+    }
+
+    // Accumulation in the storage type when cuDNN says REDUCED_PRECISION_REDUCTION: the
+    // accumulation term uses the storage type's unit roundoff instead of f32's.
+    double error_bound(const ConvProblem& p) const override {
+        EngineReport rep;
+        bool have = false;
+        if (p.direction == dir_ && unavailable_reason().empty()) {
+            ProblemEntry& e = cache().entry(p);
+            std::lock_guard<std::mutex> lock(e.mutex);
+            const EnginePlan& plan = plan_for(e, p);
+            if (plan.support) {
+                rep = plan.report;
+                have = true;
+            }
+        }
+        const Notes n = have ? (rep.notes | notes()) : notes();
+        double b = default_error_bound(p, n);
+        if (have && rep.reduced_precision && p.dtype != DataType::f32 && p.dtype != DataType::f64)
+            b += static_cast<double>(p.reduction_length()) * (unit_roundoff(p.dtype) - unit_roundoff(DataType::f32));
+        return b;
+    }
+
+    // The notes cuDNN reports for p, or nullopt when the engine does not run p.
+    std::optional<Notes> reported(const ConvProblem& p) const {
+        if (p.direction != dir_ || !unavailable_reason().empty()) return std::nullopt;
+        ProblemEntry& e = cache().entry(p);
+        std::lock_guard<std::mutex> lock(e.mutex);
+        const EnginePlan& plan = plan_for(e, p);
+        if (!plan.support) return std::nullopt;
+        return plan.report.notes;
+    }
+
+private:
+    static Notes listed(const EngineNotes& en) {
+        Notes n(static_cast<Note>(en.all.bits() & ~static_cast<uint32_t>(Note::tensor_core)));
+        if (en.any_f32 ? en.tc_f32.has(Note::tensor_core) : en.all.has(Note::tensor_core)) n = n | Note::tensor_core;
+        return n;
+    }
+
+    // Caller holds e.mutex.
+    const EnginePlan& plan_for(ProblemEntry& e, const ConvProblem& p) const {
+        auto it = e.plans.find(engine_);
+        if (it != e.plans.end()) return *it->second;
+        auto ep = std::make_unique<EnginePlan>();
+        build(e, p, *ep);
+        return *e.plans.emplace(engine_, std::move(ep)).first->second;
+    }
+
+    void build(ProblemEntry& e, const ConvProblem& p, EnginePlan& ep) const {
+        if (!ensure_graph(e, p)) {
+            ep.support = Support::no(e.graph_error);
+            return;
+        }
+        ensure_heuristics(e);
+        Desc own_cfg;
+        const Desc* cfg = nullptr;
+        Desc engine;
+        if (auto h = e.heuristic_cfg.find(engine_); h != e.heuristic_cfg.end()) {
+            cfg = &h->second.first;
+            ep.knobs = h->second.second;
+            int64_t idx = -1;
+            if (const cudnnStatus_t s = engine_of(*cfg, engine, idx); s != CUDNN_STATUS_SUCCESS) {
+                ep.support = Support::no("engine " + std::to_string(engine_) + ": cannot read the heuristic configuration: " + status_name(s));
+                return;
+            }
+        } else {
+            ep.knobs = "default";
+            if (const cudnnStatus_t s = make_engine(e.graph.graph, engine_, engine); s != CUDNN_STATUS_SUCCESS) {
+                ep.support = Support::no("engine " + std::to_string(engine_) + " does not support this operation graph: " + status_name(s));
+                return;
+            }
+            own_cfg = Desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+            cudnnStatus_t s = own_cfg ? set_desc(own_cfg, CUDNN_ATTR_ENGINECFG_ENGINE, engine) : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+            if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(own_cfg.get());
+            if (s != CUDNN_STATUS_SUCCESS) {
+                ep.support = Support::no("engine " + std::to_string(engine_) + ": engine configuration: " + status_name(s));
+                return;
+            }
+            cfg = &own_cfg;
+        }
+        ep.report = read_report(engine.get());
+        std::string why;
+        cudnnHandle_t h = thread_handle(&why);
+        if (!h) {
+            ep.support = Support::no(why);
+            return;
+        }
+        Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        cudnnStatus_t s = plan ? set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
+                               : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+        if (s == CUDNN_STATUS_SUCCESS) s = set_desc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *cfg);
+        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan.get());
+        if (s != CUDNN_STATUS_SUCCESS) {
+            std::string detail = last_error_message();
+            ep.support = Support::no("engine " + std::to_string(engine_) + " (" + ep.knobs + " knobs): execution plan: " + status_name(s) +
+                                     (detail.empty() ? "" : " (" + detail + ")"));
+            return;
+        }
+        int64_t bytes = 0, n = 0;
+        s = cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes);
+        if (s != CUDNN_STATUS_SUCCESS || bytes < 0) {
+            ep.support = Support::no("engine " + std::to_string(engine_) + ": workspace size: " + status_name(s));
+            return;
+        }
+        ep.workspace = static_cast<std::size_t>(bytes);
+        ep.plan = std::move(plan);
+        ep.support = Support::yes();
+    }
+
+    const Backend& backend_;
+    Direction dir_;
+    int64_t engine_;
+    std::string id_;
+};
+
+GraphRegistry& registry() {
+    static GraphRegistry* r = new GraphRegistry;  // never destroyed (see GraphCache)
+    return *r;
+}
+
+// Small graphs covering the shapes engines specialise on.
+std::vector<ConvProblem> probe_problems(Direction d) {
+    static const char* const kSpecs[] = {
+        "n=2,c=16,k=32,in=16x16,ker=3x3,pad=1x1",          "n=2,c=64,k=64,in=14x14,ker=1x1,stride=2x2",
+        "n=1,c=8,k=16,in=6x6x6,ker=3x3x3,pad=1x1x1",       "n=2,c=16,k=16,g=16,in=12x12,ker=3x3,pad=1x1",
+        "n=1,c=8,k=8,in=12x12,ker=3x3,dil=2x2,pad=2x2",    "n=2,c=32,k=32,g=2,in=9x9,ker=5x5,pad=2x2",
+        "n=4,c=64,k=64,in=28x28,ker=3x3,pad=1x1",
+    };
+    std::vector<ConvProblem> r;
+    for (const char* s : kSpecs)
+        for (DataType t : {DataType::f32, DataType::f16, DataType::bf16})
+            for (Layout l : {Layout::nchw, Layout::nhwc}) {
+                ConvProblem p = ConvProblem::parse(s);
+                p.direction = d;
+                p.dtype = t;
+                p.layout = l;
+                r.push_back(p);
+            }
+    return r;
+}
+
+void GraphRegistry::probe_notes() {
+    if (!unavailable_reason().empty()) {
+        probe_error = "cuDNN unavailable: " + unavailable_reason();
+        return;
+    }
+    std::string why;
+    cudnnHandle_t h = thread_handle(&why);
+    if (!h) {
+        probe_error = why;
+        return;
+    }
+    for (Direction d : kDirections) {
+        const auto di = static_cast<std::size_t>(dir_index(d));
+        notes[di].assign(static_cast<std::size_t>(count[di]), EngineNotes{});
+        for (const ConvProblem& p : probe_problems(d)) {
+            OpGraph g = build_graph(p, h);
+            if (!g.ok()) continue;
+            for (int64_t i = 0; i < count[di]; ++i) {
+                Desc engine;
+                if (make_engine(g.graph, i, engine) != CUDNN_STATUS_SUCCESS) continue;
+                const EngineReport rep = read_report(engine.get());
+                EngineNotes& en = notes[di][static_cast<std::size_t>(i)];
+                en.any = true;
+                en.all = en.all | rep.notes;
+                if (p.dtype == DataType::f32) {
+                    en.any_f32 = true;
+                    if (rep.notes.has(Note::tensor_core)) en.tc_f32 = en.tc_f32 | Note::tensor_core;
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<const Algorithm*> graph_algorithms(const Backend& b) {
+    GraphRegistry& r = registry();
+    static std::once_flag once;
+    std::call_once(once, [&] {
+        for (Direction d : kDirections) {
+            const auto di = static_cast<std::size_t>(dir_index(d));
+            ConvProblem p = ConvProblem::parse("n=1,c=8,k=8,in=8x8,ker=3x3,pad=1x1");
+            p.direction = d;
+            OpGraph g = build_graph(p, nullptr);  // needs no handle and no GPU
+            if (!g.ok()) {
+                r.count_error[di] = g.failed + ": " + status_name(g.status);
+                continue;
+            }
+            r.count[di] = global_count(g.graph);
+            for (int64_t i = 0; i < r.count[di]; ++i) r.algorithms.push_back(std::make_unique<GraphAlgorithm>(b, d, i));
+        }
+    });
+    std::vector<const Algorithm*> out;
+    for (auto& a : r.algorithms) out.push_back(a.get());
+    return out;
+}
+
+bool is_graph(const Algorithm& a) { return dynamic_cast<const GraphAlgorithm*>(&a) != nullptr; }
+
+std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking which) {
+    std::vector<const Algorithm*> out;
+    if (which == CudnnRanking::legacy_v7 || !unavailable_reason().empty()) return out;
+    const std::size_t m = which == CudnnRanking::mode_a ? 0 : which == CudnnRanking::mode_b ? 1 : 2;
+    std::vector<int64_t> engines;
+    {
+        ProblemEntry& e = cache().entry(p);
+        std::lock_guard<std::mutex> lock(e.mutex);
+        if (!ensure_graph(e, p)) return out;
+        ensure_heuristics(e);
+        engines = e.ranking[m];
+    }
+    for (int64_t idx : engines)
+        for (auto& a : registry().algorithms)
+            if (a->direction() == p.direction && a->engine() == idx) out.push_back(a.get());
+    return out;
+}
+
+std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem& p) {
+    const auto* g = dynamic_cast<const GraphAlgorithm*>(&a);
+    if (!g) return std::nullopt;
+    return g->reported(p);
+}
+
+}  // namespace convtune::cudnn_detail

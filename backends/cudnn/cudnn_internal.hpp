@@ -1,0 +1,26 @@
+// Between the cuDNN backend's translation units: the two algorithm families and their rankings.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "cudnn/cudnn_backend.hpp"
+
+namespace convtune::cudnn_detail {
+
+// Legacy algorithms, in id order: fwd, bwd_data, bwd_filter; per direction each cuDNN algorithm
+// enum value with math types default, tensor_op, fma.
+std::vector<const Algorithm*> legacy_algorithms(const Backend& b);
+// cudnnGet*Algorithm_v7's ranking of p mapped to legacy algorithms (not filtered by supports()).
+std::vector<const Algorithm*> legacy_v7_ranking(const ConvProblem& p);
+std::optional<Notes> legacy_reported_notes(const Algorithm& a, const ConvProblem& p);
+bool is_legacy(const Algorithm& a);
+
+// Graph-API engines: per direction, cudnn.graph.<dir>.eng<N> for N in [0, global engine count).
+std::vector<const Algorithm*> graph_algorithms(const Backend& b);
+// Heuristic mode A / B / fallback for p, mapped to graph algorithms (not filtered by supports()).
+std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking r);
+std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem& p);
+bool is_graph(const Algorithm& a);
+
+}  // namespace convtune::cudnn_detail

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the GPU tests and/or the GPU benchmark from a package made by scripts/gpu-check, on a
+# machine with an NVIDIA GPU, CUDA 13 and a Python whose site-packages hold nvidia-cudnn-cu13
+# (and PyTorch, for the benchmark's comparison).
+#   gpu-pkg/run.sh tests|bench|all [output-folder]     (default output folder: gpu-pkg/out)
+# Environment: BENCH_ARGS (extra bench_gpu options, e.g. "--dirs fwd,bwd_data,bwd_filter"),
+#   TORCH_DIRS (directions PyTorch runs, default fwd), TEST_ARGS (extra Boost.Test options).
+set -uo pipefail
+what=${1:-all}
+PKG=$(cd "$(dirname "$0")" && pwd)
+OUTDIR=${2:-$PKG/out}
+mkdir -p "$OUTDIR"
+
+PY=${PYTHON:-python3}
+NV=$($PY -c "import nvidia; print(list(nvidia.__path__)[0])" 2>/dev/null) || { echo "no Python 'nvidia' packages (nvidia-cudnn-cu13) found"; exit 1; }
+LIBS=""
+for d in "$NV"/*/lib; do [ -d "$d" ] && LIBS="$LIBS$d:"; done
+export LD_LIBRARY_PATH="$LIBS$PKG/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CONVTUNE_PEER_SHAPES_DIR="$PKG/shapes"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+
+{
+  echo "== environment"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; ldd "$PKG/bin/test_gpu_cudnn" | grep -E "not found|cudnn" ; $PY -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())" 2>&1
+} > "$OUTDIR/environment.log" 2>&1
+cat "$OUTDIR/environment.log"
+
+rc=0
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  echo "== tests (log: $OUTDIR/tests.log)"
+  start=$(date +%s)
+  timeout "${TEST_TIMEOUT:-480}" "$PKG/bin/test_gpu_cudnn" --log_level=test_suite --report_level=detailed ${TEST_ARGS:-} > "$OUTDIR/tests.log" 2>&1
+  trc=$?
+  echo "test_gpu_cudnn exit $trc after $(( $(date +%s) - start )) s"
+  grep -E "Test module|test cases|assertions|error|skipped" "$OUTDIR/tests.log" | tail -40
+  [ $trc -ne 0 ] && rc=$trc
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  echo "== bench (logs: $OUTDIR/torch-bm*.log, $OUTDIR/bench.log)"
+  shapes="$PKG/shapes/shapes_resnet_50_v1_5"
+  for bm in 0 1; do
+    timeout "${TORCH_TIMEOUT:-240}" env PYTHONUNBUFFERED=1 $PY "$PKG/bench/torch_bench.py" --shapes "$shapes" --benchmark $bm \
+      --dirs "${TORCH_DIRS:-fwd}" --out "$OUTDIR/torch-bm$bm.json" > "$OUTDIR/torch-bm$bm.log" 2>&1
+    echo "torch_bench benchmark=$bm exit $?"; tail -2 "$OUTDIR/torch-bm$bm.log"
+  done
+  start=$(date +%s)
+  timeout "${BENCH_TIMEOUT:-420}" "$PKG/bin/bench_gpu" --shapes "$shapes" --torch "$OUTDIR/torch-bm0.json" "$OUTDIR/torch-bm1.json" \
+    --markdown "$OUTDIR/bench.md" --json "$OUTDIR/bench.json" ${BENCH_ARGS:-} > "$OUTDIR/bench.log" 2>&1
+  brc=$?
+  echo "bench_gpu exit $brc after $(( $(date +%s) - start )) s"; tail -5 "$OUTDIR/bench.log"
+  [ $brc -ne 0 ] && rc=$brc
+fi
+exit $rc

@@ -1,0 +1,354 @@
+// The cuDNN backend on a GPU: every legacy algorithm and graph-API engine against the f64 oracle
+// within its documented bound (awkward-shape sweep in f32/f16/bf16, NCHW/NHWC, all directions;
+// ResNet-50 v1.5 layers at batch 2), bitwise reruns of deterministic algorithms, listed notes
+// against what cuDNN reports, TF32 results against the CPU TF32 emulation, the heuristic order,
+// cuDNN's finder, memory failures as values.
+//
+// Without a usable GPU every test case is skipped through a Boost.Test precondition after one
+// line "skipped: <reason>" (ctest shows the test as Skipped).
+#define BOOST_TEST_MODULE gpu_cudnn
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+
+#include "convtune/error.hpp"
+#include "convtune/registry.hpp"
+#include "cudnn/cudnn_backend.hpp"
+#include "support/check.hpp"
+#include "support/sweep.hpp"
+
+using namespace convtune;
+namespace utf = boost::unit_test;
+
+namespace {
+
+struct GpuAvailable {
+    boost::test_tools::assertion_result operator()(utf::test_unit_id) const {
+        const Availability a = cudnn_backend().availability();
+        if (a.ok) return true;
+        static bool printed = false;
+        if (!printed) {
+            std::cout << "skipped: " << a.reason << std::endl;
+            printed = true;
+        }
+        boost::test_tools::assertion_result r(false);
+        r.message() << a.reason;
+        return r;
+    }
+};
+
+std::vector<const Algorithm*> cudnn_algorithms() {
+    auto s = cudnn_backend().algorithms();
+    return {s.begin(), s.end()};
+}
+
+std::string shapes_dir() {
+    if (const char* e = std::getenv("CONVTUNE_PEER_SHAPES_DIR"); e && *e) return e;
+    return test::peer_shapes_dir();
+}
+
+// Unique problems of a shape file at `batch`, in file order.
+std::vector<test::Case> resnet_layers(int64_t batch) {
+    std::vector<test::Case> r;
+    std::set<std::string> seen;
+    for (const ShapeLine& l : read_shape_file(shapes_dir() + "/shapes_resnet_50_v1_5")) {
+        ConvProblem p = l.problem;
+        p.n = batch;
+        if (seen.insert(p.to_string()).second) r.push_back({l.name, p});
+    }
+    return r;
+}
+
+struct Tally {
+    std::map<std::string, int> checked, reruns;
+    int pairs = 0;
+};
+
+// Runs every supporting cuDNN algorithm on each case against the oracle; deterministic ones
+// twice, bitwise.
+void check_cases(const std::vector<test::Case>& cases, Tally& tally, bool rerun_deterministic) {
+    for (const auto& c : cases) {
+        const ConvProblem& p = c.problem;
+        const HostTensors in = make_host_tensors(p, 21);
+        std::optional<OracleResult> ref;
+        for (const Algorithm* a : cudnn_algorithms()) {
+            if (!a->supports(p)) continue;
+            if (!ref) ref = oracle(in);
+            HostTensors t = in;
+            const RunResult r = execute(*a, t);
+            BOOST_TEST(r.status.ok(), c.label << ": " << a->id() << " on " << p.to_string() << ": supports() said yes but run returned "
+                                              << r.status.code_name() << " (" << r.status.message << ")");
+            if (!r.status.ok()) continue;
+            const ErrorStats s = compare(t, *ref);
+            const double bound = a->error_bound(p);
+            BOOST_TEST((s.finite && s.max_scaled <= bound),
+                       c.label << ": " << a->id() << " on " << p.to_string() << ": max scaled error " << s.max_scaled << " > bound " << bound
+                               << " (max abs " << s.max_abs << ", rel L2 " << s.rel_l2 << ", " << (s.finite ? "worst" : "non-finite")
+                               << " at index " << s.worst_index << ")");
+            ++tally.checked[std::string(a->id())];
+            ++tally.pairs;
+            if (rerun_deterministic && !a->notes().has(Note::nondeterministic)) {
+                HostTensors t2 = in;
+                const RunResult r2 = execute(*a, t2);
+                BOOST_TEST(r2.status.ok(), a->id() << " rerun on " << p.to_string() << ": " << r2.status.message);
+                BOOST_TEST((output_of(t) == output_of(t2)),
+                           a->id() << " is listed deterministic but two runs on " << p.to_string() << " differ bitwise");
+                ++tally.reruns[std::string(a->id())];
+            }
+        }
+    }
+}
+
+void report(const Tally& t, const char* what) {
+    int never = 0;
+    for (const Algorithm* a : cudnn_algorithms()) {
+        auto it = t.checked.find(std::string(a->id()));
+        if (it == t.checked.end()) {
+            ++never;
+            continue;
+        }
+        auto rr = t.reruns.find(std::string(a->id()));
+        BOOST_TEST_MESSAGE(a->id() << " [" << a->notes().to_string() << "]: " << it->second << " " << what << " problems, "
+                                   << (rr == t.reruns.end() ? 0 : rr->second) << " bitwise reruns");
+    }
+    BOOST_TEST_MESSAGE(what << ": " << t.pairs << " (algorithm, problem) pairs checked; " << t.checked.size()
+                            << " algorithms ran at least once; " << never << " supported none of these problems");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gpu, *utf::precondition(GpuAvailable{}))
+
+BOOST_AUTO_TEST_CASE(ids_are_well_formed_and_unique) {
+    const std::regex legacy(R"(cudnn\.(fwd|bwd_data|bwd_filter)\.[a-z0-9_]+\.(default|tensor_op|fma))");
+    const std::regex graph(R"(cudnn\.graph\.(fwd|bwd_data|bwd_filter)\.eng[0-9]+)");
+    std::set<std::string> ids;
+    std::map<std::string, int> per_family;
+    for (const Algorithm* a : cudnn_algorithms()) {
+        const std::string id(a->id());
+        BOOST_TEST(ids.insert(id).second, "duplicate id " << id);
+        const bool is_legacy = std::regex_match(id, legacy), is_graph = std::regex_match(id, graph);
+        BOOST_TEST((is_legacy || is_graph), "malformed id " << id);
+        ++per_family[is_graph ? id.substr(0, id.rfind(".eng")) : "legacy"];
+    }
+    BOOST_TEST(per_family["legacy"] == (8 + 6 + 6) * 3);
+    for (const char* d : {"cudnn.graph.fwd", "cudnn.graph.bwd_data", "cudnn.graph.bwd_filter"}) {
+        BOOST_TEST(per_family[d] > 0, d << " lists no engine");
+        BOOST_TEST_MESSAGE(d << ": " << per_family[d] << " engines");
+    }
+    const BackendIdentity id = cudnn_backend().identity();
+    BOOST_TEST_MESSAGE("identity: " << id.library << " | " << id.device << " | " << id.driver);
+    BOOST_TEST(!id.device.empty());
+}
+
+BOOST_AUTO_TEST_CASE(awkward_shapes_against_oracle) {
+    Tally t;
+    check_cases(test::expand(test::awkward_shapes(), {DataType::f32, DataType::f16, DataType::bf16}), t, true);
+    report(t, "sweep");
+    BOOST_TEST(t.pairs > 0);
+    // Every direction has graph engines and legacy algorithms that run something of the sweep.
+    for (const char* prefix : {"cudnn.fwd.", "cudnn.bwd_data.", "cudnn.bwd_filter.", "cudnn.graph.fwd.", "cudnn.graph.bwd_data.",
+                               "cudnn.graph.bwd_filter."}) {
+        int n = 0;
+        for (auto& [id, count] : t.checked)
+            if (id.rfind(prefix, 0) == 0) n += count;
+        BOOST_TEST(n > 0, prefix << "* ran no sweep problem");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(resnet50_layers_against_oracle) {
+    std::vector<test::Case> cases;
+    const std::pair<DataType, Layout> combos[] = {
+        {DataType::f32, Layout::nchw}, {DataType::f32, Layout::nhwc}, {DataType::f16, Layout::nhwc}, {DataType::bf16, Layout::nhwc}};
+    for (const auto& c : resnet_layers(2))
+        for (Direction d : {Direction::fwd, Direction::bwd_data, Direction::bwd_filter})
+            for (auto [t, l] : combos) {
+                test::Case x = c;
+                x.problem.direction = d;
+                x.problem.dtype = t;
+                x.problem.layout = l;
+                cases.push_back(x);
+            }
+    BOOST_TEST_REQUIRE(cases.size() > 0u);
+    Tally t;
+    check_cases(cases, t, false);
+    report(t, "ResNet-50");
+}
+
+// A listed note is a promise: cuDNN's own report for each supported problem must not contradict
+// it (graph engines are held to this by supports() itself; this checks that, and the legacy
+// algorithms' static notes against cudnnGet*Algorithm_v7).
+BOOST_AUTO_TEST_CASE(listed_notes_cover_reported_notes) {
+    int compared = 0, unreported = 0;
+    auto cases = test::expand(test::awkward_shapes(), {DataType::f32, DataType::f16});
+    for (const auto& c : resnet_layers(2)) {
+        ConvProblem p = c.problem;
+        for (Direction d : {Direction::fwd, Direction::bwd_data, Direction::bwd_filter}) {
+            p.direction = d;
+            cases.push_back({c.label, p});
+        }
+    }
+    for (const auto& c : cases)
+        for (const Algorithm* a : cudnn_algorithms()) {
+            if (!a->supports(c.problem)) continue;
+            const std::optional<Notes> rep = cudnn_reported_notes(*a, c.problem);
+            if (!rep) {
+                ++unreported;
+                continue;
+            }
+            ++compared;
+            const Notes listed = a->notes();
+            for (Note n : {Note::nondeterministic, Note::down_convert_inputs, Note::winograd, Note::fft})
+                BOOST_TEST((!rep->has(n) || listed.has(n)), a->id() << " on " << c.problem.to_string() << ": cuDNN reports ["
+                                                                    << rep->to_string() << "], listed [" << listed.to_string() << "]");
+            if (c.problem.dtype == DataType::f32)
+                BOOST_TEST((!rep->has(Note::tensor_core) || listed.has(Note::tensor_core)),
+                           a->id() << " on " << c.problem.to_string() << ": uses tensor cores on f32 but is not listed tensor_core");
+        }
+    BOOST_TEST_MESSAGE(compared << " (algorithm, problem) reports compared; " << unreported << " supported pairs without a cuDNN report");
+    BOOST_TEST(compared > 0);
+}
+
+namespace {
+const Algorithm* cpu_tf32() {
+    try {
+        return &find_algorithm("cpu.im2col_gemm.tf32");
+    } catch (const Error&) {
+        return nullptr;
+    }
+}
+struct CpuTf32Ready {
+    boost::test_tools::assertion_result operator()(utf::test_unit_id) const {
+        const Algorithm* a = cpu_tf32();
+        ConvProblem p = ConvProblem::parse("n=2,c=3,k=5,in=7x9,ker=3x3,pad=1x1");
+        if (a && a->supports(p)) return true;
+        const std::string why = a ? "cpu.im2col_gemm.tf32 does not support " + p.to_string() + " (" + a->supports(p).reason + ")"
+                                  : "cpu.im2col_gemm.tf32 is not compiled in";
+        // Not the "skipped: " line: that one means "no GPU" to ctest (SKIP_REGULAR_EXPRESSION).
+        std::cout << "tf32_agrees_with_cpu_emulation not run (" << why << ")" << std::endl;
+        boost::test_tools::assertion_result r(false);
+        r.message() << why;
+        return r;
+    }
+};
+}  // namespace
+
+// TF32 results (f32 algorithms that may use tensor cores) against convtune's CPU TF32 emulation:
+// both are within their bounds of the exact result, so they differ by at most the sum of the
+// bounds, scaled by the same sum|a*b|.
+BOOST_AUTO_TEST_CASE(tf32_agrees_with_cpu_emulation, *utf::precondition(CpuTf32Ready{})) {
+    const Algorithm& cpu = *cpu_tf32();
+    auto cases = test::expand(test::awkward_shapes(), {DataType::f32});
+    for (const auto& c : resnet_layers(1))
+        if (c.problem.c * c.problem.k <= 256 * 256) cases.push_back(c);
+    int compared = 0;
+    for (const auto& c : cases) {
+        const ConvProblem& p = c.problem;
+        if (!cpu.supports(p)) continue;
+        const HostTensors in = make_host_tensors(p, 5);
+        HostTensors ct = in;
+        BOOST_TEST_REQUIRE(execute(cpu, ct).status.ok());
+        const OracleResult ref = oracle(in);
+        const std::vector<std::byte>& cpu_out = output_of(ct);
+        for (const Algorithm* a : cudnn_algorithms()) {
+            if (!a->notes().has(Note::tensor_core) || !a->supports(p)) continue;
+            HostTensors gt = in;
+            if (!execute(*a, gt).status.ok()) continue;  // reported by the oracle tests
+            const std::vector<std::byte>& gpu_out = output_of(gt);
+            const auto* g = reinterpret_cast<const float*>(gpu_out.data());
+            const auto* e = reinterpret_cast<const float*>(cpu_out.data());
+            const double bound = a->error_bound(p) + cpu.error_bound(p);
+            double worst = 0;
+            for (std::size_t i = 0; i < ref.magnitude.size(); ++i)
+                worst = std::max(worst, std::abs(static_cast<double>(g[i]) - e[i]) / (ref.magnitude[i] + 1e-30));
+            BOOST_TEST(worst <= bound, a->id() << " vs " << cpu.id() << " on " << p.to_string() << ": " << worst << " > " << bound);
+            ++compared;
+        }
+    }
+    BOOST_TEST_MESSAGE(compared << " TF32 (algorithm, problem) pairs compared with " << cpu.id());
+    BOOST_TEST(compared > 0);
+}
+
+BOOST_AUTO_TEST_CASE(heuristic_order_is_complete_and_starts_with_mode_a) {
+    std::vector<ConvProblem> problems;
+    for (const char* s : {"dir=fwd,dtype=f16,layout=nhwc,n=8,c=64,k=64,in=56x56,ker=3x3,pad=1x1",
+                          "dir=bwd_data,dtype=f32,layout=nchw,n=4,c=256,k=64,in=28x28,ker=1x1",
+                          "dir=bwd_filter,dtype=bf16,layout=nhwc,n=2,c=32,k=32,g=32,in=14x14,ker=3x3,pad=1x1",
+                          "dir=fwd,dtype=f32,layout=nchw,n=2,c=4,k=3,in=13x13,ker=3x3,pad=0x0,pad_end=1x1"})
+        problems.push_back(ConvProblem::parse(s));
+    for (const ConvProblem& p : problems) {
+        const auto order = cudnn_backend().heuristic_order(p);
+        std::set<const Algorithm*> in_order(order.begin(), order.end());
+        BOOST_TEST(in_order.size() == order.size(), "duplicates in heuristic_order for " << p.to_string());
+        std::set<const Algorithm*> supported;
+        for (const Algorithm* a : cudnn_algorithms())
+            if (a->supports(p)) supported.insert(a);
+        BOOST_TEST((in_order == supported), "heuristic_order is not the set of supporting algorithms for " << p.to_string());
+        const Algorithm* first_a = nullptr;
+        for (const Algorithm* a : cudnn_ranking(p, CudnnRanking::mode_a))
+            if (a->supports(p)) {
+                first_a = a;
+                break;
+            }
+        if (first_a) BOOST_TEST(order.front() == first_a, p.to_string() << ": order starts with " << order.front()->id());
+        BOOST_TEST_MESSAGE(p.to_string() << ": " << order.size() << " supported; first " << (order.empty() ? "-" : order.front()->id())
+                                         << "; mode A lists " << cudnn_ranking(p, CudnnRanking::mode_a).size() << ", B "
+                                         << cudnn_ranking(p, CudnnRanking::mode_b).size() << ", fallback "
+                                         << cudnn_ranking(p, CudnnRanking::fallback).size() << ", legacy v7 "
+                                         << cudnn_ranking(p, CudnnRanking::legacy_v7).size());
+        BOOST_TEST(!order.empty());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(finder_results_map_to_supported_algorithms) {
+    for (const char* s : {"dir=fwd,dtype=f32,layout=nchw,n=8,c=64,k=64,in=28x28,ker=3x3,pad=1x1",
+                          "dir=bwd_filter,dtype=f16,layout=nhwc,n=8,c=64,k=128,in=28x28,ker=1x1"}) {
+        const ConvProblem p = ConvProblem::parse(s);
+        for (bool tf32 : {false, true}) {
+            const auto results = cudnn_find(p, {tf32, SIZE_MAX});
+            BOOST_TEST_REQUIRE(!results.empty());
+            BOOST_TEST_REQUIRE(results.front().algorithm != nullptr, p.to_string() << ": " << results.front().status.message);
+            double last = 0;
+            int ok = 0;
+            for (const auto& r : results) {
+                if (!r.status.ok()) continue;
+                BOOST_TEST_REQUIRE(r.algorithm != nullptr);
+                BOOST_TEST(static_cast<bool>(r.algorithm->supports(p)), r.algorithm->id() << " found by cuDNN but not supported");
+                BOOST_TEST(r.ms >= last);
+                last = r.ms;
+                ++ok;
+                if (!tf32 && p.dtype == DataType::f32) BOOST_TEST(!r.algorithm->notes().has(Note::tensor_core), r.algorithm->id());
+            }
+            BOOST_TEST(ok > 0);
+            BOOST_TEST_MESSAGE(p.to_string() << (tf32 ? " tf32" : "") << ": finder picks " << results.front().algorithm->id() << " at "
+                                             << results.front().ms << " ms, " << ok << " algorithms timed");
+        }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(memory_failures_are_values) {
+    const Backend& b = cudnn_backend();
+    DeviceBuffer huge = b.allocate(std::size_t(1) << 52);
+    BOOST_TEST(!huge, "a 4 PiB allocation succeeded");
+    DeviceBuffer small = b.allocate(1024);
+    BOOST_TEST(static_cast<bool>(small), "a 1 KiB allocation failed after a failed huge one");
+    // A workspace smaller than the algorithm needs is refused, not run.
+    const ConvProblem p = ConvProblem::parse("dir=fwd,dtype=f32,layout=nchw,n=4,c=32,k=32,in=32x32,ker=3x3,pad=1x1");
+    int refused = 0;
+    for (const Algorithm* a : b.algorithms()) {
+        if (!a->supports(p) || a->workspace_size(p) == 0) continue;
+        HostTensors t = make_host_tensors(p, 3);
+        DeviceBuffer x = b.allocate(t.x.size()), w = b.allocate(t.w.size()), y = b.allocate(t.y.size());
+        const Status s = a->run(p, {{x.data(), t.x.size()}, {w.data(), t.w.size()}, {y.data(), t.y.size()}}, Workspace{nullptr, 0});
+        BOOST_TEST(!s.ok(), a->id() << " ran without its " << a->workspace_size(p) << "-byte workspace");
+        ++refused;
+    }
+    BOOST_TEST_MESSAGE(refused << " algorithms with a workspace refused to run without it");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
