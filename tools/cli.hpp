@@ -27,5 +27,7 @@ void add_list(CLI::App& app, Action& action);
 void add_run(CLI::App& app, Action& action);
 void add_parse(CLI::App& app, Action& action);
 void add_demo(CLI::App& app, Action& action);
+void add_tune(CLI::App& app, Action& action);
+void add_db(CLI::App& app, Action& action);
 
 }  // namespace convtune::cli

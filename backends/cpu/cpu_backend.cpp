@@ -1,10 +1,73 @@
+// The CPU backend: the algorithm list, and the cost model that ranks algorithms when benchmark
+// mode is off (the CPU's "heuristic", what cuDNN's heuristics are for the GPU).
+//
+// Cost model: every algorithm family gets an estimated time
+//     t = arithmetic / (efficiency * rate) + bytes_moved / bandwidth
+// where `arithmetic` is the family's own multiply-add count (direct = the problem's MACs,
+// Winograd F(m,3) = MACs / (m^2*9/(m+2)^2) in the transform domain plus its transforms, FFT =
+// pointwise complex products plus transforms), `efficiency` is the fraction of the machine's
+// FMA rate the family reaches (from bench/cpu measurements, docs/autotuning.md has the table),
+// and `bytes_moved` counts the extra traffic the family creates (im2col's column matrix, layout
+// reorders). Only the ranking matters, so the rate is a constant; the efficiencies carry the
+// machine's character. Unsupported algorithms are left out; the reference comes last.
 #include "cpu/cpu_backend.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace convtune {
 
 namespace {
+
+// Efficiency (fraction of FMA peak) per family and layout, measured on ResNet-50 layers with
+// bench/cpu (docs/benchmarks.md). Ranking only: their ratios are what matter.
+struct Efficiency {
+    double direct_blocked_nhwc = 0.45, direct_blocked_nchw = 0.30;
+    double gemm = 0.55, gemm_tf32 = 0.45;
+    double winograd = 0.35;
+    double fft = 0.30;
+    double reference = 0.005;
+};
+constexpr double kRate = 1.0;        // arbitrary units: MAC per unit time at efficiency 1
+constexpr double kBytesPerMac = 0.25;  // one byte of extra traffic costs this many MACs (memory vs FMA rate)
+
+double estimate(const Algorithm& a, const ConvProblem& p) {
+    static const Efficiency e;
+    const std::string_view id = a.id();
+    const double macs = static_cast<double>(p.macs());
+    const double es = static_cast<double>(size_of(p.dtype));
+    const double traffic_mac = kBytesPerMac;
+    if (id == "cpu.direct") return macs / (e.reference * kRate);
+    if (id == "cpu.direct_blocked")
+        return macs / ((p.layout == Layout::nhwc ? e.direct_blocked_nhwc : e.direct_blocked_nchw) * kRate);
+    if (id == "cpu.im2col_gemm" || id == "cpu.im2col_gemm.tf32") {
+        const bool one_by_one = p.kernel_spatial() == 1 && std::all_of(p.stride.begin(), p.stride.end(), [](int64_t s) { return s == 1; }) &&
+                                std::all_of(p.pad_begin.begin(), p.pad_begin.end(), [](int64_t v) { return v == 0; });
+        // The column matrix is written once and read once.
+        const double col = one_by_one ? 0 : 2.0 * static_cast<double>(p.n * p.c * p.kernel_spatial() * p.out_spatial()) * es;
+        const double eff = id == "cpu.im2col_gemm" ? e.gemm : e.gemm_tf32;
+        return macs / (eff * kRate) + col * traffic_mac;
+    }
+    if (id == "cpu.winograd_f2x3" || id == "cpu.winograd_f4x3") {
+        const double m = id == "cpu.winograd_f2x3" ? 2 : 4, alpha = m + 2;
+        const double tiles = static_cast<double>(p.n) * std::ceil(static_cast<double>(p.out(0)) / m) * std::ceil(static_cast<double>(p.out(1)) / m);
+        const double gemm = tiles * alpha * alpha * static_cast<double>(p.k * p.c_per_group());
+        // Input and output transforms: ~2*alpha^3 adds per tile and channel, memory bound.
+        const double transforms = tiles * static_cast<double>(p.c + p.k) * alpha * alpha * 4.0 * es;
+        return gemm / (e.winograd * kRate) + transforms * traffic_mac;
+    }
+    if (id == "cpu.fft") {
+        double size = 1;
+        for (int i = 0; i < p.spatial_dims; ++i) size *= static_cast<double>(p.in[static_cast<std::size_t>(i)] + p.pad_begin[static_cast<std::size_t>(i)] + p.pad_end[static_cast<std::size_t>(i)]);
+        const double freq = size / 2 + 1;
+        // Complex multiply-add = 4 real MACs per frequency per (n, k, c) triple.
+        const double pointwise = 4.0 * freq * static_cast<double>(p.n * p.k * p.c_per_group());
+        const double transforms = 2.5 * size * std::log2(std::max(2.0, size)) * static_cast<double>(p.n * p.c + p.n * p.k + p.k * p.c_per_group());
+        return (pointwise + transforms) / (e.fft * kRate);
+    }
+    return macs / (e.gemm * kRate);  // unknown family: assume GEMM-like
+}
 
 class CpuBackend final : public HostBackend {
 public:
@@ -14,6 +77,23 @@ public:
     Availability availability() const override { return {}; }
     BackendIdentity identity() const override { return {"convtune-cpu", host_device_name(), ""}; }
     std::span<const Algorithm* const> algorithms() const override { return list_; }
+
+    std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override {
+        std::vector<std::pair<double, const Algorithm*>> ranked;
+        for (const Algorithm* a : list_)
+            if (a->supports(p)) ranked.emplace_back(estimate(*a, p), a);
+        std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        std::vector<const Algorithm*> r;
+        for (const auto& [cost, a] : ranked) r.push_back(a);
+        return r;
+    }
+
+    // PyTorch's enabled=False path runs its native im2col + GEMM; so does convtune's.
+    const Algorithm* native_fallback(const ConvProblem& p) const override {
+        return cpu_im2col_gemm().supports(p) ? &cpu_im2col_gemm() : &cpu_direct();
+    }
+    // PyTorch v7's fixed deterministic defaults are GEMM-based; the CPU's counterpart is im2col + GEMM.
+    const Algorithm* fixed_default(const ConvProblem& p) const override { return native_fallback(p); }
 
 private:
     std::vector<const Algorithm*> list_;
@@ -25,5 +105,7 @@ Backend& cpu_backend() {
     static CpuBackend b;
     return b;
 }
+
+double cpu_cost_estimate(const Algorithm& a, const ConvProblem& p) { return estimate(a, p); }
 
 }  // namespace convtune

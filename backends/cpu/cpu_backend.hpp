@@ -9,6 +9,8 @@
 namespace convtune {
 
 Backend& cpu_backend();
+// The CPU cost model's estimate for a (supported) problem, in arbitrary units (ranking only).
+double cpu_cost_estimate(const Algorithm& a, const ConvProblem& p);
 
 // Base for algorithms whose id, notes and backend are fixed at construction.
 class CpuAlgorithm : public Algorithm {
