@@ -27,6 +27,8 @@ void add_list(CLI::App& app, Action& action);
 void add_run(CLI::App& app, Action& action);
 void add_parse(CLI::App& app, Action& action);
 void add_demo(CLI::App& app, Action& action);
+void add_simulate(CLI::App& app, Action& action);
+void add_record(CLI::App& app, Action& action);
 void add_tune(CLI::App& app, Action& action);
 void add_db(CLI::App& app, Action& action);
 

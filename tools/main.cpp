@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
     cli::add_run(app, action);
     cli::add_parse(app, action);
     cli::add_demo(app, action);
+    cli::add_simulate(app, action);
+    cli::add_record(app, action);
     cli::add_tune(app, action);
     cli::add_db(app, action);
     try {

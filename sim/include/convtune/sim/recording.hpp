@@ -1,0 +1,80 @@
+// Recording: measured timings of every algorithm of a backend on a list of problems — what the
+// replay backend needs to simulate that backend without running it.
+//
+// Only numbers are kept: per problem the backend's heuristic order, its native fallback and fixed
+// default, and per algorithm whether it supports the problem (and why not), its workspace, the
+// time of its first (cold) call and N timed samples after it. The file is JSON
+// (format "convtune-recording", version 1; docs/simulation.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "convtune/backend.hpp"
+#include "convtune/tuning_db.hpp"
+
+namespace convtune::sim {
+
+struct AlgorithmRecord {
+    std::string id;
+    bool supported = true;
+    std::string reason;            // why not, when !supported
+    Status::Code status = Status::Code::ok;  // failed / out_of_memory: every run of it fails so
+    std::string message;           // the failure's message
+    std::size_t workspace = 0;
+    std::optional<double> first_ms;  // the first call of the algorithm on the problem (cold)
+    std::vector<double> samples_ms;  // timed calls after it
+};
+
+struct ProblemRecord {
+    ConvProblem problem;
+    std::vector<std::string> heuristic;  // ids that support it, best first (benchmark off's order)
+    std::string fallback, fixed;         // native_fallback / fixed_default ids ("" = none)
+    std::vector<AlgorithmRecord> algorithms;  // the backend's fixed order
+    double db_search_ms = 0;             // recordings built from a tuning database: its search time
+    const AlgorithmRecord* find(std::string_view id) const;
+};
+
+struct AlgorithmInfo {
+    std::string id;
+    Notes notes;
+};
+
+struct Recording {
+    Environment environment;  // environment_of(backend) where it was measured
+    std::string source = "measured";  // or "tuning-db"
+    int samples = 0;                  // samples per algorithm asked for
+    std::vector<AlgorithmInfo> algorithms;  // the backend's fixed order
+    std::vector<ProblemRecord> problems;
+
+    const ProblemRecord* find(const ConvProblem& p) const;
+    std::string to_json() const;  // compact: one line per problem
+    static Recording from_json(std::string_view text, const std::string& where);
+    static Recording load(const std::string& path);  // throws ParseError "<path>: ..."
+    void save(const std::string& path) const;        // atomic (temporary file + rename)
+};
+
+struct RecordOptions {
+    int samples = 5;
+    // Stop sampling one algorithm on one problem once its calls took this long (>= 1 sample).
+    double max_ms_per_algorithm = 3000;
+    uint64_t seed = 1;  // input data
+    // Called after each (problem, algorithm): done, total, what.
+    std::function<void(int64_t, int64_t, const std::string&)> progress;
+};
+
+// Runs every supported algorithm of `b` on every problem: one cold call, then up to
+// options.samples timed calls, each on the backend's clock.
+Recording record(const Backend& b, const std::vector<ConvProblem>& problems, const RecordOptions& options = {});
+
+// A recording from a tuning database where that is all there is: per problem only the winner,
+// with its median as the one sample. Benchmark off and on then run the same algorithm, so such
+// a recording shows totals but cannot judge benchmark mode. Picks the section of `backend` with
+// the most entries. Throws Error when there is none.
+Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend);
+
+}  // namespace convtune::sim

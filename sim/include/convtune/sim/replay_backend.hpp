@@ -1,0 +1,72 @@
+// ReplayBackend: a Backend whose algorithms mirror a recording (ids, notes, support, workspace,
+// heuristic order, fallback) and whose run() advances a virtual clock instead of computing.
+//
+// The n-th call of algorithm a on problem p in a scenario takes, in virtual time: the recorded
+// first (cold) call when n = 0 and the recording has one, else one of the recorded samples drawn
+// by a hash of (seed, p, a, n). So the spread and the single-sample noise of the real device are
+// reproduced, a replay is reproducible from its seed, and the n-th call costs the same whichever
+// flag setting is simulated.
+//
+// A problem the recording lacks is estimated from the recorded problem of the same layer (same
+// everything but batch and input sizes) with the nearest multiply-add count: times and workspace
+// scaled by the ratio of multiply-adds, support and heuristic order copied. Nothing else is
+// invented: a problem with no such neighbour is unsupported by every algorithm.
+//
+// Memory is virtual too (allocate returns placeholders; nothing is read or written), so replaying
+// big problems costs no host memory; simulated() tells the selector so.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "convtune/sim/recording.hpp"
+
+namespace convtune::sim {
+
+class ReplayBackend final : public Backend {
+public:
+    explicit ReplayBackend(Recording r, uint64_t seed = 1, bool estimate_missing = true);
+    ~ReplayBackend() override;
+
+    std::string_view name() const override { return recording_.environment.backend; }
+    Availability availability() const override { return {}; }
+    BackendIdentity identity() const override;
+    std::span<const Algorithm* const> algorithms() const override { return list_; }
+    std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override;
+    const Algorithm* native_fallback(const ConvProblem& p) const override;
+    const Algorithm* fixed_default(const ConvProblem& p) const override;
+    DeviceBuffer allocate(std::size_t bytes) const override;
+    void upload(void*, const void*, std::size_t) const override {}
+    void download(void*, const void*, std::size_t) const override {}
+    double time_ms(const std::function<void()>& fn) const override;
+    bool simulated() const override { return true; }
+
+    const Recording& recording() const { return recording_; }
+    // A fresh process: virtual clock 0, no call seen yet, draws from `seed`.
+    void reset(uint64_t seed);
+    double clock_ms() const;
+
+    // The record answering p: recorded, estimated (see above), or nullptr.
+    const ProblemRecord* lookup(const ConvProblem& p) const;
+    bool is_recorded(const ConvProblem& p) const { return recording_.find(p) != nullptr; }
+
+    // Used by the replayed algorithms.
+    Status replay_run(const ConvProblem& p, const std::string& id) const;
+
+private:
+    Recording recording_;
+    bool estimate_;
+    std::vector<std::unique_ptr<Algorithm>> owned_;
+    std::vector<const Algorithm*> list_;
+    mutable std::mutex mutex_;
+    mutable uint64_t seed_;
+    mutable double clock_ = 0;
+    mutable double timing_ = 0;  // time of the calls inside the innermost time_ms
+    mutable std::map<std::string, int64_t> calls_;  // "<problem>|<id>" -> calls so far
+    mutable std::map<std::string, std::unique_ptr<ProblemRecord>> estimated_;
+};
+
+}  // namespace convtune::sim

@@ -1,0 +1,96 @@
+// Simulator: replays a stream of iterations under several flag settings through the real
+// convtune::Selector, and compares them.
+//
+// One code path serves both engines: the selector drives the given backend — a real one (live:
+// real tensors, the backend's own clock) or a ReplayBackend (replay: virtual tensors and clock).
+// The backend is wrapped in a meter that charges time spent inside Backend::time_ms (the
+// selector's warm-ups and timed samples) to search, and the time of every other algorithm call,
+// measured on the same clock, to execution. Each setting starts as a fresh process: an empty
+// tuning cache and, for a replay, a reset virtual clock.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "convtune/backend.hpp"
+#include "convtune/flags.hpp"
+#include "convtune/sim/stream.hpp"
+
+namespace convtune::sim {
+
+// A named flag setting.
+struct Setting {
+    std::string name;
+    FlagValues flags;
+};
+// off (benchmark=0), on (benchmark=1), on+det (benchmark=1,deterministic=1),
+// adaptive (policy=adaptive,benchmark=1), pytorch (policy=pytorch,benchmark=1).
+std::vector<Setting> standard_settings();
+// A standard name, or "LABEL:key=value,..." / "key=value,..." (parse_flags over the defaults).
+// Throws Error naming --flags.
+Setting parse_setting(std::string_view text);
+
+struct IterationStats {
+    double search_ms = 0;  // timing candidates (warm-ups included)
+    double exec_ms = 0;    // running the chosen algorithms
+    double wall_ms = 0;    // host wall clock of the calls (selector bookkeeping and scratch data included)
+    int64_t calls = 0, hits = 0, misses = 0, searches = 0, new_shapes = 0;
+    double total_ms() const { return search_ms + exec_ms; }
+};
+
+struct ScenarioResult {
+    Setting setting;
+    std::vector<IterationStats> iterations;
+    std::string failure;  // non-empty: the setting could not run the stream (why, and where)
+    IterationStats sum() const;
+    std::vector<double> cumulative_ms() const;
+    int64_t distinct_shapes() const;
+};
+
+// A setting against the baseline (the "off" setting when present, else the first).
+struct Comparison {
+    double saving = 0;                 // (T_base - T) / T_base over the simulated iterations
+    std::optional<int> break_even;     // 1-based iteration from which it stays at or below the baseline
+    double steady_gain_ms = 0;         // mean per-iteration gain over the second half of the run
+    std::optional<double> projected_break_even;  // when not reached: where the steady gain would get it
+};
+
+struct Recommendation {
+    std::string setting;  // the setting to use ("off" = keep benchmark off)
+    std::string text;     // plain language, with the expected saving
+    double saving = 0;
+};
+
+struct SimulationResult {
+    std::string engine;    // "live" or "replay"
+    std::string backend;   // backend name
+    std::string environment;
+    int iterations = 0;
+    std::vector<ScenarioResult> scenarios;
+    std::vector<Comparison> comparisons;  // parallel to scenarios
+    int baseline = -1;                    // index of the baseline scenario
+    Recommendation recommendation;
+    int64_t estimated_problems = 0;       // replay: problems scaled from a recorded neighbour
+    bool judgeable = true;                // false for a tuning-database replay
+};
+
+struct SimulationOptions {
+    int iterations = 100;
+    std::vector<Setting> settings;       // empty = standard_settings()
+    uint64_t seed = 1;                   // replay draws
+    double min_saving = 0.02;            // smaller savings count as "no difference"
+    // Called after each iteration of each setting: done, total, what.
+    std::function<void(int64_t, int64_t, const std::string&)> progress;
+};
+
+// Simulates `stream` on backend `b` (live) or on a ReplayBackend (replay, detected). Throws
+// Error before anything runs when a replay lacks problems the stream needs (naming --replay).
+SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o);
+
+// Comparisons and the recommendation, from the scenarios alone.
+void analyze(SimulationResult& r, double min_saving);
+
+}  // namespace convtune::sim

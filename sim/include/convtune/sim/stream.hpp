@@ -1,0 +1,73 @@
+// Stream: which problems each iteration of a simulation calls — the workload at a fixed shape,
+// at varying batch sizes or resolutions, a random mixture of those, or a recorded trace.
+//
+// Every random choice is derived from (seed, iteration index) alone, so a stream is reproducible
+// and iteration i is the same whatever flag setting is being simulated.
+//
+// Trace files (docs/simulation.md) hold one problem per line in canonical (or benchdnn) form,
+// optionally followed by `xN` (N back-to-back calls); iterations are separated by a blank line
+// or a `# iteration` line; other `#` lines are comments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "convtune/sim/workload.hpp"
+
+namespace convtune::sim {
+
+enum class StreamKind { fixed, batch, resolution, mixed, trace };
+std::string_view to_string(StreamKind k);
+
+struct StreamSpec {
+    StreamKind kind = StreamKind::fixed;
+    std::string trace_path;       // kind == trace
+    std::vector<int64_t> batches; // batch / mixed: the batch sizes drawn from (empty = default)
+    std::vector<double> scales;   // resolution / mixed: the per-dimension scales drawn from (empty = default)
+    uint64_t seed = 1;
+    // "fixed", "batch", "resolution", "mixed" or "trace:FILE"; throws Error naming --stream.
+    static StreamSpec parse(std::string_view text);
+    std::string describe() const;
+};
+
+// Defaults: batches = powers of two from 1 to twice the base batch; scales = 0.5 to 1.5 in
+// steps of 0.125 (each spatial dim drawn independently, so aspect ratios vary too).
+std::vector<int64_t> default_batches(int64_t base_batch);
+std::vector<double> default_scales();
+
+using Iteration = std::vector<Call>;
+
+// Trace text -> iterations (throws ParseError naming the line).
+std::vector<Iteration> parse_trace(std::string_view text);
+std::vector<Iteration> read_trace(const std::string& path);
+
+class Stream {
+public:
+    // `w` is unused (may be empty) for a trace.
+    Stream(StreamSpec spec, Workload w, WorkloadOptions o);
+
+    const StreamSpec& spec() const { return spec_; }
+    const Workload& workload() const { return workload_; }
+    const WorkloadOptions& options() const { return options_; }
+    // The variant of iteration i (fixed: the base; trace: unused).
+    Variant variant(int i) const;
+    // The calls of iteration i (0-based). A trace repeats from its start when i is past its end.
+    Iteration iteration(int i) const;
+    // Iterations in a trace (0 for the other kinds).
+    int trace_length() const { return static_cast<int>(trace_.size()); }
+    // Base batch (options.batch or the first layer's).
+    int64_t base_batch() const;
+
+private:
+    StreamSpec spec_;
+    Workload workload_;
+    WorkloadOptions options_;
+    std::vector<Iteration> trace_;
+};
+
+// The distinct problems of iterations [0, n), in first-seen order.
+std::vector<ConvProblem> distinct_problems(const Stream& s, int iterations);
+
+}  // namespace convtune::sim

@@ -1,0 +1,336 @@
+#include "convtune/sim/recording.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "convtune/error.hpp"
+#include "convtune/host_data.hpp"
+#include "convtune/registry.hpp"
+#include "convtune/sim/report.hpp"
+
+namespace convtune::sim {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kFormat = "convtune-recording";
+constexpr int kVersion = 1;
+
+Notes parse_notes(const json& names, const std::string& where) {
+    Notes n;
+    if (!names.is_array()) throw ParseError(where + ": \"notes\" must be an array");
+    for (const json& v : names) {
+        if (!v.is_string()) throw ParseError(where + ": notes must be strings");
+        bool found = false;
+        for (uint32_t bit = 0; bit < 32 && !found; ++bit) {
+            const Notes one = Notes(static_cast<Note>(1u << bit));
+            if (one.to_string() == v.get<std::string>()) n = n | one, found = true;
+        }
+        if (!found) throw ParseError(where + ": unknown note '" + v.get<std::string>() + "'");
+    }
+    return n;
+}
+
+Status::Code parse_code(const std::string& s, const std::string& where) {
+    if (s == "ok") return Status::Code::ok;
+    if (s == "failed") return Status::Code::failed;
+    if (s == "out_of_memory") return Status::Code::out_of_memory;
+    if (s == "unsupported") return Status::Code::unsupported;
+    throw ParseError(where + ": unknown status '" + s + "'");
+}
+
+template <class T>
+T get(const json& j, const char* key, const std::string& where) {
+    if (!j.contains(key)) throw ParseError(where + ": missing \"" + key + "\"");
+    try {
+        return j.at(key).get<T>();
+    } catch (const json::exception&) {
+        throw ParseError(where + ": \"" + key + "\" has the wrong type");
+    }
+}
+
+std::vector<double> get_times(const json& j, const char* key, const std::string& where) {
+    std::vector<double> v = j.contains(key) ? get<std::vector<double>>(j, key, where) : std::vector<double>{};
+    for (double x : v)
+        if (!(x >= 0)) throw ParseError(where + ": \"" + key + "\" has a negative or non-finite time");
+    return v;
+}
+
+}  // namespace
+
+const AlgorithmRecord* ProblemRecord::find(std::string_view id) const {
+    for (const AlgorithmRecord& a : algorithms)
+        if (a.id == id) return &a;
+    return nullptr;
+}
+
+const ProblemRecord* Recording::find(const ConvProblem& p) const {
+    for (const ProblemRecord& r : problems)
+        if (r.problem == p) return &r;
+    return nullptr;
+}
+
+std::string Recording::to_json() const {
+    json head;
+    head["format"] = kFormat;
+    head["version"] = kVersion;
+    head["source"] = source;
+    head["samples"] = samples;
+    head["environment"] = {{"convtune", environment.convtune}, {"backend", environment.backend}, {"library", environment.library},
+                           {"device", environment.device}, {"driver", environment.driver}};
+    json algos = json::array();
+    for (const AlgorithmInfo& a : algorithms) algos.push_back({{"id", a.id}, {"notes", a.notes.names()}});
+    head["algorithms"] = algos;
+    std::string out = head.dump();
+    out.pop_back();  // the closing brace: problems follow, one per line
+    out += ",\"problems\":[";
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+        const ProblemRecord& r = problems[i];
+        json jp;
+        jp["problem"] = r.problem.to_string();
+        jp["heuristic"] = r.heuristic;
+        if (!r.fallback.empty()) jp["fallback"] = r.fallback;
+        if (!r.fixed.empty()) jp["fixed"] = r.fixed;
+        if (r.db_search_ms > 0) jp["db_search_ms"] = r.db_search_ms;
+        json ja = json::object();
+        for (const AlgorithmRecord& a : r.algorithms) {
+            json x;
+            if (!a.supported) {
+                x["unsupported"] = a.reason;
+            } else {
+                if (a.workspace) x["workspace"] = a.workspace;
+                if (a.status != Status::Code::ok) {
+                    x["status"] = std::string(Status{a.status, ""}.code_name());
+                    x["message"] = a.message;
+                }
+                if (a.first_ms) x["first_ms"] = *a.first_ms;
+                x["samples_ms"] = a.samples_ms;
+            }
+            ja[a.id] = x;
+        }
+        jp["algorithms"] = ja;
+        out += (i ? ",\n" : "\n") + jp.dump();
+    }
+    out += "\n]}\n";
+    return out;
+}
+
+Recording Recording::from_json(std::string_view text, const std::string& where) {
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::exception& e) {
+        throw ParseError(where + ": not JSON: " + e.what());
+    }
+    if (!doc.is_object() || doc.value("format", "") != kFormat) throw ParseError(where + ": not a convtune recording (\"format\" is not \"" + kFormat + "\")");
+    if (get<int>(doc, "version", where) != kVersion)
+        throw ParseError(where + ": recording version " + std::to_string(get<int>(doc, "version", where)) + " is not supported (expected 1)");
+    Recording r;
+    r.source = get<std::string>(doc, "source", where);
+    r.samples = get<int>(doc, "samples", where);
+    const json env = doc.contains("environment") ? doc["environment"] : json();
+    if (!env.is_object()) throw ParseError(where + ": missing \"environment\"");
+    r.environment = {get<std::string>(env, "convtune", where), get<std::string>(env, "backend", where), get<std::string>(env, "library", where),
+                     get<std::string>(env, "device", where), get<std::string>(env, "driver", where)};
+    if (r.environment.backend.empty()) throw ParseError(where + ": empty backend name");
+    const json algos = doc.contains("algorithms") ? doc["algorithms"] : json();
+    if (!algos.is_array()) throw ParseError(where + ": missing \"algorithms\"");
+    for (const json& a : algos) r.algorithms.push_back({get<std::string>(a, "id", where), parse_notes(a.contains("notes") ? a["notes"] : json::array(), where)});
+    auto known = [&](const std::string& id) {
+        return std::any_of(r.algorithms.begin(), r.algorithms.end(), [&](const AlgorithmInfo& a) { return a.id == id; });
+    };
+    const json probs = doc.contains("problems") ? doc["problems"] : json();
+    if (!probs.is_array()) throw ParseError(where + ": missing \"problems\"");
+    for (std::size_t i = 0; i < probs.size(); ++i) {
+        const json& jp = probs[i];
+        const std::string w = where + ": problem " + std::to_string(i + 1);
+        ProblemRecord pr;
+        try {
+            pr.problem = ConvProblem::parse(get<std::string>(jp, "problem", w));
+        } catch (const ParseError&) {
+            throw;
+        } catch (const Error& e) {
+            throw ParseError(w + ": " + e.what());
+        }
+        pr.heuristic = get<std::vector<std::string>>(jp, "heuristic", w);
+        pr.fallback = jp.value("fallback", "");
+        pr.fixed = jp.value("fixed", "");
+        pr.db_search_ms = jp.value("db_search_ms", 0.0);
+        if (!jp.contains("algorithms") || !jp["algorithms"].is_object()) throw ParseError(w + ": missing \"algorithms\"");
+        // Keep the recording's fixed order.
+        for (const AlgorithmInfo& info : r.algorithms) {
+            if (!jp["algorithms"].contains(info.id)) continue;
+            const json& x = jp["algorithms"][info.id];
+            const std::string wa = w + ", " + info.id;
+            AlgorithmRecord a;
+            a.id = info.id;
+            if (x.contains("unsupported")) {
+                a.supported = false;
+                a.reason = get<std::string>(x, "unsupported", wa);
+            } else {
+                a.workspace = x.value("workspace", std::size_t{0});
+                a.status = parse_code(x.value("status", "ok"), wa);
+                a.message = x.value("message", "");
+                if (x.contains("first_ms")) {
+                    a.first_ms = get<double>(x, "first_ms", wa);
+                    if (!(*a.first_ms >= 0)) throw ParseError(wa + ": negative first_ms");
+                }
+                a.samples_ms = get_times(x, "samples_ms", wa);
+                if (a.status == Status::Code::ok && a.samples_ms.empty()) throw ParseError(wa + ": no samples");
+            }
+            pr.algorithms.push_back(std::move(a));
+        }
+        for (auto it = jp["algorithms"].begin(); it != jp["algorithms"].end(); ++it)
+            if (!known(it.key())) throw ParseError(w + ": algorithm '" + it.key() + "' is not in \"algorithms\"");
+        for (const std::string& id : pr.heuristic) {
+            const AlgorithmRecord* a = pr.find(id);
+            if (!a || !a->supported) throw ParseError(w + ": heuristic lists '" + id + "', which has no supported record");
+        }
+        r.problems.push_back(std::move(pr));
+    }
+    return r;
+}
+
+Recording Recording::load(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw Error("--replay: cannot read '" + path + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return from_json(ss.str(), path);
+}
+
+void Recording::save(const std::string& path) const { write_file_atomic(path, to_json()); }
+
+Recording record(const Backend& b, const std::vector<ConvProblem>& problems, const RecordOptions& o) {
+    const Availability av = b.availability();
+    if (!av.ok) throw Error("--backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    Recording r;
+    r.environment = environment_of(b);
+    r.samples = o.samples;
+    for (const Algorithm* a : b.algorithms()) r.algorithms.push_back({std::string(a->id()), a->notes()});
+    const int64_t total = static_cast<int64_t>(problems.size() * b.algorithms().size());
+    int64_t done = 0;
+    for (const ConvProblem& p : problems) {
+        ProblemRecord pr;
+        pr.problem = p;
+        for (const Algorithm* a : b.heuristic_order(p)) pr.heuristic.push_back(std::string(a->id()));
+        if (const Algorithm* a = b.native_fallback(p)) pr.fallback = std::string(a->id());
+        if (const Algorithm* a = b.fixed_default(p)) pr.fixed = std::string(a->id());
+        HostTensors host = make_host_tensors(p, o.seed);
+        DeviceBuffer bx = b.allocate(host.x.size()), bw = b.allocate(host.w.size()), by = b.allocate(host.y.size());
+        if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " on backend " + std::string(b.name()));
+        b.upload(bx.data(), host.x.data(), host.x.size());
+        b.upload(bw.data(), host.w.data(), host.w.size());
+        b.upload(by.data(), host.y.data(), host.y.size());
+        const ConvTensors t{{bx.data(), host.x.size()}, {bw.data(), host.w.size()}, {by.data(), host.y.size()}};
+        for (const Algorithm* a : b.algorithms()) {
+            AlgorithmRecord ar;
+            ar.id = std::string(a->id());
+            if (o.progress) o.progress(done, total, ar.id + " on " + p.to_string());
+            ++done;
+            if (const Support s = a->supports(p); !s) {
+                ar.supported = false;
+                ar.reason = s.reason;
+                pr.algorithms.push_back(std::move(ar));
+                continue;
+            }
+            ar.workspace = a->workspace_size(p);
+            DeviceBuffer ws = ar.workspace ? b.allocate(ar.workspace) : DeviceBuffer{};
+            if (ar.workspace && !ws) {
+                ar.status = Status::Code::out_of_memory;
+                ar.message = "cannot allocate " + std::to_string(ar.workspace) + " B of workspace";
+                pr.algorithms.push_back(std::move(ar));
+                continue;
+            }
+            Status st;
+            auto once = [&] { st = a->run(p, t, {ws.data(), ar.workspace}); };
+            const double first = b.time_ms(once);
+            double spent = first;
+            if (st.ok()) {
+                ar.first_ms = first;
+                for (int s = 0; s < o.samples; ++s) {
+                    const double ms = b.time_ms(once);
+                    if (!st.ok()) break;
+                    ar.samples_ms.push_back(ms);
+                    spent += ms;
+                    if (spent > o.max_ms_per_algorithm) break;
+                }
+                if (ar.samples_ms.empty() && st.ok()) ar.samples_ms.push_back(first);  // samples = 0 asked: the cold call is all there is
+            }
+            if (!st.ok()) {
+                ar.status = st.code == Status::Code::out_of_memory ? Status::Code::out_of_memory : Status::Code::failed;
+                ar.message = st.message;
+                ar.first_ms.reset();
+                ar.samples_ms.clear();
+            }
+            pr.algorithms.push_back(std::move(ar));
+        }
+        // An algorithm that fails every time is not something the heuristic order may offer
+        // as supported in the file's rules: keep it in the order (the selector falls through).
+        r.problems.push_back(std::move(pr));
+    }
+    if (o.progress) o.progress(total, total, "done");
+    return r;
+}
+
+Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend) {
+    const DbSection* best = nullptr;
+    for (const DbSection& s : sections)
+        if (s.env.backend == backend && (!best || s.entries.size() > best->entries.size())) best = &s;
+    if (!best) throw Error("--from-db: the tuning database has no entries for backend '" + backend + "'");
+    Recording r;
+    r.environment = best->env;
+    r.source = "tuning-db";
+    r.samples = 1;
+    const Backend* local = nullptr;
+    for (Backend* b : backends())
+        if (b->name() == backend) local = b;
+    std::map<std::string, std::size_t> index;  // problem string -> position
+    for (const auto& [key, rec] : best->entries) {
+        // key: backend|problem|det=..|tf32=..[|bench=..][|ws=..]|policy=..
+        const auto a = key.find('|');
+        const auto b = a == std::string::npos ? a : key.find('|', a + 1);
+        if (b == std::string::npos) continue;
+        ConvProblem p;
+        try {
+            p = ConvProblem::parse(key.substr(a + 1, b - a - 1));
+        } catch (const Error&) {
+            continue;
+        }
+        if (rec.algorithm.empty() || !(rec.median_ms > 0)) continue;
+        // Prefer what a benchmark search under convtune's rules found.
+        const bool preferred = key.find("|bench=1") != std::string::npos && key.find("|policy=convtune") != std::string::npos;
+        const std::string ps = p.to_string();
+        auto it = index.find(ps);
+        if (it != index.end() && !preferred) continue;
+        ProblemRecord pr;
+        pr.problem = p;
+        pr.heuristic = {rec.algorithm};
+        pr.db_search_ms = rec.search_ms;
+        AlgorithmRecord ar;
+        ar.id = rec.algorithm;
+        ar.samples_ms = {rec.median_ms};
+        if (local)
+            if (const Algorithm* la = local->find(rec.algorithm); la && la->supports(p)) ar.workspace = la->workspace_size(p);
+        pr.algorithms.push_back(ar);
+        if (std::none_of(r.algorithms.begin(), r.algorithms.end(), [&](const AlgorithmInfo& i) { return i.id == rec.algorithm; })) {
+            const Algorithm* la = local ? local->find(rec.algorithm) : nullptr;
+            r.algorithms.push_back({rec.algorithm, la ? la->notes() : Notes{}});
+        }
+        if (it != index.end()) {
+            r.problems[it->second] = std::move(pr);
+        } else {
+            index[ps] = r.problems.size();
+            r.problems.push_back(std::move(pr));
+        }
+    }
+    if (r.problems.empty()) throw Error("--from-db: no usable entries for backend '" + backend + "'");
+    return r;
+}
+
+}  // namespace convtune::sim

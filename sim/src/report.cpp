@@ -1,0 +1,343 @@
+#include "convtune/sim/report.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/core.h>
+#include <fstream>
+
+#include "convtune/error.hpp"
+
+namespace convtune::sim {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string ms_text(double ms) {
+    if (ms == 0) return "0";
+    if (ms < 1) return fmt::format("{:.3f} ms", ms);
+    if (ms < 1000) return fmt::format("{:.1f} ms", ms);
+    return fmt::format("{:.2f} s", ms / 1000);
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+std::string break_even_text(const SimulationResult& r, std::size_t i) {
+    if (static_cast<int>(i) == r.baseline) return "baseline";
+    const Comparison& c = r.comparisons[i];
+    if (!r.scenarios[i].failure.empty()) return "-";
+    if (c.break_even) return fmt::format("it. {}", *c.break_even);
+    if (c.projected_break_even) return fmt::format("~{:.0f} (proj.)", std::ceil(*c.projected_break_even));
+    return "never";
+}
+
+std::string xml_escape(const std::string& s) {
+    std::string o;
+    for (char c : s) {
+        switch (c) {
+            case '<': o += "&lt;"; break;
+            case '>': o += "&gt;"; break;
+            case '&': o += "&amp;"; break;
+            case '"': o += "&quot;"; break;
+            case '\'': o += "&apos;"; break;
+            default:
+                if (static_cast<unsigned char>(c) >= 0x20 || c == '\n' || c == '\t') o += c;
+        }
+    }
+    return o;
+}
+
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string o = "\"";
+    for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return o + "\"";
+}
+
+// 1, 2 or 5 times a power of ten, giving about `ticks` intervals over [0, hi].
+double nice_step(double hi, int ticks) {
+    if (!(hi > 0)) return 1;
+    const double raw = hi / ticks;
+    const double p = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * p >= raw) return m * p;
+    return 10 * p;
+}
+
+std::string num(double v) { return fmt::format("{:.2f}", v); }
+
+}  // namespace
+
+std::string format_table(const SimulationResult& r, const ReportContext& c) {
+    std::string o = "convtune simulate: " + c.title + "\n";
+    if (!c.details.empty()) o += c.details + "\n";
+    o += "\n";
+    o += fmt::format("{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", "setting", "total", "search",
+                     "execution", "first it", "median it", "max it", "hits", "misses", "searches", "shapes", "vs base", "break-even");
+    for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
+        const ScenarioResult& s = r.scenarios[i];
+        const IterationStats sum = s.sum();
+        std::vector<double> it;
+        for (const IterationStats& x : s.iterations) it.push_back(x.total_ms());
+        const double first = it.empty() ? 0 : it.front();
+        const double mx = it.empty() ? 0 : *std::max_element(it.begin(), it.end());
+        std::string vs = "-";
+        if (static_cast<int>(i) != r.baseline && s.failure.empty() && r.baseline >= 0)
+            vs = fmt::format("{:+.1f}%", -100 * r.comparisons[i].saving);
+        o += fmt::format("{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", s.setting.name,
+                         ms_text(sum.total_ms()), ms_text(sum.search_ms), ms_text(sum.exec_ms), ms_text(first), ms_text(median(it)), ms_text(mx),
+                         sum.hits, sum.misses, sum.searches, sum.new_shapes, vs, break_even_text(r, i));
+        if (!s.failure.empty()) o += "           failed: " + s.failure + "\n";
+    }
+    o += "\nflags:\n";
+    for (const ScenarioResult& s : r.scenarios) o += fmt::format("  {:<10} {}\n", s.setting.name, s.setting.flags.to_string());
+    o += "\n'vs base': change of the total against '" + (r.baseline >= 0 ? r.scenarios[static_cast<std::size_t>(r.baseline)].setting.name : std::string("-")) +
+         "' (negative = faster); 'break-even': first iteration from which the cumulative time stays at or below it.\n";
+    if (r.engine == "live") {
+        double wall = 0, timed = 0;
+        for (const ScenarioResult& s : r.scenarios) wall += s.sum().wall_ms, timed += s.sum().total_ms();
+        o += fmt::format("live run: times are on the backend's clock; the host wall clock of the calls was {} for {} timed "
+                         "(the rest is the selector's bookkeeping and scratch data).\n",
+                         ms_text(wall), ms_text(timed));
+    }
+    if (r.estimated_problems > 0)
+        o += fmt::format("{} problems were not in the recording and were scaled from the recorded problem of the same layer with the nearest size.\n",
+                         r.estimated_problems);
+    o += "\nrecommendation: " + r.recommendation.text + "\n";
+    return o;
+}
+
+json to_json(const SimulationResult& r, const ReportContext& c) {
+    json doc;
+    doc["title"] = c.title;
+    doc["details"] = c.details;
+    doc["engine"] = r.engine;
+    doc["backend"] = r.backend;
+    doc["environment"] = r.environment;
+    doc["iterations"] = r.iterations;
+    doc["estimated_problems"] = r.estimated_problems;
+    doc["baseline"] = r.baseline >= 0 ? json(r.scenarios[static_cast<std::size_t>(r.baseline)].setting.name) : json(nullptr);
+    json settings = json::array();
+    for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
+        const ScenarioResult& s = r.scenarios[i];
+        const Comparison& cmp = r.comparisons[i];
+        const IterationStats sum = s.sum();
+        std::vector<double> it;
+        for (const IterationStats& x : s.iterations) it.push_back(x.total_ms());
+        json js{{"name", s.setting.name},
+                {"flags", s.setting.flags.to_string()},
+                {"total_ms", sum.total_ms()},
+                {"search_ms", sum.search_ms},
+                {"exec_ms", sum.exec_ms},
+                {"wall_ms", sum.wall_ms},
+                {"calls", sum.calls},
+                {"hits", sum.hits},
+                {"misses", sum.misses},
+                {"searches", sum.searches},
+                {"distinct_shapes", sum.new_shapes},
+                {"first_iteration_ms", it.empty() ? 0.0 : it.front()},
+                {"median_iteration_ms", median(it)},
+                {"max_iteration_ms", it.empty() ? 0.0 : *std::max_element(it.begin(), it.end())},
+                {"saving_vs_baseline", cmp.saving},
+                {"break_even", cmp.break_even ? json(*cmp.break_even) : json(nullptr)},
+                {"projected_break_even", cmp.projected_break_even ? json(*cmp.projected_break_even) : json(nullptr)},
+                {"steady_gain_ms", cmp.steady_gain_ms}};
+        if (!s.failure.empty()) js["failure"] = s.failure;
+        json per = json::array();
+        for (const IterationStats& x : s.iterations)
+            per.push_back({{"search_ms", x.search_ms}, {"exec_ms", x.exec_ms}, {"calls", x.calls}, {"hits", x.hits}, {"misses", x.misses},
+                           {"searches", x.searches}, {"new_shapes", x.new_shapes}});
+        js["per_iteration"] = per;
+        settings.push_back(js);
+    }
+    doc["settings"] = settings;
+    doc["recommendation"] = {{"setting", r.recommendation.setting}, {"text", r.recommendation.text}, {"saving", r.recommendation.saving}};
+    return doc;
+}
+
+std::string to_csv(const SimulationResult& r) {
+    std::string o = "setting,iteration,search_ms,exec_ms,total_ms,cumulative_ms,calls,hits,misses,searches,new_shapes\n";
+    for (const ScenarioResult& s : r.scenarios) {
+        double cum = 0;
+        for (std::size_t i = 0; i < s.iterations.size(); ++i) {
+            const IterationStats& x = s.iterations[i];
+            cum += x.total_ms();
+            o += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.setting.name), i + 1, x.search_ms, x.exec_ms, x.total_ms(), cum, x.calls,
+                             x.hits, x.misses, x.searches, x.new_shapes);
+        }
+    }
+    return o;
+}
+
+std::string to_svg(const SimulationResult& r, const ReportContext& c) {
+    const double W = 900, H = 520, left = 80, right = 200, top = 60, bottom = 60;
+    const double pw = W - left - right, ph = H - top - bottom;
+    double ymax = 0;
+    int n = 0;
+    for (const ScenarioResult& s : r.scenarios) {
+        const auto cum = s.cumulative_ms();
+        if (!cum.empty()) ymax = std::max(ymax, cum.back());
+        n = std::max(n, static_cast<int>(cum.size()));
+    }
+    const bool in_s = ymax >= 2000;
+    const double unit = in_s ? 1000 : 1;
+    const double ytop_u = ymax / unit;
+    const double ystep = nice_step(ytop_u, 6);
+    const double yaxis = std::max(ystep, std::ceil(ytop_u / ystep) * ystep);
+    const double xstep = std::max(1.0, nice_step(n, 8));
+    const double xaxis = std::max(1.0, std::ceil(n / xstep) * xstep);
+    auto X = [&](double it) { return left + pw * it / xaxis; };
+    auto Y = [&](double ms) { return top + ph - ph * (ms / unit) / yaxis; };
+    static const char* colors[] = {"#555555", "#1f77b4", "#9467bd", "#2ca02c", "#d62728", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
+
+    std::string o;
+    o += fmt::format(R"(<?xml version="1.0" encoding="UTF-8"?>)"
+                     "\n"
+                     R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" font-family="sans-serif" font-size="12">)"
+                     "\n",
+                     W, H);
+    o += fmt::format(R"(<rect x="0" y="0" width="{}" height="{}" fill="white"/>)"
+                     "\n",
+                     W, H);
+    o += fmt::format(R"(<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>)"
+                     "\n",
+                     left, xml_escape("Cumulative time: " + c.title));
+    o += fmt::format(R"(<text x="{}" y="40" fill="#444">{}</text>)"
+                     "\n",
+                     left, xml_escape(c.details));
+    // Grid and axes.
+    for (double v = 0; v <= yaxis + 1e-9; v += ystep) {
+        const double y = top + ph - ph * v / yaxis;
+        o += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#e0e0e0"/>)"
+                         "\n",
+                         num(left), num(y), num(left + pw), num(y));
+        o += fmt::format(R"(<text x="{}" y="{}" text-anchor="end">{}</text>)"
+                         "\n",
+                         num(left - 6), num(y + 4), fmt::format("{:g}", v));
+    }
+    for (double v = 0; v <= xaxis + 1e-9; v += xstep) {
+        const double x = left + pw * v / xaxis;
+        o += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#e0e0e0"/>)"
+                         "\n",
+                         num(x), num(top), num(x), num(top + ph));
+        o += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">{}</text>)"
+                         "\n",
+                         num(x), num(top + ph + 16), fmt::format("{:g}", v));
+    }
+    o += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#333"/>)"
+                     "\n",
+                     left, top, pw, ph);
+    o += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">iteration</text>)"
+                     "\n",
+                     num(left + pw / 2), num(H - 18));
+    o += fmt::format(R"~(<text x="18" y="{}" text-anchor="middle" transform="rotate(-90 18 {})">{}</text>)~"
+                     "\n",
+                     num(top + ph / 2), num(top + ph / 2), in_s ? "cumulative time (s)" : "cumulative time (ms)");
+    // One line per setting, break-even marked.
+    for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
+        const ScenarioResult& s = r.scenarios[i];
+        const auto cum = s.cumulative_ms();
+        const char* color = colors[i % (sizeof colors / sizeof *colors)];
+        // At most ~1500 points per line: enough for any screen.
+        const std::size_t stride = std::max<std::size_t>(1, cum.size() / 1500);
+        std::string pts = num(X(0)) + "," + num(Y(0));
+        for (std::size_t k = 0; k < cum.size(); ++k)
+            if (k % stride == 0 || k + 1 == cum.size()) pts += " " + num(X(static_cast<double>(k + 1))) + "," + num(Y(cum[k]));
+        o += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"><title>{}</title></polyline>)"
+                         "\n",
+                         color, pts, xml_escape(s.setting.name + ": " + s.setting.flags.to_string()));
+        const double ly = top + 14 + 36 * static_cast<double>(i);
+        o += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="3"/>)"
+                         "\n",
+                         num(left + pw + 14), num(ly), num(left + pw + 38), num(ly), color);
+        o += fmt::format(R"(<text x="{}" y="{}">{}</text>)"
+                         "\n",
+                         num(left + pw + 44), num(ly + 4), xml_escape(s.setting.name));
+        const double total = cum.empty() ? 0 : cum.back();
+        std::string sub = ms_text(total);
+        if (static_cast<int>(i) != r.baseline && r.baseline >= 0 && s.failure.empty())
+            sub += fmt::format(" ({:+.1f}%)", -100 * r.comparisons[i].saving);
+        if (!s.failure.empty()) sub = "failed";
+        o += fmt::format(R"(<text x="{}" y="{}" fill="#555" font-size="11">{}</text>)"
+                         "\n",
+                         num(left + pw + 44), num(ly + 18), xml_escape(sub));
+        if (static_cast<int>(i) != r.baseline && r.comparisons[i].break_even && s.failure.empty()) {
+            const int be = *r.comparisons[i].break_even;
+            const double bx = X(be), by = Y(cum[static_cast<std::size_t>(be - 1)]);
+            o += fmt::format(R"(<circle cx="{}" cy="{}" r="5" fill="white" stroke="{}" stroke-width="2"><title>{}</title></circle>)"
+                             "\n",
+                             num(bx), num(by), color, xml_escape(fmt::format("{} breaks even at iteration {}", s.setting.name, be)));
+            o += fmt::format(R"(<text x="{}" y="{}" fill="{}" font-size="11">{}</text>)"
+                             "\n",
+                             num(bx + 7), num(by - 7), color, xml_escape(fmt::format("break-even: it. {}", be)));
+        }
+    }
+    o += fmt::format(R"(<text x="{}" y="{}" fill="#222" font-size="11">{}</text>)"
+                     "\n",
+                     left, num(H - 2), xml_escape("recommendation: " + r.recommendation.text).substr(0, 400));
+    o += "</svg>\n";
+    return o;
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+    namespace fs = std::filesystem;
+    const fs::path target(path);
+    const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (!f) throw Error("cannot write '" + path + "': cannot create a file in its folder");
+        f << text;
+        f.flush();
+        if (!f) {
+            f.close();
+            std::error_code ec;
+            fs::remove(tmp, ec);
+            throw Error("cannot write '" + path + "'");
+        }
+    }
+    std::error_code ec;
+    fs::rename(tmp, target, ec);
+    if (ec) {
+        fs::remove(tmp, ec);
+        throw Error("cannot write '" + path + "': " + ec.message());
+    }
+}
+
+Progress::Progress(std::string label, bool enabled) : label_(std::move(label)), enabled_(enabled) {}
+Progress::~Progress() { finish(); }
+
+void Progress::update(int64_t done, int64_t total, const std::string& what) {
+    if (!enabled_ || total <= 0) return;
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    if (done < total && last_ >= 0 && now - last_ < 0.1) return;
+    last_ = now;
+    const int width = 30;
+    const int filled = static_cast<int>(static_cast<double>(width) * static_cast<double>(done) / static_cast<double>(total));
+    std::string bar(static_cast<std::size_t>(filled), '=');
+    if (filled < width) bar += '>';
+    bar.resize(static_cast<std::size_t>(width), ' ');
+    std::string w = what.size() > 60 ? what.substr(0, 57) + "..." : what;
+    std::fprintf(stderr, "\r%s [%s] %lld/%lld %-60s", label_.c_str(), bar.c_str(), static_cast<long long>(done), static_cast<long long>(total), w.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+}
+
+void Progress::finish() {
+    if (drawn_) {
+        std::fprintf(stderr, "\r%*s\r", 120, "");
+        std::fflush(stderr);
+    }
+    drawn_ = false;
+}
+
+}  // namespace convtune::sim

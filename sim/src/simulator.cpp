@@ -1,0 +1,394 @@
+#include "convtune/sim/simulator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/core.h>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+#include "convtune/error.hpp"
+#include "convtune/host_data.hpp"
+#include "convtune/selector.hpp"
+#include "convtune/sim/replay_backend.hpp"
+
+namespace convtune::sim {
+
+std::vector<Setting> standard_settings() {
+    return {{"off", parse_flags("benchmark=0")},
+            {"on", parse_flags("benchmark=1")},
+            {"on+det", parse_flags("benchmark=1,deterministic=1")},
+            {"adaptive", parse_flags("policy=adaptive,benchmark=1")},
+            {"pytorch", parse_flags("policy=pytorch,benchmark=1")}};
+}
+
+Setting parse_setting(std::string_view text) {
+    for (const Setting& s : standard_settings())
+        if (s.name == text) return s;
+    std::string label(text), spec(text);
+    if (const auto colon = text.find(':'); colon != std::string_view::npos) {
+        label = std::string(text.substr(0, colon));
+        spec = std::string(text.substr(colon + 1));
+        if (label.empty()) throw Error("--flags: empty label in '" + std::string(text) + "'");
+    } else if (text.find('=') == std::string_view::npos) {
+        throw Error("--flags: unknown setting '" + std::string(text) + "' (expected off, on, on+det, adaptive, pytorch, key=value,... or LABEL:key=value,...)");
+    }
+    try {
+        return {label, parse_flags(spec)};
+    } catch (const Error& e) {
+        throw Error(std::string("--flags: ") + e.what());
+    }
+}
+
+IterationStats ScenarioResult::sum() const {
+    IterationStats s;
+    for (const IterationStats& i : iterations) {
+        s.search_ms += i.search_ms;
+        s.exec_ms += i.exec_ms;
+        s.wall_ms += i.wall_ms;
+        s.calls += i.calls;
+        s.hits += i.hits;
+        s.misses += i.misses;
+        s.searches += i.searches;
+        s.new_shapes += i.new_shapes;
+    }
+    return s;
+}
+
+std::vector<double> ScenarioResult::cumulative_ms() const {
+    std::vector<double> c;
+    double t = 0;
+    for (const IterationStats& i : iterations) c.push_back(t += i.total_ms());
+    return c;
+}
+
+int64_t ScenarioResult::distinct_shapes() const { return sum().new_shapes; }
+
+namespace {
+
+// Forwards to the real backend; charges the time of Backend::time_ms calls (the selector's
+// timing runs) to search and the time of every other algorithm call, measured with the real
+// backend's own clock, to execution. Algorithms are wrapped so that the selector's direct
+// calls pass through the meter.
+class MeteredBackend;
+
+class MeteredAlgorithm final : public Algorithm {
+public:
+    MeteredAlgorithm(const MeteredBackend& m, const Algorithm& a) : meter_(m), inner_(a) {}
+    std::string_view id() const override { return inner_.id(); }
+    const Backend& backend() const override;
+    Notes notes() const override { return inner_.notes(); }
+    Support supports(const ConvProblem& p) const override { return inner_.supports(p); }
+    std::size_t workspace_size(const ConvProblem& p) const override { return inner_.workspace_size(p); }
+    Status run(const ConvProblem& p, const ConvTensors& t, Workspace w) const override;
+    double error_bound(const ConvProblem& p) const override { return inner_.error_bound(p); }
+    const Algorithm& inner() const { return inner_; }
+
+private:
+    const MeteredBackend& meter_;
+    const Algorithm& inner_;
+};
+
+class MeteredBackend final : public Backend {
+public:
+    explicit MeteredBackend(const Backend& inner) : inner_(inner) {
+        for (const Algorithm* a : inner.algorithms()) {
+            owned_.push_back(std::make_unique<MeteredAlgorithm>(*this, *a));
+            list_.push_back(owned_.back().get());
+            map_[a] = owned_.back().get();
+        }
+    }
+    std::string_view name() const override { return inner_.name(); }
+    Availability availability() const override { return inner_.availability(); }
+    BackendIdentity identity() const override { return inner_.identity(); }
+    std::span<const Algorithm* const> algorithms() const override { return list_; }
+    std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override {
+        std::vector<const Algorithm*> out;
+        for (const Algorithm* a : inner_.heuristic_order(p)) out.push_back(wrap(a));
+        return out;
+    }
+    const Algorithm* native_fallback(const ConvProblem& p) const override { return wrap(inner_.native_fallback(p)); }
+    const Algorithm* fixed_default(const ConvProblem& p) const override { return wrap(inner_.fixed_default(p)); }
+    DeviceBuffer allocate(std::size_t bytes) const override { return inner_.allocate(bytes); }
+    void upload(void* d, const void* s, std::size_t n) const override { inner_.upload(d, s, n); }
+    void download(void* d, const void* s, std::size_t n) const override { inner_.download(d, s, n); }
+    void synchronize() const override { inner_.synchronize(); }
+    bool simulated() const override { return inner_.simulated(); }
+    double time_ms(const std::function<void()>& fn) const override {
+        ++depth_;
+        double ms = 0;
+        try {
+            ms = inner_.time_ms(fn);
+        } catch (...) {
+            --depth_;
+            throw;
+        }
+        --depth_;
+        if (depth_ == 0) search_ms += ms;
+        return ms;
+    }
+
+    Status run_metered(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, Workspace w) const {
+        if (depth_ > 0) return a.run(p, t, w);  // inside a timing run: the selector's clock counts it
+        Status st;
+        exec_ms += inner_.time_ms([&] { st = a.run(p, t, w); });
+        return st;
+    }
+
+    const Backend& inner() const { return inner_; }
+    mutable double search_ms = 0, exec_ms = 0;
+
+private:
+    const Algorithm* wrap(const Algorithm* a) const {
+        if (!a) return nullptr;
+        auto it = map_.find(a);
+        return it == map_.end() ? nullptr : it->second;
+    }
+    const Backend& inner_;
+    std::vector<std::unique_ptr<MeteredAlgorithm>> owned_;
+    std::vector<const Algorithm*> list_;
+    std::unordered_map<const Algorithm*, const Algorithm*> map_;
+    mutable int depth_ = 0;
+};
+
+const Backend& MeteredAlgorithm::backend() const { return meter_; }
+Status MeteredAlgorithm::run(const ConvProblem& p, const ConvTensors& t, Workspace w) const { return meter_.run_metered(inner_, p, t, w); }
+
+// Tensors of each problem on the backend, with reproducible data (virtual for a simulated
+// backend); kept while they fit in a byte budget, so repeated shapes reuse them.
+class TensorPool {
+public:
+    explicit TensorPool(const Backend& b, std::size_t budget = std::size_t{1} << 31) : b_(b), budget_(budget) {}
+    ConvTensors get(const ConvProblem& p) {
+        const std::string key = p.to_string();
+        if (auto it = map_.find(key); it != map_.end()) return it->second.views;
+        const std::size_t es = size_of(p.dtype);
+        const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
+                          yb = static_cast<std::size_t>(p.y_elements()) * es;
+        if (!b_.simulated() && bytes_ + xb + wb + yb > budget_) {
+            map_.clear();
+            bytes_ = 0;
+        }
+        Entry e;
+        e.x = b_.allocate(xb), e.w = b_.allocate(wb), e.y = b_.allocate(yb);
+        if (!e.x || !e.w || !e.y) throw Error("cannot allocate the tensors of " + p.to_string() + " on backend " + std::string(b_.name()));
+        if (!b_.simulated()) {
+            HostTensors h = make_host_tensors(p, 7);
+            b_.upload(e.x.data(), h.x.data(), xb);
+            b_.upload(e.w.data(), h.w.data(), wb);
+            b_.upload(e.y.data(), h.y.data(), yb);
+            bytes_ += xb + wb + yb;
+        }
+        e.views = {{e.x.data(), xb}, {e.w.data(), wb}, {e.y.data(), yb}};
+        return map_.emplace(key, std::move(e)).first->second.views;
+    }
+
+private:
+    struct Entry {
+        DeviceBuffer x, w, y;
+        ConvTensors views;
+    };
+    const Backend& b_;
+    std::size_t budget_, bytes_ = 0;
+    std::map<std::string, Entry> map_;
+};
+
+std::string seconds(double ms) {
+    if (ms < 1) return fmt::format("{:.3f} ms", ms);
+    if (ms < 1000) return fmt::format("{:.1f} ms", ms);
+    return fmt::format("{:.2f} s", ms / 1000);
+}
+
+std::string percent(double f) { return fmt::format("{:.1f}%", 100 * f); }
+
+}  // namespace
+
+SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o) {
+    if (o.iterations < 1) throw Error("--iterations: must be >= 1");
+    const Availability av = b.availability();
+    if (!av.ok) throw Error("--backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    auto* replay = dynamic_cast<ReplayBackend*>(&b);
+    std::vector<Iteration> its;
+    its.reserve(static_cast<std::size_t>(o.iterations));
+    for (int i = 0; i < o.iterations; ++i) its.push_back(stream.iteration(i));
+
+    SimulationResult res;
+    res.engine = replay ? "replay" : "live";
+    res.backend = std::string(b.name());
+    res.environment = environment_of(b).describe();
+    res.iterations = o.iterations;
+    if (replay) {
+        // Every problem must be answerable before anything runs.
+        std::set<std::string> seen;
+        std::vector<std::string> missing;
+        for (const Iteration& it : its)
+            for (const Call& c : it) {
+                const std::string k = c.problem.to_string();
+                if (!seen.insert(k).second) continue;
+                if (!replay->is_recorded(c.problem)) {
+                    if (replay->lookup(c.problem)) ++res.estimated_problems;
+                    else missing.push_back(k);
+                }
+            }
+        if (!missing.empty())
+            throw Error("--replay: the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
+                        " problems this simulation needs, and no recorded problem of the same layer to scale from; e.g. " + missing.front() +
+                        " (record them with `convtune record` and the same workload and stream options)");
+        res.judgeable = replay->recording().source == "measured";
+    }
+
+    const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
+    MeteredBackend meter(b);
+    TensorPool pool(b);
+    const int64_t total_steps = static_cast<int64_t>(settings.size()) * o.iterations;
+    for (std::size_t si = 0; si < settings.size(); ++si) {
+        const Setting& s = settings[si];
+        ScenarioResult sr;
+        sr.setting = s;
+        if (replay) replay->reset(o.seed);
+        TuningCache cache;
+        Selector sel(meter, cache);
+        std::set<std::string> shapes;
+        for (int i = 0; i < o.iterations && sr.failure.empty(); ++i) {
+            IterationStats st;
+            const TuningCache::Stats c0 = cache.stats();
+            for (const Call& call : its[static_cast<std::size_t>(i)]) {
+                if (shapes.insert(call.problem.to_string()).second) ++st.new_shapes;
+                const ConvTensors t = pool.get(call.problem);
+                for (int r = 0; r < call.count; ++r) {
+                    const double s0 = meter.search_ms, e0 = meter.exec_ms;
+                    const auto w0 = std::chrono::steady_clock::now();
+                    Status status;
+                    try {
+                        status = sel.run(call.problem, t, s.flags);
+                    } catch (const Error& e) {
+                        status = Status::failure(e.what());
+                    }
+                    st.wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
+                    st.search_ms += meter.search_ms - s0;
+                    st.exec_ms += meter.exec_ms - e0;
+                    st.searches += meter.search_ms > s0 ? 1 : 0;
+                    ++st.calls;
+                    if (!status.ok()) {
+                        sr.failure = fmt::format("iteration {}, layer {} ({}): {}", i + 1, call.layer, call.problem.to_string(), status.message);
+                        break;
+                    }
+                }
+                if (!sr.failure.empty()) break;
+            }
+            const TuningCache::Stats c1 = cache.stats();
+            st.hits = c1.hits - c0.hits;
+            st.misses = c1.misses - c0.misses;
+            sr.iterations.push_back(st);
+            if (o.progress) o.progress(static_cast<int64_t>(si) * o.iterations + i + 1, total_steps, s.name);
+        }
+        res.scenarios.push_back(std::move(sr));
+    }
+    analyze(res, o.min_saving);
+    return res;
+}
+
+void analyze(SimulationResult& r, double min_saving) {
+    r.comparisons.assign(r.scenarios.size(), Comparison{});
+    r.baseline = -1;
+    for (std::size_t i = 0; i < r.scenarios.size(); ++i)
+        if (r.scenarios[i].setting.name == "off" && r.scenarios[i].failure.empty()) r.baseline = static_cast<int>(i);
+    if (r.baseline < 0)
+        for (std::size_t i = 0; i < r.scenarios.size() && r.baseline < 0; ++i)
+            if (r.scenarios[i].failure.empty()) r.baseline = static_cast<int>(i);
+    r.recommendation = {};
+    if (r.baseline < 0) {
+        r.recommendation.text = "no setting could run the stream";
+        return;
+    }
+    const ScenarioResult& base = r.scenarios[static_cast<std::size_t>(r.baseline)];
+    const std::vector<double> cb = base.cumulative_ms();
+    const double tb = cb.empty() ? 0 : cb.back();
+    for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
+        const ScenarioResult& s = r.scenarios[i];
+        Comparison& c = r.comparisons[i];
+        if (!s.failure.empty() || s.iterations.size() != base.iterations.size() || tb <= 0) continue;
+        const std::vector<double> cs = s.cumulative_ms();
+        c.saving = (tb - cs.back()) / tb;
+        // The first iteration from which it stays at or below the baseline.
+        std::optional<int> be;
+        for (std::size_t k = cs.size(); k-- > 0;) {
+            if (cs[k] <= cb[k]) be = static_cast<int>(k) + 1;
+            else break;
+        }
+        c.break_even = be;
+        const std::size_t half = cs.size() / 2;
+        double gain = 0;
+        for (std::size_t k = half; k < cs.size(); ++k) gain += base.iterations[k].total_ms() - s.iterations[k].total_ms();
+        c.steady_gain_ms = gain / static_cast<double>(cs.size() - half);
+        if (!be && c.steady_gain_ms > 0) c.projected_break_even = static_cast<double>(cs.size()) + (cs.back() - cb.back()) / c.steady_gain_ms;
+    }
+    if (!r.judgeable) {
+        r.recommendation.setting = "";
+        r.recommendation.text =
+            "no recommendation: a replay built from a tuning database knows only the winners' medians, not what benchmark off would run";
+        return;
+    }
+    // Choose among the settings that keep the baseline's constraints (deterministic, tf32).
+    const FlagValues& bf = base.setting.flags;
+    int best = r.baseline;
+    for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
+        const ScenarioResult& s = r.scenarios[i];
+        if (!s.failure.empty() || s.setting.flags.deterministic != bf.deterministic || s.setting.flags.allow_tf32 != bf.allow_tf32) continue;
+        if (r.comparisons[i].saving > r.comparisons[static_cast<std::size_t>(best)].saving) best = static_cast<int>(i);
+    }
+    const Comparison& bc = r.comparisons[static_cast<std::size_t>(best)];
+    const ScenarioResult& bs = r.scenarios[static_cast<std::size_t>(best)];
+    const int n = static_cast<int>(cb.size());
+    // The plain "benchmark on" setting, to explain what searching costs and wins back.
+    int on = -1;
+    for (std::size_t i = 0; i < r.scenarios.size(); ++i)
+        if (static_cast<int>(i) != r.baseline && r.scenarios[i].failure.empty() && r.scenarios[i].setting.flags.benchmark &&
+            r.scenarios[i].setting.flags.deterministic == bf.deterministic && (on < 0 || r.scenarios[i].setting.name == "on"))
+            on = static_cast<int>(i);
+    auto explain_on = [&]() -> std::string {
+        if (on < 0) return "";
+        const ScenarioResult& so = r.scenarios[static_cast<std::size_t>(on)];
+        const IterationStats sum = so.sum(), bsum = base.sum();
+        const double per_search = sum.searches ? sum.search_ms / static_cast<double>(sum.searches) : 0;
+        const double won = bsum.exec_ms > 0 ? (bsum.exec_ms - sum.exec_ms) / bsum.exec_ms : 0;
+        const Comparison& oc = r.comparisons[static_cast<std::size_t>(on)];
+        std::string t = fmt::format("every new shape costs {} of search under '{}' ({} searches, {} in all) and {} of execution time is won back",
+                                    seconds(per_search), so.setting.name, sum.searches, seconds(sum.search_ms),
+                                    won >= 0 ? "only " + percent(won) : "none (" + percent(-won) + " is lost)");
+        if (oc.break_even) t += fmt::format("; it breaks even only at iteration {}", *oc.break_even);
+        else if (oc.projected_break_even) t += fmt::format("; it would break even after about {:.0f} iterations", std::ceil(*oc.projected_break_even));
+        else t += "; it never breaks even";
+        return t;
+    };
+    Recommendation& rec = r.recommendation;
+    if (best == r.baseline || bc.saving < min_saving) {
+        rec.setting = base.setting.name;
+        rec.saving = 0;
+        rec.text = fmt::format("keep benchmark {}: over {} iterations no setting saves {} or more", base.setting.flags.benchmark ? "as it is" : "off", n,
+                               percent(min_saving));
+        if (best != r.baseline) rec.text += fmt::format(" (the best, '{}', saves {})", bs.setting.name, percent(bc.saving));
+        if (const std::string e = explain_on(); !e.empty()) rec.text += "; " + e;
+        return;
+    }
+    rec.setting = bs.setting.name;
+    rec.saving = bc.saving;
+    const std::string when = bc.break_even ? fmt::format("after iteration {}", *bc.break_even) : "by the end of the run";
+    const double saved = tb * bc.saving;
+    if (bs.setting.flags.policy == Policy::adaptive) {
+        rec.text = fmt::format("use the adaptive policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}", bs.setting.name,
+                               bs.setting.flags.to_string(), percent(bc.saving), seconds(saved), seconds(tb), n, when);
+        if (on >= 0 && on != best) {
+            const Comparison& oc = r.comparisons[static_cast<std::size_t>(on)];
+            rec.text += fmt::format("; plain benchmark on ('{}') would {} {}", r.scenarios[static_cast<std::size_t>(on)].setting.name,
+                                    oc.saving >= 0 ? "save" : "cost", percent(std::abs(oc.saving)));
+        }
+    } else {
+        rec.text = fmt::format("turn benchmark on ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}", bs.setting.name,
+                               bs.setting.flags.to_string(), percent(bc.saving), seconds(saved), seconds(tb), n, when);
+    }
+}
+
+}  // namespace convtune::sim

@@ -1,0 +1,188 @@
+#include "convtune/sim/stream.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "convtune/error.hpp"
+
+namespace convtune::sim {
+
+std::string_view to_string(StreamKind k) {
+    switch (k) {
+        case StreamKind::fixed: return "fixed";
+        case StreamKind::batch: return "batch";
+        case StreamKind::resolution: return "resolution";
+        case StreamKind::mixed: return "mixed";
+        case StreamKind::trace: return "trace";
+    }
+    return "?";
+}
+
+StreamSpec StreamSpec::parse(std::string_view text) {
+    StreamSpec s;
+    if (text == "fixed") s.kind = StreamKind::fixed;
+    else if (text == "batch") s.kind = StreamKind::batch;
+    else if (text == "resolution") s.kind = StreamKind::resolution;
+    else if (text == "mixed") s.kind = StreamKind::mixed;
+    else if (text.rfind("trace:", 0) == 0 && text.size() > 6) {
+        s.kind = StreamKind::trace;
+        s.trace_path = std::string(text.substr(6));
+    } else {
+        throw Error("--stream: unknown stream '" + std::string(text) + "' (expected fixed, batch, resolution, mixed or trace:FILE)");
+    }
+    return s;
+}
+
+std::string StreamSpec::describe() const {
+    std::string d(to_string(kind));
+    if (kind == StreamKind::trace) return d + " " + trace_path;
+    if (kind != StreamKind::fixed) d += ", seed " + std::to_string(seed);
+    return d;
+}
+
+std::vector<int64_t> default_batches(int64_t base) {
+    std::vector<int64_t> v;
+    for (int64_t b = 1; b <= std::max<int64_t>(2, 2 * base); b *= 2) v.push_back(b);
+    return v;
+}
+
+std::vector<double> default_scales() { return {0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.375, 1.5}; }
+
+std::vector<Iteration> parse_trace(std::string_view text) {
+    std::vector<Iteration> out;
+    Iteration cur;
+    auto flush = [&] {
+        if (!cur.empty()) out.push_back(std::move(cur));
+        cur.clear();
+    };
+    std::istringstream in{std::string(text)};
+    int line_no = 0;
+    for (std::string raw; std::getline(in, raw);) {
+        ++line_no;
+        const auto b = raw.find_first_not_of(" \t\r");
+        if (b == std::string::npos) {
+            flush();
+            continue;
+        }
+        std::string line = raw.substr(b);
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+        if (line[0] == '#') {
+            std::string rest = line.substr(1);
+            rest.erase(0, rest.find_first_not_of(" \t"));
+            if (rest == "iteration" || rest.rfind("iteration ", 0) == 0) flush();
+            continue;
+        }
+        std::istringstream tok(line);
+        std::string problem, count;
+        tok >> problem >> count;
+        std::string extra;
+        if (tok >> extra) throw ParseError("trace line " + std::to_string(line_no) + ": expected 'PROBLEM [xN]', got more");
+        Call c;
+        try {
+            c.problem = ConvProblem::parse_any(problem);
+        } catch (const Error& e) {
+            throw ParseError("trace line " + std::to_string(line_no) + ": " + e.what());
+        }
+        if (!count.empty()) {
+            bool ok = count.size() >= 2 && count.size() <= 8 && count[0] == 'x' &&
+                      std::all_of(count.begin() + 1, count.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+            if (ok) c.count = std::stoi(count.substr(1));
+            if (!ok || c.count < 1) throw ParseError("trace line " + std::to_string(line_no) + ": bad count '" + count + "' (expected xN, N >= 1)");
+        }
+        c.layer = "line" + std::to_string(line_no);
+        cur.push_back(std::move(c));
+    }
+    flush();
+    if (out.empty()) throw ParseError("trace has no problems");
+    return out;
+}
+
+std::vector<Iteration> read_trace(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw Error("--stream: cannot read trace file '" + path + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    try {
+        return parse_trace(ss.str());
+    } catch (const ParseError& e) {
+        throw ParseError(path + ": " + e.what());
+    }
+}
+
+namespace {
+
+// splitmix64: a good 64-bit mix, enough to make (seed, iteration, slot) independent draws.
+uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+uint64_t draw(uint64_t seed, int i, int slot) { return mix(mix(seed) ^ mix(static_cast<uint64_t>(i) * 8 + static_cast<uint64_t>(slot))); }
+
+}  // namespace
+
+Stream::Stream(StreamSpec spec, Workload w, WorkloadOptions o) : spec_(std::move(spec)), workload_(std::move(w)), options_(o) {
+    if (spec_.kind == StreamKind::trace) {
+        trace_ = read_trace(spec_.trace_path);
+        return;
+    }
+    if (workload_.layers.empty()) throw Error("--workload: a " + std::string(to_string(spec_.kind)) + " stream needs a workload");
+    if (spec_.batches.empty()) spec_.batches = default_batches(base_batch());
+    if (spec_.scales.empty()) spec_.scales = default_scales();
+    for (int64_t b : spec_.batches)
+        if (b < 1) throw Error("--batches: batch sizes must be >= 1 (got " + std::to_string(b) + ")");
+    for (double s : spec_.scales)
+        if (!(s > 0) || s > 64) throw Error("--scales: scales must be in (0, 64] (got " + std::to_string(s) + ")");
+    // Every variant must give valid problems; instantiate the extremes now so bad input fails early.
+    for (double s : {*std::min_element(spec_.scales.begin(), spec_.scales.end()), *std::max_element(spec_.scales.begin(), spec_.scales.end())})
+        instantiate(workload_, options_, Variant{0, {s, s, s}});
+}
+
+int64_t Stream::base_batch() const {
+    if (options_.batch > 0) return options_.batch;
+    return workload_.layers.empty() ? 1 : workload_.layers.front().problem.n;
+}
+
+Variant Stream::variant(int i) const {
+    Variant v;
+    auto batch_variant = [&](int slot) {
+        v.batch = spec_.batches[draw(spec_.seed, i, slot) % spec_.batches.size()];
+    };
+    auto resolution_variant = [&](int slot) {
+        for (int d = 0; d < 3; ++d) v.scale[static_cast<std::size_t>(d)] = spec_.scales[draw(spec_.seed, i, slot + d) % spec_.scales.size()];
+    };
+    switch (spec_.kind) {
+        case StreamKind::fixed:
+        case StreamKind::trace: break;
+        case StreamKind::batch: batch_variant(1); break;
+        case StreamKind::resolution: resolution_variant(1); break;
+        case StreamKind::mixed: {
+            // Half the iterations at the base shape, a quarter at another batch, a quarter at
+            // another resolution: a mostly steady job with occasional odd shapes.
+            const uint64_t r = draw(spec_.seed, i, 0) % 4;
+            if (r == 2) batch_variant(1);
+            else if (r == 3) resolution_variant(2);
+            break;
+        }
+    }
+    return v;
+}
+
+Iteration Stream::iteration(int i) const {
+    if (spec_.kind == StreamKind::trace) return trace_[static_cast<std::size_t>(i) % trace_.size()];
+    return instantiate(workload_, options_, variant(i));
+}
+
+std::vector<ConvProblem> distinct_problems(const Stream& s, int iterations) {
+    std::vector<ConvProblem> out;
+    std::map<std::string, bool> seen;
+    for (int i = 0; i < iterations; ++i)
+        for (const Call& c : s.iteration(i))
+            if (seen.emplace(c.problem.to_string(), true).second) out.push_back(c.problem);
+    return out;
+}
+
+}  // namespace convtune::sim

@@ -1,0 +1,529 @@
+// The simulator on the scripted fake backend, where every time is known: workloads, streams,
+// exact totals, break-even points and recommendations, a replay that reproduces the live run,
+// and the report formats.
+#define BOOST_TEST_MODULE sim
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "convtune/error.hpp"
+#include "convtune/sim/options.hpp"
+#include "convtune/sim/recording.hpp"
+#include "convtune/sim/replay_backend.hpp"
+#include "convtune/sim/report.hpp"
+#include "convtune/sim/simulator.hpp"
+#include "support/fake_backend.hpp"
+
+using namespace convtune;
+using namespace convtune::sim;
+using test::FakeBackend;
+using test::FakeSpec;
+namespace tt = boost::test_tools;
+
+namespace {
+
+// Two layers with the same multiply-adds (so times are easy to reason about), the second
+// repeated four times in a pass.
+const char* kTiny =
+    "convtune-workload 1\n"
+    "# a comment\n"
+    "name tiny\n"
+    "layer a x1 n=2,c=8,k=16,in=8x8,ker=3x3,pad=1x1\n"
+    "layer b x4 n=2,c=16,k=8,in=8x8,ker=3x3,pad=1x1   # same MACs as a\n";
+
+Stream tiny_stream(StreamKind kind = StreamKind::fixed, Mode mode = Mode::infer, uint64_t seed = 1) {
+    StreamSpec spec;
+    spec.kind = kind;
+    spec.seed = seed;
+    spec.batches = {1, 2, 4};
+    spec.scales = {0.5, 1, 2};
+    WorkloadOptions o;
+    o.mode = mode;
+    return Stream(spec, parse_workload_text(kTiny, "tiny"), o);
+}
+
+// "slow" is the heuristic's first choice at 2 ms/GFLOP, "fast" runs at 1 ms/GFLOP.
+std::vector<FakeSpec> slow_fast() {
+    FakeSpec slow{"slow"}, fast{"fast"};
+    slow.ms_per_gflop = 2;
+    fast.ms_per_gflop = 1;
+    return {slow, fast};
+}
+
+std::vector<Setting> settings(std::initializer_list<const char*> names) {
+    std::vector<Setting> v;
+    for (const char* n : names) v.push_back(parse_setting(n));
+    return v;
+}
+
+const ScenarioResult& scenario(const SimulationResult& r, const std::string& name) {
+    for (const ScenarioResult& s : r.scenarios)
+        if (s.setting.name == name) return s;
+    throw std::runtime_error("no scenario " + name);
+}
+const Comparison& comparison(const SimulationResult& r, const std::string& name) {
+    for (std::size_t i = 0; i < r.scenarios.size(); ++i)
+        if (r.scenarios[i].setting.name == name) return r.comparisons[i];
+    throw std::runtime_error("no scenario " + name);
+}
+
+double gflop(const ConvProblem& p) { return p.flops() / 1e9; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(workloads)
+
+BOOST_AUTO_TEST_CASE(resnet50_builtin_has_23_layers_and_53_convolutions) {
+    const Workload w = load_workload("resnet50", CONVTUNE_PEER_SHAPES_DIR);
+    BOOST_TEST(w.layers.size() == 23u);
+    BOOST_TEST(w.convolutions() == 53);
+    BOOST_TEST(w.layers.front().problem.n == 2);  // benchdnn's default mb
+    // Training: every forward call, then bwd_data (not for the first layer) and bwd_filter.
+    WorkloadOptions o;
+    o.mode = Mode::train;
+    o.batch = 8;
+    int fwd = 0, bd = 0, bf = 0;
+    for (const Call& c : instantiate(w, o)) {
+        BOOST_TEST(c.problem.n == 8);
+        (c.problem.direction == Direction::fwd ? fwd : c.problem.direction == Direction::bwd_data ? bd : bf) += c.count;
+    }
+    BOOST_TEST(fwd == 53);
+    BOOST_TEST(bd == 52);
+    BOOST_TEST(bf == 53);
+    const std::vector<Call> calls = instantiate(w, o);
+    BOOST_TEST(calls.back().layer == w.layers.front().name);  // the backward pass runs in reverse
+    BOOST_TEST((calls.back().problem.direction == Direction::bwd_filter));
+}
+
+BOOST_AUTO_TEST_CASE(unknown_names_and_bad_files_are_named) {
+    BOOST_CHECK_EXCEPTION(load_workload("no_such_net", CONVTUNE_PEER_SHAPES_DIR), Error,
+                          [](const Error& e) { return std::string(e.what()).find("--workload") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(parse_workload_text("convtune-workload 1\nlayer a x0 c=1,k=1,in=4,ker=1\n", "t"), ParseError,
+                          [](const Error& e) { return std::string(e.what()).find("line 2") != std::string::npos; });
+    BOOST_CHECK_THROW(parse_workload_text("convtune-workload 1\nfoo bar\n", "t"), ParseError);
+    BOOST_CHECK_THROW(parse_workload_text("convtune-workload 2\n", "t"), ParseError);
+    // Without the header it is a shape file.
+    const Workload w = parse_workload_text("ic3ih8oc4kh3n\"x*3\"\n", "t");
+    BOOST_TEST(w.layers.size() == 1u);
+    BOOST_TEST(w.layers[0].repeat == 3);
+}
+
+BOOST_AUTO_TEST_CASE(scaling_keeps_kernel_stride_and_padding) {
+    const ConvProblem p = ConvProblem::parse("n=1,c=4,k=4,in=56x56,ker=3x3,stride=2x2,pad=1x1,pad_end=0x0");
+    const ConvProblem q = scale_problem(p, {0.5, 1.25, 1});
+    BOOST_TEST(q.in[0] == 28);
+    BOOST_TEST(q.in[1] == 70);
+    BOOST_TEST(q.kernel == p.kernel);
+    BOOST_TEST(q.stride == p.stride);
+    BOOST_TEST(q.pad_begin == p.pad_begin);
+    BOOST_TEST(q.out(0) == 14);
+    BOOST_TEST(q.out(1) == 35);
+    // Never below what one output needs.
+    const ConvProblem r = scale_problem(ConvProblem::parse("c=1,k=1,in=7x7,ker=7x7"), {0.1, 0.1, 1});
+    BOOST_TEST(r.in[0] == 7);
+    BOOST_TEST(r.out(0) == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(streams)
+
+BOOST_AUTO_TEST_CASE(streams_are_reproducible_from_their_seed) {
+    for (StreamKind k : {StreamKind::batch, StreamKind::resolution, StreamKind::mixed}) {
+        const Stream a = tiny_stream(k, Mode::infer, 7), b = tiny_stream(k, Mode::infer, 7), c = tiny_stream(k, Mode::infer, 8);
+        bool differs = false;
+        std::set<std::string> shapes;
+        for (int i = 0; i < 40; ++i) {
+            BOOST_TEST((a.variant(i) == b.variant(i)));
+            const Iteration ia = a.iteration(i), ib = b.iteration(i);
+            BOOST_REQUIRE(ia.size() == ib.size());
+            for (std::size_t j = 0; j < ia.size(); ++j) BOOST_TEST((ia[j].problem == ib[j].problem));
+            differs = differs || !(a.variant(i) == c.variant(i));
+            shapes.insert(ia[0].problem.to_string());
+        }
+        BOOST_TEST(differs, "seed 8 gives the same 40 choices as seed 7 for " << to_string(k));
+        BOOST_TEST(shapes.size() > 1u);  // it does vary
+    }
+    // fixed: every iteration is the base instantiation
+    const Stream f = tiny_stream();
+    BOOST_TEST((f.iteration(0)[1].problem == f.iteration(13)[1].problem));
+    BOOST_TEST(f.iteration(0).size() == 2u);
+    BOOST_TEST(f.iteration(0)[1].count == 4);
+}
+
+BOOST_AUTO_TEST_CASE(batch_and_resolution_draw_from_their_lists) {
+    const Stream s = tiny_stream(StreamKind::batch);
+    std::set<int64_t> batches;
+    for (int i = 0; i < 60; ++i) batches.insert(s.iteration(i)[0].problem.n);
+    BOOST_TEST((batches == std::set<int64_t>{1, 2, 4}));
+    const Stream r = tiny_stream(StreamKind::resolution);
+    std::set<int64_t> hs, ws;
+    for (int i = 0; i < 60; ++i) {
+        const ConvProblem p = r.iteration(i)[0].problem;
+        hs.insert(p.in[0]);
+        ws.insert(p.in[1]);
+        BOOST_TEST(p.out(0) == p.in[0]);  // 3x3, pad 1, stride 1: outputs follow the inputs
+        BOOST_TEST(p.n == 2);
+    }
+    BOOST_TEST((hs == std::set<int64_t>{4, 8, 16}));
+    BOOST_TEST((ws == std::set<int64_t>{4, 8, 16}));
+    BOOST_TEST(default_batches(8) == (std::vector<int64_t>{1, 2, 4, 8, 16}));
+}
+
+BOOST_AUTO_TEST_CASE(trace_format) {
+    const auto its = parse_trace(
+        "# convtune-trace 1\n"
+        "c=1,k=1,in=4x4,ker=1x1\n"
+        "ic3ih8oc4kh3 x2\n"
+        "\n\n"
+        "c=1,k=1,in=4x4,ker=1x1\n"
+        "# iteration\n"
+        "dir=bwd_data,c=2,k=2,in=4x4,ker=3x3,pad=1x1 x3\n");
+    BOOST_REQUIRE(its.size() == 3u);
+    BOOST_TEST(its[0].size() == 2u);
+    BOOST_TEST(its[0][1].count == 2);
+    BOOST_TEST(its[1].size() == 1u);
+    BOOST_TEST((its[2][0].problem.direction == Direction::bwd_data));
+    BOOST_TEST(its[2][0].count == 3);
+    BOOST_CHECK_EXCEPTION(parse_trace("c=1,k=1,in=4,ker=1\nc=1,k=1,in=4,ker=9\n"), ParseError,
+                          [](const Error& e) { return std::string(e.what()).find("line 2") != std::string::npos; });
+    BOOST_CHECK_THROW(parse_trace("c=1,k=1,in=4,ker=1 x0\n"), ParseError);
+    BOOST_CHECK_THROW(parse_trace("# nothing\n"), ParseError);
+}
+
+BOOST_AUTO_TEST_CASE(bad_stream_options_name_the_option) {
+    auto msg = [](auto f) {
+        try {
+            f();
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    BOOST_TEST(msg([] { StreamSpec::parse("sometimes"); }).find("--stream") == 0u);
+    WorkloadArgs a;
+    a.workload = "resnet50";
+    a.shapes_dir = CONVTUNE_PEER_SHAPES_DIR;
+    a.batches = "1,x";
+    a.stream = "batch";
+    BOOST_TEST(msg([&] { a.make_stream(); }).find("--batches") == 0u);
+    a.batches = "";
+    a.scales = "0.5,-1";
+    BOOST_TEST(msg([&] { a.make_stream(); }).find("--scales") == 0u);
+    a.scales = "";
+    a.mode = "sleep";
+    BOOST_TEST(msg([&] { a.make_stream(); }).find("--mode") == 0u);
+    a.mode = "train";
+    a.dtype = "f8";
+    BOOST_TEST(msg([&] { a.make_stream(); }).find("--dtype") == 0u);
+    BOOST_TEST(msg([] { parse_setting("sometimes"); }).find("--flags") == 0u);
+    BOOST_TEST(msg([] { parse_setting("x:benchmark=maybe"); }).find("--flags") == 0u);
+    BOOST_TEST(parse_setting("lim2:benchmark=1,benchmark_limit=2").flags.benchmark_limit == 2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(exact_arithmetic)
+
+BOOST_AUTO_TEST_CASE(known_timings_give_known_totals_and_break_even) {
+    FakeBackend b("fake", slow_fast());
+    const Stream s = tiny_stream();
+    const Iteration it = s.iteration(0);
+    const double g = gflop(it[0].problem);
+    BOOST_REQUIRE(gflop(it[1].problem) == g);
+    SimulationOptions o;
+    o.iterations = 10;
+    o.settings = settings({"off", "on", "pytorch"});
+    const SimulationResult r = simulate(b, s, o);
+    BOOST_TEST(r.engine == "live");
+    // off: the heuristic's "slow" for all 5 calls of every iteration, nothing timed.
+    const ScenarioResult& off = scenario(r, "off");
+    for (const IterationStats& x : off.iterations) {
+        BOOST_TEST(x.search_ms == 0.0);
+        BOOST_TEST(x.exec_ms == 5 * 2 * g, tt::tolerance(1e-12));
+        BOOST_TEST(x.calls == 5);
+    }
+    BOOST_TEST(off.sum().misses == 2);
+    BOOST_TEST(off.sum().hits == 48);
+    BOOST_TEST(off.distinct_shapes() == 2);
+    // on (convtune's robust timing): per shape, warm-up + 3 stable samples of each candidate.
+    const ScenarioResult& on = scenario(r, "on");
+    BOOST_TEST(on.iterations[0].search_ms == 2 * (4 * 2 * g + 4 * g), tt::tolerance(1e-12));
+    BOOST_TEST(on.iterations[0].searches == 2);
+    for (const IterationStats& x : on.iterations) BOOST_TEST(x.exec_ms == 5 * g, tt::tolerance(1e-12));
+    for (std::size_t i = 1; i < on.iterations.size(); ++i) BOOST_TEST(on.iterations[i].search_ms == 0.0);
+    // Cumulative: on = 24g + 5g i, off = 10g i -> on is ahead from i >= 4.8, i.e. iteration 5.
+    BOOST_TEST(*comparison(r, "on").break_even == 5);
+    BOOST_TEST(comparison(r, "on").saving == (100.0 - 74.0) / 100.0, tt::tolerance(1e-12));
+    // pytorch: one warm-up + one sample per candidate: 12g of search; ahead from 2.4 -> iteration 3.
+    const ScenarioResult& pt = scenario(r, "pytorch");
+    BOOST_TEST(pt.sum().search_ms == 2 * (2 * 2 * g + 2 * g), tt::tolerance(1e-12));
+    BOOST_TEST(*comparison(r, "pytorch").break_even == 3);
+    // The recommendation is the biggest saving, with its break-even.
+    BOOST_TEST(r.recommendation.setting == "pytorch");
+    BOOST_TEST(r.recommendation.text.find("turn benchmark on") == 0u, r.recommendation.text);
+    BOOST_TEST(r.recommendation.text.find("iteration 3") != std::string::npos, r.recommendation.text);
+    BOOST_TEST(r.recommendation.saving == (100.0 - 62.0) / 100.0, tt::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(short_runs_keep_benchmark_off_with_a_projection) {
+    FakeBackend b("fake", slow_fast());
+    SimulationOptions o;
+    o.iterations = 3;
+    o.settings = settings({"off", "on"});
+    const SimulationResult r = simulate(b, tiny_stream(), o);
+    // on: 24g + 15g = 39g vs off 30g; steady gain 5g per iteration -> 3 + 9/5 = 4.8.
+    const Comparison& c = comparison(r, "on");
+    BOOST_TEST(!c.break_even);
+    BOOST_REQUIRE(c.projected_break_even.has_value());
+    BOOST_TEST(*c.projected_break_even == 4.8, tt::tolerance(1e-9));
+    BOOST_TEST(r.recommendation.setting == "off");
+    BOOST_TEST(r.recommendation.text.find("keep benchmark off") == 0u, r.recommendation.text);
+    BOOST_TEST(r.recommendation.text.find("about 5 iterations") != std::string::npos, r.recommendation.text);
+    BOOST_TEST(r.recommendation.text.find("only 50.0%") != std::string::npos, r.recommendation.text);
+}
+
+BOOST_AUTO_TEST_CASE(benchmark_that_never_wins_is_never) {
+    // The heuristic already picks the fastest: searching only costs.
+    FakeSpec fast{"fast"}, slow{"slow"};
+    fast.ms_per_gflop = 1;
+    slow.ms_per_gflop = 2;
+    FakeBackend b("fake", {fast, slow});
+    SimulationOptions o;
+    o.iterations = 20;
+    o.settings = settings({"off", "on", "adaptive"});
+    const SimulationResult r = simulate(b, tiny_stream(StreamKind::resolution), o);
+    BOOST_TEST(!comparison(r, "on").break_even);
+    BOOST_TEST(!comparison(r, "on").projected_break_even);
+    BOOST_TEST(comparison(r, "on").saving < 0);
+    BOOST_TEST(r.recommendation.setting == "off");
+    BOOST_TEST(r.recommendation.text.find("never breaks even") != std::string::npos, r.recommendation.text);
+    // Every shape's first call misses; the rest hit.
+    const ScenarioResult& off = scenario(r, "off");
+    BOOST_TEST(off.sum().misses == off.distinct_shapes());
+    BOOST_TEST(off.sum().hits + off.sum().misses == off.sum().calls);
+}
+
+BOOST_AUTO_TEST_CASE(adaptive_searches_recurring_shapes_only) {
+    FakeBackend b("fake", slow_fast());
+    SimulationOptions o;
+    o.iterations = 4;
+    o.settings = settings({"off", "adaptive"});
+    const SimulationResult r = simulate(b, tiny_stream(), o);
+    const ScenarioResult& a = scenario(r, "adaptive");
+    // Layer b recurs 4 times per pass: searched on its third call, in iteration 1. Layer a
+    // occurs once per pass: searched in iteration 3.
+    BOOST_TEST(a.iterations[0].searches == 1);
+    BOOST_TEST(a.iterations[1].searches == 0);
+    BOOST_TEST(a.iterations[2].searches == 1);
+    BOOST_TEST(a.iterations[3].searches == 0);
+    const double g = gflop(tiny_stream().iteration(0)[0].problem);
+    // iteration 1: a slow (2g), b: 2 slow calls, search 12g, 2 fast calls
+    BOOST_TEST(a.iterations[0].total_ms() == 2 * g + 2 * 2 * g + 12 * g + 2 * g, tt::tolerance(1e-12));
+    BOOST_TEST(a.iterations[2].total_ms() == 12 * g + g + 4 * g, tt::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(a_setting_that_cannot_run_is_reported_not_fatal) {
+    FakeSpec nd{"atomic"};
+    nd.notes = Note::nondeterministic;
+    nd.ms_per_gflop = 1;
+    FakeBackend b("fake", {nd});
+    SimulationOptions o;
+    o.iterations = 2;
+    o.settings = settings({"off", "on+det"});
+    const SimulationResult r = simulate(b, tiny_stream(), o);
+    BOOST_TEST(scenario(r, "off").failure.empty());
+    BOOST_TEST(scenario(r, "on+det").failure.find("NONDETERMINISTIC") != std::string::npos, scenario(r, "on+det").failure);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(replay)
+
+std::vector<FakeSpec> three() {
+    FakeSpec slow{"slow"}, fast{"fast"}, atomic{"atomic"};
+    slow.ms_per_gflop = 2;
+    fast.ms_per_gflop = 1;
+    fast.workspace = 4096;
+    atomic.ms_per_gflop = 0.5;
+    atomic.notes = Note::nondeterministic;
+    FakeSpec never{"never"};
+    never.mode = FakeSpec::Mode::unsupported;
+    return {slow, fast, atomic, never};
+}
+
+BOOST_AUTO_TEST_CASE(replay_of_a_fake_recording_reproduces_the_live_run_exactly) {
+    for (StreamKind k : {StreamKind::fixed, StreamKind::batch, StreamKind::mixed}) {
+        FakeBackend live("fake", three());
+        const Stream s = tiny_stream(k, Mode::train, 3);
+        SimulationOptions o;
+        o.iterations = 12;
+        const SimulationResult a = simulate(live, s, o);
+
+        FakeBackend rec_b("fake", three());
+        RecordOptions ro;
+        ro.samples = 3;
+        const Recording rec = record(rec_b, distinct_problems(s, o.iterations), ro);
+        // Through the file format and back.
+        const Recording loaded = Recording::from_json(rec.to_json(), "memory");
+        BOOST_TEST(loaded.to_json() == rec.to_json());
+        BOOST_TEST(loaded.algorithms[2].notes.has(Note::nondeterministic));
+        BOOST_TEST(loaded.problems[0].find("never")->supported == false);
+        BOOST_TEST(loaded.problems[0].find("fast")->workspace == 4096u);
+        ReplayBackend replay(loaded, 5);
+        const SimulationResult b = simulate(replay, s, o);
+        BOOST_TEST(b.engine == "replay");
+        BOOST_TEST(b.estimated_problems == 0);
+        BOOST_REQUIRE(a.scenarios.size() == b.scenarios.size());
+        for (std::size_t i = 0; i < a.scenarios.size(); ++i) {
+            const ScenarioResult &x = a.scenarios[i], &y = b.scenarios[i];
+            BOOST_TEST(x.failure == y.failure);
+            BOOST_REQUIRE(x.iterations.size() == y.iterations.size());
+            for (std::size_t j = 0; j < x.iterations.size(); ++j) {
+                // The fake backend's clock is a running sum, so its readings carry rounding.
+                BOOST_TEST(x.iterations[j].search_ms == y.iterations[j].search_ms, tt::tolerance(1e-9));
+                BOOST_TEST(x.iterations[j].exec_ms == y.iterations[j].exec_ms, tt::tolerance(1e-9));
+                BOOST_TEST(x.iterations[j].hits == y.iterations[j].hits);
+                BOOST_TEST(x.iterations[j].misses == y.iterations[j].misses);
+                BOOST_TEST(x.iterations[j].searches == y.iterations[j].searches);
+            }
+        }
+        BOOST_TEST(a.recommendation.text == b.recommendation.text);
+        // Deterministic mode cannot use "atomic", so it is slower than plain benchmark on.
+        BOOST_TEST(scenario(a, "on+det").sum().exec_ms > scenario(a, "on").sum().exec_ms);
+    }
+}
+
+Recording hand_recording(std::vector<double> samples, std::optional<double> first = std::nullopt) {
+    Recording r;
+    r.environment = {"0.1.0", "handmade", "lib 1", "dev", ""};
+    r.algorithms = {{"x", Notes{}}, {"y", Notes{}}};
+    ProblemRecord p;
+    p.problem = ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1");
+    p.heuristic = {"x", "y"};
+    AlgorithmRecord x, y;
+    x.id = "x";
+    y.id = "y";
+    x.samples_ms = samples;
+    x.first_ms = first;
+    y.samples_ms = {100};
+    p.algorithms = {x, y};
+    r.problems.push_back(p);
+    return r;
+}
+
+BOOST_AUTO_TEST_CASE(draws_reproduce_the_spread_and_are_seeded) {
+    const ConvProblem p = ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1");
+    ReplayBackend b(hand_recording({1, 2, 3, 4}, 50.0), 1);
+    const Algorithm* x = b.find("x");
+    auto draws = [&](uint64_t seed) {
+        b.reset(seed);
+        std::vector<double> v;
+        for (int i = 0; i < 400; ++i) v.push_back(b.time_ms([&] { (void)x->run(p, {}, {}); }));
+        return v;
+    };
+    const std::vector<double> a = draws(1), a2 = draws(1), c = draws(2);
+    BOOST_TEST(a == a2);
+    BOOST_TEST(a != c);
+    BOOST_TEST(a[0] == 50.0);  // the first (cold) call
+    std::set<double> seen(a.begin() + 1, a.end());
+    BOOST_TEST((seen == std::set<double>{1, 2, 3, 4}));
+    BOOST_TEST(b.simulated());
+    BOOST_TEST(b.allocate(std::size_t{1} << 40).bytes() == std::size_t{1} << 40);  // virtual memory
+}
+
+BOOST_AUTO_TEST_CASE(missing_problems_are_scaled_from_the_same_layer_or_refused) {
+    ReplayBackend b(hand_recording({2}), 1);
+    // Twice the batch, twice the input height: 4x the multiply-adds.
+    const ConvProblem bigger = ConvProblem::parse("n=2,c=4,k=4,in=16x8,ker=3x3,pad=1x1");
+    b.reset(1);
+    BOOST_TEST(b.time_ms([&] { (void)b.find("x")->run(bigger, {}, {}); }) == 8.0);
+    BOOST_TEST(b.heuristic_order(bigger).size() == 2u);
+    const ConvProblem other = ConvProblem::parse("n=1,c=4,k=8,in=8x8,ker=3x3,pad=1x1");
+    BOOST_TEST(!b.find("x")->supports(other));
+    ReplayBackend strict(hand_recording({2}), 1, false);
+    BOOST_TEST(!strict.find("x")->supports(bigger));
+
+    // The simulator refuses before running when a stream needs what the replay cannot answer.
+    StreamSpec spec;
+    WorkloadOptions wo;
+    const Stream s(spec, parse_workload_text("n=1,c=4,k=8,in=8x8,ker=3x3,pad=1x1\n", "w"), wo);
+    SimulationOptions o;
+    o.iterations = 2;
+    BOOST_CHECK_EXCEPTION(simulate(b, s, o), Error, [](const Error& e) { return std::string(e.what()).find("--replay") == 0; });
+    // ... and says how many it estimated otherwise.
+    const Stream s2(spec, parse_workload_text("n=2,c=4,k=4,in=16x8,ker=3x3,pad=1x1\n", "w"), wo);
+    BOOST_TEST(simulate(b, s2, o).estimated_problems == 1);
+}
+
+BOOST_AUTO_TEST_CASE(bad_recordings_are_reported) {
+    BOOST_CHECK_THROW(Recording::from_json("{}", "f"), ParseError);
+    BOOST_CHECK_THROW(Recording::from_json("not json", "f"), ParseError);
+    std::string good = hand_recording({1}).to_json();
+    BOOST_CHECK_NO_THROW(Recording::from_json(good, "f"));
+    std::string bad = good;
+    bad.replace(bad.find("\"samples_ms\":[1.0]"), 18, "\"samples_ms\":[-1.0]");
+    BOOST_CHECK_EXCEPTION(Recording::from_json(bad, "f"), ParseError,
+                          [](const ParseError& e) { return std::string(e.what()).find("negative") != std::string::npos; });
+}
+
+BOOST_AUTO_TEST_CASE(recording_from_a_tuning_database_cannot_judge) {
+    DbSection sec;
+    sec.env = {"0.1.0", "fake", "fake 1.0", "virtual device", ""};
+    const ConvProblem p = tiny_stream().iteration(0)[0].problem, q = tiny_stream().iteration(0)[1].problem;
+    sec.entries["fake|" + p.to_string() + "|det=0|tf32=1|bench=1|policy=convtune"] = {"fast", 0.25, 0.01, 5, 3.0, 1};
+    sec.entries["fake|" + q.to_string() + "|det=0|tf32=1|bench=1|policy=convtune"] = {"fast", 0.5, 0.01, 5, 3.0, 1};
+    BOOST_CHECK_THROW(recording_from_db({sec}, "other"), Error);
+    const Recording r = recording_from_db({sec}, "fake");
+    BOOST_TEST(r.source == "tuning-db");
+    BOOST_TEST(r.problems.size() == 2u);
+    ReplayBackend b(Recording::from_json(r.to_json(), "m"));
+    SimulationOptions o;
+    o.iterations = 3;
+    o.settings = settings({"off", "on"});
+    const SimulationResult res = simulate(b, tiny_stream(), o);
+    BOOST_TEST(!res.judgeable);
+    BOOST_TEST(res.recommendation.text.find("no recommendation") == 0u);
+    // Totals are still the winners' medians: 0.25 + 4 x 0.5 per pass.
+    BOOST_TEST(scenario(res, "off").sum().exec_ms == 3 * (0.25 + 4 * 0.5), tt::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(reports)
+
+BOOST_AUTO_TEST_CASE(table_json_csv_and_svg) {
+    FakeBackend b("fake", slow_fast());
+    SimulationOptions o;
+    o.iterations = 10;
+    o.settings = settings({"off", "on", "pytorch"});
+    const SimulationResult r = simulate(b, tiny_stream(), o);
+    const ReportContext c{"tiny <test> & co", "fake backend"};
+    const std::string t = format_table(r, c);
+    BOOST_TEST(t.find("recommendation: turn benchmark on") != std::string::npos, t);
+    BOOST_TEST(t.find("it. 5") != std::string::npos, t);
+    const nlohmann::json j = nlohmann::json::parse(to_json(r, c).dump());
+    BOOST_TEST(j["settings"].size() == 3u);
+    BOOST_TEST(j["settings"][1]["break_even"].get<int>() == 5);
+    BOOST_TEST(j["settings"][1]["per_iteration"].size() == 10u);
+    BOOST_TEST(j["recommendation"]["setting"].get<std::string>() == "pytorch");
+    const std::string csv = to_csv(r);
+    BOOST_TEST(std::count(csv.begin(), csv.end(), '\n') == 31);
+    const std::string svg = to_svg(r, c);
+    BOOST_TEST(svg.find("<svg") != std::string::npos);
+    BOOST_TEST(svg.find("tiny &lt;test&gt; &amp; co") != std::string::npos);
+    BOOST_TEST(std::count(svg.begin(), svg.end(), '\n') > 20);
+    BOOST_TEST(svg.find("break-even: it. 5") != std::string::npos);
+    // Balanced tags: every opened element is closed (the CLI test parses it with an XML parser).
+    const auto count = [&](const std::string& s) {
+        std::size_t n = 0;
+        for (std::size_t pos = svg.find(s); pos != std::string::npos; pos = svg.find(s, pos + 1)) ++n;
+        return n;
+    };
+    BOOST_TEST(count("<polyline") == count("</polyline>"));
+    BOOST_TEST(count("<circle") == count("</circle>"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
