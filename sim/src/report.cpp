@@ -76,6 +76,26 @@ double nice_step(double hi, int ticks) {
 
 std::string num(double v) { return fmt::format("{:.2f}", v); }
 
+// Greedy word wrap at `width` characters.
+std::vector<std::string> wrap(const std::string& text, std::size_t width) {
+    std::vector<std::string> lines;
+    std::string cur;
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        std::size_t end = text.find(' ', pos);
+        if (end == std::string::npos) end = text.size();
+        const std::string word = text.substr(pos, end - pos);
+        if (!cur.empty() && cur.size() + 1 + word.size() > width) {
+            lines.push_back(cur);
+            cur.clear();
+        }
+        cur += (cur.empty() ? "" : " ") + word;
+        pos = end + 1;
+    }
+    if (!cur.empty()) lines.push_back(cur);
+    return lines;
+}
+
 }  // namespace
 
 std::string format_table(const SimulationResult& r, const ReportContext& c) {
@@ -180,8 +200,12 @@ std::string to_csv(const SimulationResult& r) {
 }
 
 std::string to_svg(const SimulationResult& r, const ReportContext& c) {
-    const double W = 900, H = 520, left = 80, right = 200, top = 60, bottom = 60;
-    const double pw = W - left - right, ph = H - top - bottom;
+    const std::vector<std::string> title = wrap("Cumulative time: " + c.title, 80), details = wrap(c.details, 115),
+                                   rec = wrap("recommendation: " + r.recommendation.text, 150);
+    const double W = 900, left = 80, right = 200, ph = 400;
+    const double top = 24 + 18 * static_cast<double>(title.size()) + 15 * static_cast<double>(details.size());
+    const double bottom = 46 + 14 * static_cast<double>(rec.size());
+    const double H = top + ph + bottom, pw = W - left - right;
     double ymax = 0;
     int n = 0;
     for (const ScenarioResult& s : r.scenarios) {
@@ -209,12 +233,19 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
     o += fmt::format(R"(<rect x="0" y="0" width="{}" height="{}" fill="white"/>)"
                      "\n",
                      W, H);
-    o += fmt::format(R"(<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>)"
-                     "\n",
-                     left, xml_escape("Cumulative time: " + c.title));
-    o += fmt::format(R"(<text x="{}" y="40" fill="#444">{}</text>)"
-                     "\n",
-                     left, xml_escape(c.details));
+    double ty = 22;
+    for (const std::string& l : title) {
+        o += fmt::format(R"(<text x="{}" y="{}" font-size="15" font-weight="bold">{}</text>)"
+                         "\n",
+                         num(left), num(ty), xml_escape(l));
+        ty += 18;
+    }
+    for (const std::string& l : details) {
+        o += fmt::format(R"(<text x="{}" y="{}" fill="#444">{}</text>)"
+                         "\n",
+                         num(left), num(ty), xml_escape(l));
+        ty += 15;
+    }
     // Grid and axes.
     for (double v = 0; v <= yaxis + 1e-9; v += ystep) {
         const double y = top + ph - ph * v / yaxis;
@@ -239,7 +270,7 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
                      left, top, pw, ph);
     o += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">iteration</text>)"
                      "\n",
-                     num(left + pw / 2), num(H - 18));
+                     num(left + pw / 2), num(top + ph + 34));
     o += fmt::format(R"~(<text x="18" y="{}" text-anchor="middle" transform="rotate(-90 18 {})">{}</text>)~"
                      "\n",
                      num(top + ph / 2), num(top + ph / 2), in_s ? "cumulative time (s)" : "cumulative time (ms)");
@@ -250,9 +281,9 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
         const char* color = colors[i % (sizeof colors / sizeof *colors)];
         // At most ~1500 points per line: enough for any screen.
         const std::size_t stride = std::max<std::size_t>(1, cum.size() / 1500);
-        std::string pts = num(X(0)) + "," + num(Y(0));
+        std::string pts = fmt::format("{:.2f},{:.2f}", X(0), Y(0));
         for (std::size_t k = 0; k < cum.size(); ++k)
-            if (k % stride == 0 || k + 1 == cum.size()) pts += " " + num(X(static_cast<double>(k + 1))) + "," + num(Y(cum[k]));
+            if (k % stride == 0 || k + 1 == cum.size()) pts += fmt::format(" {:.2f},{:.2f}", X(static_cast<double>(k + 1)), Y(cum[k]));
         o += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"><title>{}</title></polyline>)"
                          "\n",
                          color, pts, xml_escape(s.setting.name + ": " + s.setting.flags.to_string()));
@@ -282,9 +313,13 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
                              num(bx + 7), num(by - 7), color, xml_escape(fmt::format("break-even: it. {}", be)));
         }
     }
-    o += fmt::format(R"(<text x="{}" y="{}" fill="#222" font-size="11">{}</text>)"
-                     "\n",
-                     left, num(H - 2), xml_escape("recommendation: " + r.recommendation.text).substr(0, 400));
+    double ry = top + ph + 56;
+    for (const std::string& l : rec) {
+        o += fmt::format(R"(<text x="{}" y="{}" fill="#222" font-size="11">{}</text>)"
+                         "\n",
+                         num(20), num(ry), xml_escape(l));
+        ry += 14;
+    }
     o += "</svg>\n";
     return o;
 }

@@ -355,9 +355,9 @@ void analyze(SimulationResult& r, double min_saving) {
         const double per_search = sum.searches ? sum.search_ms / static_cast<double>(sum.searches) : 0;
         const double won = bsum.exec_ms > 0 ? (bsum.exec_ms - sum.exec_ms) / bsum.exec_ms : 0;
         const Comparison& oc = r.comparisons[static_cast<std::size_t>(on)];
-        std::string t = fmt::format("every new shape costs {} of search under '{}' ({} searches, {} in all) and {} of execution time is won back",
-                                    seconds(per_search), so.setting.name, sum.searches, seconds(sum.search_ms),
-                                    won >= 0 ? "only " + percent(won) : "none (" + percent(-won) + " is lost)");
+        std::string t = fmt::format("every new shape costs {} of search under '{}' ({} searches, {} in all) and ", seconds(per_search),
+                                    so.setting.name, sum.searches, seconds(sum.search_ms));
+        t += won >= 0 ? "only " + percent(won) + " of execution time is won back" : "execution even gets " + percent(-won) + " slower";
         if (oc.break_even) t += fmt::format("; it breaks even only at iteration {}", *oc.break_even);
         else if (oc.projected_break_even) t += fmt::format("; it would break even after about {:.0f} iterations", std::ceil(*oc.projected_break_even));
         else t += "; it never breaks even";
