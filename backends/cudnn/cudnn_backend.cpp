@@ -122,6 +122,8 @@ std::vector<const Algorithm*> cudnn_ranking(const ConvProblem& p, CudnnRanking r
     return graph_ranking(p, r);
 }
 
+std::optional<CudnnPlanInfo> cudnn_plan_info(const Algorithm& a, const ConvProblem& p) { return graph_plan_info(a, p); }
+
 std::optional<Notes> cudnn_reported_notes(const Algorithm& a, const ConvProblem& p) {
     if (is_legacy(a)) return legacy_reported_notes(a, p);
     return graph_reported_notes(a, p);

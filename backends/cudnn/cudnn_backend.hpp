@@ -64,4 +64,20 @@ std::vector<const Algorithm*> cudnn_ranking(const ConvProblem& p, CudnnRanking r
 // cudnnGet*Algorithm_v7 entry. nullopt when cuDNN reports nothing for the pair.
 std::optional<Notes> cudnn_reported_notes(const Algorithm& a, const ConvProblem& p);
 
+// What the backend knows about a graph engine on p (reports, tests, the benchmark's probe).
+// Never builds a runtime-compiled engine's deferred plan.
+struct CudnnPlanInfo {
+    Support support;
+    std::string knobs;  // where the configuration came from: mode_a, mode_b, fallback, default
+    bool runtime_compiled = false;             // CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION
+    bool reduced_precision_reduction = false;  // CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION
+    Notes reported;                            // the engine's notes on this graph
+    bool plan_built = false;                   // runtime-compiled plans are built on first use
+    std::size_t workspace = 0;                 // valid when plan_built
+    double build_ms = 0;                       // wall time spent building engine and plan so far
+
+};
+// nullopt for a legacy algorithm or another direction.
+std::optional<CudnnPlanInfo> cudnn_plan_info(const Algorithm& a, const ConvProblem& p);
+
 }  // namespace convtune

@@ -12,20 +12,29 @@
 //   choices). So an id always names one configuration per problem, and the configuration
 //   "benchmark off" would run is the one measured.
 // Where: supports(p) finalizes the engine and an execution plan for p's graph (cached per
-//   problem and engine, thread-safe); any status other than success is the reason. The graph
-//   takes pre and post padding separately, so asymmetric padding is cuDNN's call.
+//   problem and engine, thread-safe); any status other than success is the reason. Exception:
+//   for runtime-compiled engines (CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) supports(p) stops at
+//   the engine configuration and the plan, whose build compiles a kernel (0.03-2 s each on the
+//   H200), is built by the first workspace_size() or run(); a failure there is reported by
+//   both. Engines measured to compute wrong results are refused with the measurement as the
+//   reason (measured_wrong(): asymmetric padding in the backward directions; fwd eng72 and
+//   bwd_filter eng69/eng70 in f32). Padding that is asymmetric only on paper (same output size
+//   as symmetric) reaches cuDNN symmetric (cudnn_common.hpp).
 // Workspace: CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE of the plan.
 // Notes: CUDNN_ATTR_ENGINE_NUMERICAL_NOTE mapped to convtune's notes (TENSOR_CORE,
 //   NONDETERMINISTIC, DOWN_CONVERT_INPUTS, FFT, WINOGRAD*). notes() must not depend on the
 //   problem, so an engine's listed notes are the union of what it reports on a set of probe
 //   graphs (2-D/3-D, grouped, dilated, strided; f32/f16/bf16; NCHW/NHWC), except TENSOR_CORE,
-//   taken from the f32 probes (the note only filters f32: TF32) unless the engine supports no f32
-//   probe. supports(p) refuses a problem on which the engine reports a note outside its listed
-//   ones, so a listed "deterministic" or "no TF32" is never wrong. REDUCED_PRECISION_REDUCTION
+//   which says what happens to f32 inputs (TF32) and is taken from the f32 probes (unless the
+//   engine takes no f32 probe), and DOWN_CONVERT_INPUTS, never listed: a configuration that
+//   down-converts an f32 problem's inputs is refused for that problem (PyTorch never runs one).
+//   supports(p) refuses a problem on which the engine reports a note outside its listed ones
+//   (TENSOR_CORE only checked for f32), so a listed "deterministic" or "no TF32" is never wrong. REDUCED_PRECISION_REDUCTION
 //   (accumulation in the storage type) has no convtune note: error_bound() widens instead.
 //   The probe needs a GPU; without one the notes are empty (the backend is unavailable then).
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -262,12 +271,20 @@ cudnnStatus_t heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mode, 
 
 // ---- per-problem cache --------------------------------------------------------------------
 
+// Stage 1 (engine + configuration + notes) is cheap and always done; stage 2 (the execution
+// plan) compiles a kernel for runtime-compiled engines and is then deferred to the first
+// workspace_size() or run().
 struct EnginePlan {
-    Support support;
-    Desc plan;
-    std::size_t workspace = 0;
+    Support support;  // stage 1: the engine takes the graph
+    Desc own_cfg, engine;
+    const Desc* cfg = nullptr;
     EngineReport report;
     std::string knobs;  // where the configuration came from: mode_a, mode_b, fallback, default
+    bool plan_tried = false;
+    Support plan_support;  // stage 2: the execution plan finalized
+    Desc plan;
+    std::size_t workspace = 0;
+    double build_ms = 0;
 };
 
 struct ProblemEntry {
@@ -347,11 +364,35 @@ void ensure_heuristics(ProblemEntry& e) {
 // ---- the engine list and its static notes -----------------------------------------------
 
 struct EngineNotes {
-    Notes all;           // union over every probe the engine supports
-    Notes tc_f32;        // TENSOR_CORE from f32 probes
+    Notes all;      // union over every probe the engine supports
+    Notes f32;      // union over the f32 probes
     bool any_f32 = false;
     bool any = false;
 };
+
+// TENSOR_CORE and DOWN_CONVERT_INPUTS describe what happens to f32 inputs (TF32, or conversion
+// to f16/bf16); for f16/bf16 data they say nothing a filter needs.
+constexpr uint32_t kF32Notes = static_cast<uint32_t>(Note::tensor_core) | static_cast<uint32_t>(Note::down_convert_inputs);
+
+Notes without(Notes n, uint32_t bits) { return Notes(static_cast<Note>(n.bits() & ~bits)); }
+
+// Engines that finalize but compute wrong results (measured with cuDNN 9.19.0 on an H200 against
+// the f64 oracle; see docs/gpu.md). Empty when none applies.
+std::string measured_wrong(Direction d, int64_t engine, const ConvProblem& p) {
+    const Geometry g = geometry(p);
+    bool asymmetric = false;
+    for (int i = 0; i < g.spatial; ++i)
+        if (g.pad_pre[static_cast<std::size_t>(i)] != g.pad_post[static_cast<std::size_t>(i)]) asymmetric = true;
+    if (asymmetric && d != Direction::fwd)
+        return "asymmetric padding: cuDNN 9.19 backward engines accept pre != post padding but several return wrong gradients or "
+               "leave elements unwritten (measured: bwd_data eng50, bwd_filter eng1/eng18/eng20), so convtune refuses it for "
+               "every backward engine";
+    const bool f32 = p.dtype == DataType::f32;
+    if (f32 && ((d == Direction::fwd && engine == 72) || (d == Direction::bwd_filter && (engine == 69 || engine == 70))))
+        return "engine " + std::to_string(engine) + " returned wrong f32 results on small awkward shapes with cuDNN 9.19.0 (measured "
+               "on an H200), so convtune refuses it for f32";
+    return {};
+}
 
 class GraphAlgorithm;
 
@@ -385,18 +426,26 @@ public:
         return listed(v[static_cast<std::size_t>(engine_)]);
     }
 
+    // Precompiled engines: the execution plan finalizes. Runtime-compiled engines
+    // (CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION): the engine and its configuration finalize; the
+    // plan, whose build compiles a kernel (0.03-2 s each on the H200), is built by the first
+    // workspace_size() or run(), and a failure there is reported by both.
     Support supports(const ConvProblem& p) const override {
         if (p.direction != dir_) return Support::no("direction: " + id_ + " computes " + std::string(to_string(dir_)));
         if (const std::string& u = unavailable_reason(); !u.empty()) return Support::no("cuDNN unavailable: " + u);
+        if (std::string w = measured_wrong(dir_, engine_, p); !w.empty()) return Support::no(w);
         const Notes listed_notes = notes();
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
-        const EnginePlan& plan = plan_for(e, p);
+        const EnginePlan& plan = stage(e, p, false);
         if (!plan.support) return plan.support;
+        if (plan.plan_tried && !plan.plan_support) return plan.plan_support;
+        if (p.dtype == DataType::f32 && plan.report.notes.has(Note::down_convert_inputs))
+            return Support::no("notes: " + id_ + " down-converts this f32 problem's inputs (DOWN_CONVERT_INPUTS); convtune refuses such "
+                               "configurations, as PyTorch never runs them");
         // The notes cuDNN reports for this problem must be within the listed ones.
         Notes reported = plan.report.notes;
-        if (p.dtype != DataType::f32 && reported.has(Note::tensor_core) && !listed_notes.has(Note::tensor_core))
-            reported = Notes(static_cast<Note>(reported.bits() & ~static_cast<uint32_t>(Note::tensor_core)));
+        if (p.dtype != DataType::f32) reported = without(reported, kF32Notes);
         if ((reported.bits() & ~listed_notes.bits()) != 0)
             return Support::no("notes: on this problem " + id_ + " reports [" + reported.to_string() + "], outside its listed notes [" +
                                listed_notes.to_string() + "]");
@@ -404,11 +453,11 @@ public:
     }
 
     std::size_t workspace_size(const ConvProblem& p) const override {
-        if (p.direction != dir_ || !unavailable_reason().empty()) return 0;
+        if (!supports(p)) return 0;
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
-        const EnginePlan& plan = plan_for(e, p);
-        return plan.support ? plan.workspace : 0;
+        const EnginePlan& plan = stage(e, p, true);
+        return plan.plan_support ? plan.workspace : 0;
     }
 
     Status run(const ConvProblem& p, const ConvTensors& t, Workspace ws) const override {
@@ -419,7 +468,8 @@ public:
         {
             ProblemEntry& e = cache().entry(p);
             std::lock_guard<std::mutex> lock(e.mutex);
-            const EnginePlan& ep = plan_for(e, p);
+            const EnginePlan& ep = stage(e, p, true);
+            if (!ep.plan_support) return Status::unsupported(ep.plan_support.reason);
             plan = ep.plan.get();
             need = ep.workspace;
         }
@@ -444,112 +494,154 @@ public:
         return to_status(cudnnBackendExecute(h, plan, vp.get()), id_ + ": cudnnBackendExecute");
     }
 
-    // Accumulation in the storage type when cuDNN says REDUCED_PRECISION_REDUCTION: the
-    // accumulation term uses the storage type's unit roundoff instead of f32's.
+    // default_error_bound over the notes reported for p, plus two measured refinements:
+    //  * REDUCED_PRECISION_REDUCTION (f16/bf16): the accumulation term uses the storage type's
+    //    unit roundoff instead of f32's;
+    //  * f32 without TENSOR_CORE: L * 2^-20 more. cuDNN does not document how its f32 engines
+    //    multiply; bwd_filter eng17 measured 21 f32 ulps (relative to sum|a*b|) on L = 12, above
+    //    the plain L*2^-24 + 2^-24 (a product emulated from split TF32 parts, whose dropped
+    //    low*low term and rounded low parts cost up to 3 * 2^-22 per product, would explain it).
     double error_bound(const ConvProblem& p) const override {
         EngineReport rep;
         bool have = false;
         if (p.direction == dir_ && unavailable_reason().empty()) {
             ProblemEntry& e = cache().entry(p);
             std::lock_guard<std::mutex> lock(e.mutex);
-            const EnginePlan& plan = plan_for(e, p);
+            const EnginePlan& plan = stage(e, p, false);
             if (plan.support) {
                 rep = plan.report;
                 have = true;
             }
         }
         const Notes n = have ? (rep.notes | notes()) : notes();
+        const double L = static_cast<double>(p.reduction_length());
         double b = default_error_bound(p, n);
         if (have && rep.reduced_precision && p.dtype != DataType::f32 && p.dtype != DataType::f64)
-            b += static_cast<double>(p.reduction_length()) * (unit_roundoff(p.dtype) - unit_roundoff(DataType::f32));
+            b += L * (unit_roundoff(p.dtype) - unit_roundoff(DataType::f32));
+        if (p.dtype == DataType::f32 && !n.has(Note::tensor_core)) b += L * 0x1p-20;
         return b;
     }
 
-    // The notes cuDNN reports for p, or nullopt when the engine does not run p.
+    // The notes cuDNN reports for p, or nullopt when the engine does not take p.
     std::optional<Notes> reported(const ConvProblem& p) const {
-        if (p.direction != dir_ || !unavailable_reason().empty()) return std::nullopt;
+        if (!supports(p)) return std::nullopt;
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
-        const EnginePlan& plan = plan_for(e, p);
-        if (!plan.support) return std::nullopt;
-        return plan.report.notes;
+        return stage(e, p, false).report.notes;
+    }
+
+    // Does not build a deferred plan.
+    std::optional<CudnnPlanInfo> info(const ConvProblem& p) const {
+        if (p.direction != dir_) return std::nullopt;
+        CudnnPlanInfo i;
+        i.support = supports(p);
+        if (!unavailable_reason().empty()) return i;
+        ProblemEntry& e = cache().entry(p);
+        std::lock_guard<std::mutex> lock(e.mutex);
+        const EnginePlan& plan = stage(e, p, false);
+        i.knobs = plan.knobs;
+        i.runtime_compiled = plan.report.runtime_compiled;
+        i.reduced_precision_reduction = plan.report.reduced_precision;
+        i.reported = plan.report.notes;
+        i.plan_built = plan.plan_tried && plan.plan_support;
+        i.workspace = plan.workspace;
+        i.build_ms = plan.build_ms;
+        return i;
     }
 
 private:
+    // DOWN_CONVERT_INPUTS is never listed: an engine that down-converts an f32 problem's inputs
+    // is refused for that problem (PyTorch never runs such engines), and f16/bf16 inputs have
+    // nothing narrower to go to. TENSOR_CORE comes from the f32 probes when the engine takes
+    // any f32 graph (it only filters f32: TF32).
     static Notes listed(const EngineNotes& en) {
-        Notes n(static_cast<Note>(en.all.bits() & ~static_cast<uint32_t>(Note::tensor_core)));
-        if (en.any_f32 ? en.tc_f32.has(Note::tensor_core) : en.all.has(Note::tensor_core)) n = n | Note::tensor_core;
-        return n;
+        const uint32_t tc = static_cast<uint32_t>(Note::tensor_core);
+        const Notes tc_src = en.any_f32 ? en.f32 : en.all;
+        return without(en.all, kF32Notes) | Notes(static_cast<Note>(tc_src.bits() & tc));
     }
 
-    // Caller holds e.mutex.
-    const EnginePlan& plan_for(ProblemEntry& e, const ConvProblem& p) const {
+    // Caller holds e.mutex. Stage 1 always; stage 2 when `need_plan` or the engine is not
+    // runtime-compiled.
+    const EnginePlan& stage(ProblemEntry& e, const ConvProblem& p, bool need_plan) const {
         auto it = e.plans.find(engine_);
-        if (it != e.plans.end()) return *it->second;
-        auto ep = std::make_unique<EnginePlan>();
-        build(e, p, *ep);
-        return *e.plans.emplace(engine_, std::move(ep)).first->second;
+        if (it == e.plans.end()) {
+            auto ep = std::make_unique<EnginePlan>();
+            const auto t0 = std::chrono::steady_clock::now();
+            build_engine(e, p, *ep);
+            ep->build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            it = e.plans.emplace(engine_, std::move(ep)).first;
+        }
+        EnginePlan& ep = *it->second;
+        if (ep.support && !ep.plan_tried && (need_plan || !ep.report.runtime_compiled)) {
+            const auto t0 = std::chrono::steady_clock::now();
+            build_plan(ep);
+            ep.build_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        }
+        return ep;
     }
 
-    void build(ProblemEntry& e, const ConvProblem& p, EnginePlan& ep) const {
+    void build_engine(ProblemEntry& e, const ConvProblem& p, EnginePlan& ep) const {
         if (!ensure_graph(e, p)) {
             ep.support = Support::no(e.graph_error);
             return;
         }
         ensure_heuristics(e);
-        Desc own_cfg;
-        const Desc* cfg = nullptr;
-        Desc engine;
         if (auto h = e.heuristic_cfg.find(engine_); h != e.heuristic_cfg.end()) {
-            cfg = &h->second.first;
+            ep.cfg = &h->second.first;
             ep.knobs = h->second.second;
             int64_t idx = -1;
-            if (const cudnnStatus_t s = engine_of(*cfg, engine, idx); s != CUDNN_STATUS_SUCCESS) {
+            if (const cudnnStatus_t s = engine_of(*ep.cfg, ep.engine, idx); s != CUDNN_STATUS_SUCCESS) {
                 ep.support = Support::no("engine " + std::to_string(engine_) + ": cannot read the heuristic configuration: " + status_name(s));
                 return;
             }
         } else {
             ep.knobs = "default";
-            if (const cudnnStatus_t s = make_engine(e.graph.graph, engine_, engine); s != CUDNN_STATUS_SUCCESS) {
+            if (const cudnnStatus_t s = make_engine(e.graph.graph, engine_, ep.engine); s != CUDNN_STATUS_SUCCESS) {
                 ep.support = Support::no("engine " + std::to_string(engine_) + " does not support this operation graph: " + status_name(s));
                 return;
             }
-            own_cfg = Desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-            cudnnStatus_t s = own_cfg ? set_desc(own_cfg, CUDNN_ATTR_ENGINECFG_ENGINE, engine) : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-            if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(own_cfg.get());
+            ep.own_cfg = Desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+            cudnnStatus_t s = ep.own_cfg ? set_desc(ep.own_cfg, CUDNN_ATTR_ENGINECFG_ENGINE, ep.engine)
+                                         : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+            if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(ep.own_cfg.get());
             if (s != CUDNN_STATUS_SUCCESS) {
                 ep.support = Support::no("engine " + std::to_string(engine_) + ": engine configuration: " + status_name(s));
                 return;
             }
-            cfg = &own_cfg;
+            ep.cfg = &ep.own_cfg;
         }
-        ep.report = read_report(engine.get());
+        ep.report = read_report(ep.engine.get());
+        ep.support = Support::yes();
+    }
+
+    void build_plan(EnginePlan& ep) const {
+        ep.plan_tried = true;
         std::string why;
         cudnnHandle_t h = thread_handle(&why);
         if (!h) {
-            ep.support = Support::no(why);
+            ep.plan_support = Support::no(why);
             return;
         }
         Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         cudnnStatus_t s = plan ? set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
                                : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-        if (s == CUDNN_STATUS_SUCCESS) s = set_desc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *cfg);
+        if (s == CUDNN_STATUS_SUCCESS) s = set_desc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *ep.cfg);
         if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan.get());
         if (s != CUDNN_STATUS_SUCCESS) {
             std::string detail = last_error_message();
-            ep.support = Support::no("engine " + std::to_string(engine_) + " (" + ep.knobs + " knobs): execution plan: " + status_name(s) +
-                                     (detail.empty() ? "" : " (" + detail + ")"));
+            ep.plan_support = Support::no("engine " + std::to_string(engine_) + " (" + ep.knobs + " knobs): execution plan: " +
+                                          status_name(s) + (detail.empty() ? "" : " (" + detail + ")"));
             return;
         }
         int64_t bytes = 0, n = 0;
         s = cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes);
         if (s != CUDNN_STATUS_SUCCESS || bytes < 0) {
-            ep.support = Support::no("engine " + std::to_string(engine_) + ": workspace size: " + status_name(s));
+            ep.plan_support = Support::no("engine " + std::to_string(engine_) + ": workspace size: " + status_name(s));
             return;
         }
         ep.workspace = static_cast<std::size_t>(bytes);
         ep.plan = std::move(plan);
-        ep.support = Support::yes();
+        ep.plan_support = Support::yes();
     }
 
     const Backend& backend_;
@@ -610,7 +702,7 @@ void GraphRegistry::probe_notes() {
                 en.all = en.all | rep.notes;
                 if (p.dtype == DataType::f32) {
                     en.any_f32 = true;
-                    if (rep.notes.has(Note::tensor_core)) en.tc_f32 = en.tc_f32 | Note::tensor_core;
+                    en.f32 = en.f32 | rep.notes;
                 }
             }
         }
@@ -618,6 +710,12 @@ void GraphRegistry::probe_notes() {
 }
 
 }  // namespace
+
+std::optional<CudnnPlanInfo> graph_plan_info(const Algorithm& a, const ConvProblem& p) {
+    const auto* g = dynamic_cast<const GraphAlgorithm*>(&a);
+    if (!g) return std::nullopt;
+    return g->info(p);
+}
 
 std::vector<const Algorithm*> graph_algorithms(const Backend& b) {
     GraphRegistry& r = registry();

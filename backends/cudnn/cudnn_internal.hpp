@@ -21,6 +21,7 @@ std::vector<const Algorithm*> graph_algorithms(const Backend& b);
 // Heuristic mode A / B / fallback for p, mapped to graph algorithms (not filtered by supports()).
 std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking r);
 std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem& p);
+std::optional<CudnnPlanInfo> graph_plan_info(const Algorithm& a, const ConvProblem& p);
 bool is_graph(const Algorithm& a);
 
 }  // namespace convtune::cudnn_detail

@@ -20,6 +20,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,12 @@ int main(int argc, char** argv) {
     app.add_option("--torch", torch_files, "torch_bench.py JSON results to merge");
     app.add_option("--markdown", out_md, "write the tables here");
     app.add_option("--json", out_json, "write all numbers here");
+    std::string rc_policy = "listed";
+    app.add_option("--runtime-compiled", rc_policy,
+                   "runtime-compiled engines in the timed search: listed (only when cuDNN's heuristics list them), all, none")
+        ->check(CLI::IsMember({"listed", "all", "none"}));
+    bool probe = false;
+    app.add_flag("--probe", probe, "print every graph engine's plan (support, knobs, notes, build time) on a few layers, then exit");
     CLI11_PARSE(app, argc, argv);
 
     Backend& b = cudnn_backend();
@@ -176,6 +183,52 @@ int main(int argc, char** argv) {
         fmt::print("warm-up (library loading, not counted): {:.0f} ms\n", now_ms() - t0);
     }
 
+    if (probe) {
+        const std::vector<ShapeLine> lines = read_shape_file(shapes);
+        std::vector<ConvProblem> probes;
+        for (const char* name : {"resnet_50_v1_5:res2a_branch2b", "resnet_50_v1_5:conv1", "resnet_50_v1_5:res4a_branch2b"})
+            for (const ShapeLine& l : lines)
+                if (l.name == name)
+                    for (const Precision& pr : kPrecisions) {
+                        if (pr.name == "tf32") continue;
+                        for (const char* d : {"fwd", "bwd_data", "bwd_filter"}) {
+                            ConvProblem p = l.problem;
+                            p.n = batch;
+                            p.dtype = pr.dtype;
+                            p.layout = pr.layout;
+                            p.direction = parse_direction(d);
+                            probes.push_back(p);
+                        }
+                    }
+        for (const ConvProblem& p : probes) {
+            const double t0 = now_ms();
+            int supported = 0;
+            double build = 0;
+            for (const Algorithm* a : b.algorithms()) {
+                const auto info = cudnn_plan_info(*a, p);
+                if (!info) continue;
+                build += info->build_ms;
+                if (info->support) ++supported;
+                fmt::print("  {:<28} {:<4} knobs={:<8} rc={} rpr={} notes=[{}] listed=[{}] ws={} build={:.2f}ms {}\n", a->id(),
+                           info->support ? "yes" : "no", info->knobs, info->runtime_compiled, info->reduced_precision_reduction,
+                           info->reported.to_string(), a->notes().to_string(), info->workspace, info->build_ms,
+                           info->support ? "" : info->support.reason.substr(0, 120));
+            }
+            auto names = [](const std::vector<const Algorithm*>& v) {
+                std::string s;
+                for (const Algorithm* a : v) s += std::string(a->id()) + " ";
+                return s;
+            };
+            fmt::print("{}\n  supported graph engines {} (plans built in {:.0f} ms, {:.0f} ms wall)\n  mode A: {}\n  mode B: {}\n  fallback: {}\n  "
+                       "legacy v7: {}\n",
+                       p.to_string(), supported, build, now_ms() - t0, names(cudnn_ranking(p, CudnnRanking::mode_a)),
+                       names(cudnn_ranking(p, CudnnRanking::mode_b)), names(cudnn_ranking(p, CudnnRanking::fallback)),
+                       names(cudnn_ranking(p, CudnnRanking::legacy_v7)));
+            std::fflush(stdout);
+        }
+        return 0;
+    }
+
     // PyTorch results: [precision][dir][benchmark] -> layer -> (first_ms, steady_ms)
     std::map<std::string, std::map<std::string, std::pair<double, double>>> torch;
     json torch_meta = json::array();
@@ -203,7 +256,8 @@ int main(int argc, char** argv) {
 
     json all = json::object();
     all["identity"] = {ident.library, ident.device, ident.driver};
-    all["settings"] = {{"batch", batch}, {"samples", samples}, {"inner", inner}, {"search_samples", search_samples}};
+    all["settings"] = {{"batch", batch}, {"samples", samples}, {"inner", inner}, {"search_samples", search_samples},
+                       {"runtime_compiled", rc_policy}};
     all["torch_meta"] = torch_meta;
     all["tables"] = json::array();
     std::string md;
@@ -276,8 +330,15 @@ int main(int argc, char** argv) {
                 {
                     const double t0 = now_ms();
                     double best = 0;
+                    std::set<const Algorithm*> listed;
+                    for (CudnnRanking k : {CudnnRanking::mode_a, CudnnRanking::mode_b, CudnnRanking::fallback})
+                        for (const Algorithm* a : cudnn_ranking(p, k)) listed.insert(a);
                     for (const Algorithm* a : b.heuristic_order(p)) {
                         if (!allowed(*a, p, pr->allow_tf32)) continue;
+                        if (rc_policy != "all") {
+                            const auto info = cudnn_plan_info(*a, p);
+                            if (info && info->runtime_compiled && (rc_policy == "none" || !listed.count(a))) continue;
+                        }
                         ++r.search.candidates;
                         const auto ms = time_algorithm(*a, p, *t, search_samples, 1, nullptr);
                         if (ms && (!r.search.ok || *ms < best)) {
@@ -361,6 +422,9 @@ int main(int argc, char** argv) {
             md += fmt::format("| **total, {} layers** | | | {} | {:.0f} | | {} | {:.0f} | | {} | {:.0f} | {} | {} | {:.0f} |\n", rows.size(),
                               tot(sh), sh.search, tot(sf), sf.search, tot(ss), ss.search, tot(sto), tot(stn), stn.search);
             all["tables"].push_back({{"precision", pr->name}, {"dir", dname}, {"rows", jt}});
+            // Written after every table, so a run cut short keeps what it measured.
+            if (!out_md.empty()) std::ofstream(out_md) << md;
+            if (!out_json.empty()) std::ofstream(out_json) << all.dump(1);
         }
     }
     fmt::print("{}\n", md);

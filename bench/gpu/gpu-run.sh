@@ -2,9 +2,10 @@
 # Runs the GPU tests and/or the GPU benchmark from a package made by scripts/gpu-check, on a
 # machine with an NVIDIA GPU, CUDA 13 and a Python whose site-packages hold nvidia-cudnn-cu13
 # (and PyTorch, for the benchmark's comparison).
-#   gpu-pkg/run.sh tests|bench|all [output-folder]     (default output folder: gpu-pkg/out)
-# Environment: BENCH_ARGS (extra bench_gpu options, e.g. "--dirs fwd,bwd_data,bwd_filter"),
-#   TORCH_DIRS (directions PyTorch runs, default fwd), TEST_ARGS (extra Boost.Test options).
+#   gpu-pkg/run.sh tests|bench|probe|all [output-folder]   (default output folder: gpu-pkg/out)
+# Environment: PRECISIONS (default fp32,tf32,fp16), DIRS (default fwd; e.g. fwd,bwd_data,bwd_filter),
+#   BENCH_ARGS (extra bench_gpu options), TEST_ARGS (extra Boost.Test options, e.g.
+#   --run_test=gpu/awkward_shapes_against_oracle), *_TIMEOUT (seconds per step).
 set -uo pipefail
 what=${1:-all}
 PKG=$(cd "$(dirname "$0")" && pwd)
@@ -35,17 +36,23 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   grep -E "Test module|test cases|assertions|error|skipped" "$OUTDIR/tests.log" | tail -40
   [ $trc -ne 0 ] && rc=$trc
 fi
+if [ "$what" = probe ]; then
+  echo "== probe (log: $OUTDIR/probe.log)"
+  timeout "${PROBE_TIMEOUT:-120}" "$PKG/bin/bench_gpu" --shapes "$PKG/shapes/shapes_resnet_50_v1_5" --probe > "$OUTDIR/probe.log" 2>&1
+  echo "probe exit $?"; grep -E "^(dir|  supported)" "$OUTDIR/probe.log" | head -40
+fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== bench (logs: $OUTDIR/torch-bm*.log, $OUTDIR/bench.log)"
   shapes="$PKG/shapes/shapes_resnet_50_v1_5"
   for bm in 0 1; do
     timeout "${TORCH_TIMEOUT:-240}" env PYTHONUNBUFFERED=1 $PY "$PKG/bench/torch_bench.py" --shapes "$shapes" --benchmark $bm \
-      --dirs "${TORCH_DIRS:-fwd}" --out "$OUTDIR/torch-bm$bm.json" > "$OUTDIR/torch-bm$bm.log" 2>&1
+      --precisions "${PRECISIONS:-fp32,tf32,fp16}" --dirs "${DIRS:-fwd}" --out "$OUTDIR/torch-bm$bm.json" > "$OUTDIR/torch-bm$bm.log" 2>&1
     echo "torch_bench benchmark=$bm exit $?"; tail -2 "$OUTDIR/torch-bm$bm.log"
   done
   start=$(date +%s)
   timeout "${BENCH_TIMEOUT:-420}" "$PKG/bin/bench_gpu" --shapes "$shapes" --torch "$OUTDIR/torch-bm0.json" "$OUTDIR/torch-bm1.json" \
-    --markdown "$OUTDIR/bench.md" --json "$OUTDIR/bench.json" ${BENCH_ARGS:-} > "$OUTDIR/bench.log" 2>&1
+    --markdown "$OUTDIR/bench.md" --json "$OUTDIR/bench.json" \
+    --precisions "${PRECISIONS:-fp32,tf32,fp16}" --dirs "${DIRS:-fwd}" ${BENCH_ARGS:-} > "$OUTDIR/bench.log" 2>&1
   brc=$?
   echo "bench_gpu exit $brc after $(( $(date +%s) - start )) s"; tail -5 "$OUTDIR/bench.log"
   [ $brc -ne 0 ] && rc=$brc
