@@ -85,7 +85,7 @@ void check_cases(const std::vector<test::Case>& cases, Tally& tally, bool rerun_
     const auto t0 = std::chrono::steady_clock::now();
     std::size_t done = 0;
     for (const auto& c : cases) {
-        if (done++ % 50 == 0)
+        if (done++ % 20 == 0)
             BOOST_TEST_MESSAGE("progress: " << done - 1 << "/" << cases.size() << " problems, "
                                             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
         const ConvProblem& p = c.problem;
@@ -376,21 +376,22 @@ BOOST_AUTO_TEST_CASE(awkward_shapes_against_oracle) {
 
 BOOST_AUTO_TEST_CASE(resnet50_layers_against_oracle) {
     std::vector<test::Case> cases;
-    const std::pair<DataType, Layout> combos[] = {{DataType::f32, Layout::nchw}, {DataType::f16, Layout::nhwc}};
+    // Every direction in f16 channels-last (the tensor-core path), forward also in f32
+    // channels-first.
     for (const auto& c : resnet_layers(1))
         for (Direction d : {Direction::fwd, Direction::bwd_data, Direction::bwd_filter})
-            for (auto [t, l] : combos) {
+            for (DataType t : {DataType::f16, DataType::f32}) {
+                if (t == DataType::f32 && d != Direction::fwd) continue;
                 test::Case x = c;
                 x.problem.direction = d;
                 x.problem.dtype = t;
-                x.problem.layout = l;
+                x.problem.layout = t == DataType::f16 ? Layout::nhwc : Layout::nchw;
                 cases.push_back(x);
             }
     BOOST_TEST_REQUIRE(cases.size() > 0u);
     Tally t;
     check_cases(cases, t, false, [](const test::Case& c) {
-        return (c.label == "resnet_50_v1_5:res2a_branch2b" || c.label == "resnet_50_v1_5:res3a_branch2b") &&
-               c.problem.dtype == DataType::f16;
+        return c.label == "resnet_50_v1_5:res2a_branch2b" && c.problem.dtype == DataType::f16;
     });
     report(t, "ResNet-50");
 }

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <mutex>
 
 namespace convtune::cudnn_detail {
@@ -161,6 +162,29 @@ Geometry geometry(const ConvProblem& p) {
         }
     }
     return g;
+}
+
+bool padding_reaches_kernel(const ConvProblem& p) {
+    for (int i = 0; i < p.spatial_dims; ++i) {
+        const auto u = static_cast<std::size_t>(i);
+        if (p.pad_begin[u] >= p.effective_kernel(i) || p.pad_end[u] >= p.effective_kernel(i)) return true;
+    }
+    return false;
+}
+
+double cudnn_error_bound(const ConvProblem& p, Notes notes) {
+    double b = default_error_bound(p, notes);
+    if (notes.has(Note::tensor_core) && p.dtype == DataType::f32) b += 2 * 0x1p-11;
+    if (notes.has(Note::fft)) {
+        double padded = 1;
+        for (int i = 0; i < p.spatial_dims; ++i) {
+            const auto u = static_cast<std::size_t>(i);
+            padded *= static_cast<double>(p.in[u] + p.pad_begin[u] + std::max<int64_t>(p.pad_end[u], 0));
+        }
+        const double u_acc = p.dtype == DataType::f64 ? 0x1p-53 : 0x1p-24;
+        b += 16 * u_acc * padded;
+    }
+    return b;
 }
 
 Desc::Desc(cudnnBackendDescriptorType_t type) {

@@ -87,6 +87,24 @@ inline cudnnStatus_t set_desc(const Desc& d, cudnnBackendAttributeName_t a, cons
     return set(d, a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
 }
 
+// default_error_bound with two refinements every cuDNN algorithm gets (measured on the H200,
+// docs/gpu.md):
+//  * TENSOR_CORE on f32: 2 * 2^-10 instead of 2 * 2^-11 for the TF32 inputs: tensor cores read
+//    f32 operands by truncation to TF32 unless a kernel rounds them first (bwd_filter eng68
+//    measured 1.2 times the round-to-nearest bound);
+//  * FFT: the accumulation term also covers the transform, 16 * u * (product of the padded
+//    input sizes): an FFT's error scales with the transform length, not the reduction length
+//    (bwd_filter eng4 measured 2.3 times the L-based bound on a 4x4 input, L = 2).
+double cudnn_error_bound(const ConvProblem& p, Notes notes);
+
+// Padding at least as wide as the (dilated) kernel in some dimension: windows that lie entirely
+// in the padding. cuDNN 9.19's non-fused Winograd forward (legacy winograd_nonfused, graph fwd
+// eng6) returned garbage (~1e301) on such a problem (3x3 input, 3x3 kernel, padding 3).
+bool padding_reaches_kernel(const ConvProblem& p);
+inline constexpr const char* kWinogradPadding =
+    "padding: cuDNN 9.19's non-fused Winograd forward returned garbage when the padding is as wide as the kernel (measured on an "
+    "H200), so convtune refuses it there";
+
 // The last error message cuDNN recorded on this thread (empty when none).
 std::string last_error_message();
 

@@ -387,6 +387,7 @@ std::string measured_wrong(Direction d, int64_t engine, const ConvProblem& p) {
         return "asymmetric padding: cuDNN 9.19 backward engines accept pre != post padding but several return wrong gradients or "
                "leave elements unwritten (measured: bwd_data eng50, bwd_filter eng1/eng18/eng20), so convtune refuses it for "
                "every backward engine";
+    if (d == Direction::fwd && engine == 6 && padding_reaches_kernel(p)) return kWinogradPadding;
     const bool f32 = p.dtype == DataType::f32;
     if (f32 && ((d == Direction::fwd && engine == 72) || (d == Direction::bwd_filter && (engine == 69 || engine == 70))))
         return "engine " + std::to_string(engine) + " returned wrong f32 results on small awkward shapes with cuDNN 9.19.0 (measured "
@@ -515,7 +516,7 @@ public:
         }
         const Notes n = have ? (rep.notes | notes()) : notes();
         const double L = static_cast<double>(p.reduction_length());
-        double b = default_error_bound(p, n);
+        double b = cudnn_error_bound(p, n);
         if (have && rep.reduced_precision && p.dtype != DataType::f32 && p.dtype != DataType::f64)
             b += L * (unit_roundoff(p.dtype) - unit_roundoff(DataType::f32));
         if (p.dtype == DataType::f32 && !n.has(Note::tensor_core)) b += L * 0x1p-20;

@@ -247,6 +247,8 @@ public:
 
     Support supports(const ConvProblem& p) const override {
         if (p.direction != dir_) return Support::no("direction: " + id_ + " computes " + std::string(dir_name(dir_)));
+        if (dir_ == Direction::fwd && algo_ == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED && padding_reaches_kernel(p))
+            return Support::no(kWinogradPadding);
         const Query& q = query(p);
         return q.support;
     }
@@ -292,7 +294,7 @@ public:
     // for f16/bf16 the accumulation term uses the storage type's unit roundoff (measured:
     // bwd_data algo_0 in f16 exceeded the f32-accumulation bound by 10%).
     double error_bound(const ConvProblem& p) const override {
-        double b = default_error_bound(p, notes_);
+        double b = cudnn_error_bound(p, notes_);
         if (notes_.has(Note::nondeterministic) && (p.dtype == DataType::f16 || p.dtype == DataType::bf16))
             b += static_cast<double>(p.reduction_length()) * (unit_roundoff(p.dtype) - unit_roundoff(DataType::f32));
         return b;
