@@ -253,14 +253,15 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             double spent = first;
             if (st.ok()) {
                 ar.first_ms = first;
-                for (int s = 0; s < o.samples; ++s) {
+                for (int s = 0; s < o.samples && spent <= o.max_ms_per_algorithm; ++s) {
                     const double ms = b.time_ms(once);
                     if (!st.ok()) break;
                     ar.samples_ms.push_back(ms);
                     spent += ms;
-                    if (spent > o.max_ms_per_algorithm) break;
                 }
-                if (ar.samples_ms.empty() && st.ok()) ar.samples_ms.push_back(first);  // samples = 0 asked: the cold call is all there is
+                // An algorithm whose cold call alone took --max-ms (a naive reference, say), or
+                // --samples 0: the cold call is the only sample there is.
+                if (ar.samples_ms.empty() && st.ok()) ar.samples_ms.push_back(first);
             }
             if (!st.ok()) {
                 ar.status = st.code == Status::Code::out_of_memory ? Status::Code::out_of_memory : Status::Code::failed;
@@ -318,7 +319,7 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
         if (local)
             if (const Algorithm* la = local->find(rec.algorithm); la && la->supports(p)) ar.workspace = la->workspace_size(p);
         pr.algorithms.push_back(ar);
-        if (std::none_of(r.algorithms.begin(), r.algorithms.end(), [&](const AlgorithmInfo& i) { return i.id == rec.algorithm; })) {
+        if (std::none_of(r.algorithms.begin(), r.algorithms.end(), [&id = rec.algorithm](const AlgorithmInfo& i) { return i.id == id; })) {
             const Algorithm* la = local ? local->find(rec.algorithm) : nullptr;
             r.algorithms.push_back({rec.algorithm, la ? la->notes() : Notes{}});
         }

@@ -275,6 +275,7 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
                      "\n",
                      num(top + ph / 2), num(top + ph / 2), in_s ? "cumulative time (s)" : "cumulative time (ms)");
     // One line per setting, break-even marked.
+    int markers = 0;
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
         const ScenarioResult& s = r.scenarios[i];
         const auto cum = s.cumulative_ms();
@@ -284,13 +285,15 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
         std::string pts = fmt::format("{:.2f},{:.2f}", X(0), Y(0));
         for (std::size_t k = 0; k < cum.size(); ++k)
             if (k % stride == 0 || k + 1 == cum.size()) pts += fmt::format(" {:.2f},{:.2f}", X(static_cast<double>(k + 1)), Y(cum[k]));
-        o += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"><title>{}</title></polyline>)"
+        // Every other line dashed, so that settings with equal results stay visible.
+        const char* dash = i % 2 == 0 && i > 0 ? R"( stroke-dasharray="7 4")" : "";
+        o += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2"{} points="{}"><title>{}</title></polyline>)"
                          "\n",
-                         color, pts, xml_escape(s.setting.name + ": " + s.setting.flags.to_string()));
+                         color, dash, pts, xml_escape(s.setting.name + ": " + s.setting.flags.to_string()));
         const double ly = top + 14 + 36 * static_cast<double>(i);
-        o += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="3"/>)"
+        o += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="3"{}/>)"
                          "\n",
-                         num(left + pw + 14), num(ly), num(left + pw + 38), num(ly), color);
+                         num(left + pw + 14), num(ly), num(left + pw + 38), num(ly), color, dash);
         o += fmt::format(R"(<text x="{}" y="{}">{}</text>)"
                          "\n",
                          num(left + pw + 44), num(ly + 4), xml_escape(s.setting.name));
@@ -308,9 +311,11 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
             o += fmt::format(R"(<circle cx="{}" cy="{}" r="5" fill="white" stroke="{}" stroke-width="2"><title>{}</title></circle>)"
                              "\n",
                              num(bx), num(by), color, xml_escape(fmt::format("{} breaks even at iteration {}", s.setting.name, be)));
+            // Labels stacked upwards so that close break-even points stay readable.
             o += fmt::format(R"(<text x="{}" y="{}" fill="{}" font-size="11">{}</text>)"
                              "\n",
-                             num(bx + 7), num(by - 7), color, xml_escape(fmt::format("break-even: it. {}", be)));
+                             num(bx + 7), num(by - 7 - 13 * static_cast<double>(markers++)), color,
+                             xml_escape(fmt::format("{} breaks even: it. {}", s.setting.name, be)));
         }
     }
     double ry = top + ph + 56;

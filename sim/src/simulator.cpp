@@ -309,7 +309,7 @@ void analyze(SimulationResult& r, double min_saving) {
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
         const ScenarioResult& s = r.scenarios[i];
         Comparison& c = r.comparisons[i];
-        if (!s.failure.empty() || s.iterations.size() != base.iterations.size() || tb <= 0) continue;
+        if (static_cast<int>(i) == r.baseline || !s.failure.empty() || s.iterations.size() != base.iterations.size() || tb <= 0) continue;
         const std::vector<double> cs = s.cumulative_ms();
         c.saving = (tb - cs.back()) / tb;
         // The first iteration from which it stays at or below the baseline.

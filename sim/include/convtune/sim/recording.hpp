@@ -60,7 +60,8 @@ struct Recording {
 
 struct RecordOptions {
     int samples = 5;
-    // Stop sampling one algorithm on one problem once its calls took this long (>= 1 sample).
+    // Stop sampling one algorithm on one problem once its calls (the cold one included) took
+    // this long; when the cold call alone did, it doubles as the only sample.
     double max_ms_per_algorithm = 3000;
     uint64_t seed = 1;  // input data
     // Called after each (problem, algorithm): done, total, what.

@@ -1,0 +1,87 @@
+# convtune simulate / record end to end: replay of the shipped recording, every output format,
+# the SVG parsed by an XML parser, record-then-replay, a trace, and bad input (exit 2, named
+# option, no partial plot file).
+function(expect_rc expected)
+  execute_process(COMMAND ${CLI} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL ${expected})
+    message(FATAL_ERROR "convtune ${ARGN}: exit ${rc}, expected ${expected}\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  set(LAST_OUT "${out}" PARENT_SCOPE)
+  set(LAST_ERR "${err}" PARENT_SCOPE)
+endfunction()
+function(expect_match var regex)
+  if(NOT "${${var}}" MATCHES "${regex}")
+    message(FATAL_ERROR "expected /${regex}/ in:\n${${var}}")
+  endif()
+endfunction()
+
+set(W ${WORK}/sim_cli)
+file(REMOVE_RECURSE ${W})
+file(MAKE_DIRECTORY ${W})
+set(REC ${DATA}/resnet50_cpu_infer.json)
+
+# Replay of the shipped ResNet-50 recording: table, JSON, CSV, plot.
+expect_rc(0 simulate --compare --workload resnet50 --shapes-dir ${SHAPES} --stream fixed --iterations 30 --replay ${REC} --plot ${W}/fixed.svg)
+expect_match(LAST_OUT "recommendation: ")
+expect_match(LAST_OUT "off +[0-9.]+ m?s")
+if(PYTHON)
+  execute_process(COMMAND ${PYTHON} -c "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith('svg'), r.tag; assert len(r.findall('{http://www.w3.org/2000/svg}polyline')) == 5" ${W}/fixed.svg
+                  RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "the plot is not well-formed SVG with five lines: ${err}")
+  endif()
+endif()
+expect_rc(0 simulate --workload resnet50 --shapes-dir ${SHAPES} --stream resolution --iterations 20 --replay ${REC} --json)
+string(JSON n LENGTH "${LAST_OUT}" settings)
+string(JSON setting GET "${LAST_OUT}" recommendation setting)
+string(JSON estimated GET "${LAST_OUT}" estimated_problems)
+if(NOT n EQUAL 5 OR setting STREQUAL "" OR estimated LESS 1)
+  message(FATAL_ERROR "unexpected JSON: ${n} settings, recommendation '${setting}', ${estimated} estimated")
+endif()
+expect_rc(0 simulate --workload resnet50 --shapes-dir ${SHAPES} --stream batch --iterations 7 --replay ${REC} --csv --flags off --flags pytorch)
+string(REGEX MATCHALL "\n" lines "${LAST_OUT}")
+list(LENGTH lines nl)
+if(NOT nl EQUAL 15)
+  message(FATAL_ERROR "expected a header and 14 CSV rows, got ${nl} lines:\n${LAST_OUT}")
+endif()
+expect_rc(2 simulate --workload resnet50 --shapes-dir ${SHAPES} --replay ${REC} --strict --stream resolution --scales 0.5 --iterations 2)
+expect_match(LAST_ERR "--replay: the recording has no timings")
+
+# Record a small workload live on the CPU, then replay it; a trace runs live.
+expect_rc(0 record --backend cpu --workload ${DATA}/tiny.workload --samples 1 --out ${W}/tiny.json)
+expect_rc(0 simulate --workload ${DATA}/tiny.workload --replay ${W}/tiny.json --iterations 50 --plot ${W}/tiny.svg)
+expect_match(LAST_OUT "tiny_cnn \\(3 layers, 5 convolutions per pass\\)")
+expect_rc(0 simulate --stream trace:${DATA}/tiny.trace --backend cpu --iterations 4 --flags off --flags on)
+expect_match(LAST_OUT "trace .*tiny.trace \\(3 iterations\\)")
+
+# Bad input: exit 2, the option named, nothing written.
+set(P ${W}/bad.svg)
+foreach(args
+    "--stream;sometimes"
+    "--flags;nonsense"
+    "--flags;x:benchmark=maybe"
+    "--iterations;0"
+    "--batches;1,0;--stream;batch"
+    "--scales;-1;--stream;resolution"
+    "--mode;sleep"
+    "--replay;${W}/no-such-file.json"
+    "--json;--csv")
+  expect_rc(2 simulate --workload resnet50 --shapes-dir ${SHAPES} ${args} --plot ${P})
+  if(EXISTS ${P})
+    message(FATAL_ERROR "simulate ${args} failed but left ${P}")
+  endif()
+endforeach()
+expect_rc(2 simulate --workload no_such_net --shapes-dir ${SHAPES})
+expect_match(LAST_ERR "--workload")
+expect_rc(2 simulate --workload resnet50 --shapes-dir ${SHAPES} --stream sometimes)
+expect_match(LAST_ERR "--stream: unknown stream 'sometimes'")
+expect_rc(2 simulate --workload resnet50 --shapes-dir ${SHAPES} --replay ${REC} --plot ${W}/no/such/folder/x.svg)
+expect_match(LAST_ERR "--plot")
+file(WRITE ${W}/broken.json "{\"format\":\"convtune-recording\",\"version\":1}")
+expect_rc(2 simulate --workload resnet50 --shapes-dir ${SHAPES} --replay ${W}/broken.json)
+expect_match(LAST_ERR "broken.json: missing")
+expect_rc(2 record --backend cpu --stream trace:${W}/none.trace --out ${W}/x.json)
+expect_match(LAST_ERR "--stream: cannot read trace file")
+if(EXISTS ${W}/x.json)
+  message(FATAL_ERROR "record failed but left its output")
+endif()
