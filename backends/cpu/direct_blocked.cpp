@@ -171,6 +171,49 @@ void kernel_pos(const Seg* segs, int nseg, int64_t vstep, int64_t bstep, float* 
         for (int v = 0; v < NV; ++v) vstore(out + j * out_j + v * VL, acc[j][v]);
 }
 
+// Depthwise fwd / bwd_data: NV vectors of channels, B positions; per tap the weights are NV
+// vectors at w[t] and the inputs NV vectors at x[t] + off[j] (no broadcast: channel c of the
+// output only reads channel c).
+template <int NV, int B>
+void kernel_dw(const float* const* x, const float* const* w, int ntaps, const int64_t* off, float* const* out) {
+    int64_t o[B];
+#pragma GCC unroll 16
+    for (int j = 0; j < B; ++j) o[j] = off[j];
+    V acc[B][NV];
+#pragma GCC unroll 16
+    for (int j = 0; j < B; ++j)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) acc[j][v] = vzero();
+    for (int t = 0; t < ntaps; ++t) {
+        const float* __restrict xp = x[t];
+        V wv[NV];
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) wv[v] = vload(w[t] + v * VL);
+#pragma GCC unroll 16
+        for (int j = 0; j < B; ++j)
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) acc[j][v] = vfma(vload(xp + o[j] + v * VL), wv[v], acc[j][v]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < B; ++j)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) vstore(out[j] + v * VL, acc[j][v]);
+}
+using DwFn = void (*)(const float* const*, const float* const*, int, const int64_t*, float* const*);
+// Depthwise blocks: kDwNV vectors of channels, up to kDwB positions (accumulators + weights + one load).
+constexpr int kDwNV = 2;
+constexpr int kDwB = VL == 16 ? 8 : 6;
+template <int... Bs>
+constexpr std::array<DwFn, kDwB + 1> dw_row1(std::integer_sequence<int, Bs...>) {
+    return {nullptr, &kernel_dw<1, Bs + 1>...};
+}
+template <int... Bs>
+constexpr std::array<DwFn, kDwB + 1> dw_row2(std::integer_sequence<int, Bs...>) {
+    return {nullptr, &kernel_dw<2, Bs + 1>...};
+}
+const std::array<std::array<DwFn, kDwB + 1>, 3> kDw = {std::array<DwFn, kDwB + 1>{}, dw_row1(std::make_integer_sequence<int, kDwB>{}),
+                                                       dw_row2(std::make_integer_sequence<int, kDwB>{})};
+
 using ChanFn = void (*)(const Seg*, int, const int64_t*, float* const*);
 using PosFn = void (*)(const Seg*, int, int64_t, int64_t, float*, bool);
 
@@ -265,8 +308,10 @@ struct DataPlan {
     bool copy = true;                       // false: the read tensor is used in place
     std::array<int64_t, 3> rdims{}, wdims{};  // read / written tensor spatial dims
     int64_t read_ch = 1, write_ch = 1, red = 1, och = 1;
+    int64_t cstride = 1;     // channel stride of the padded read tensor (read_ch, or rounded up to VL for depthwise)
+    bool depthwise = false;  // C/g = K/g = 1: vectorised over channels instead
     std::size_t padded_floats(int64_t n) const {
-        return static_cast<std::size_t>(n * dim[0].Lp * dim[1].Lp * dim[2].Lp * read_ch);
+        return static_cast<std::size_t>(n * dim[0].Lp * dim[1].Lp * dim[2].Lp * cstride);
     }
 };
 
@@ -279,7 +324,10 @@ DataPlan data_plan(const ConvProblem& p, const Canon& c) {
     dp.write_ch = fwd ? p.k : p.c;
     dp.red = fwd ? p.c_per_group() : p.k_per_group();
     dp.och = fwd ? p.k_per_group() : p.c_per_group();
-    bool in_place = is_f32_cl(p);
+    dp.depthwise = p.groups > 1 && p.c_per_group() == 1 && p.k_per_group() == 1;
+    // Depthwise loads whole vectors of channels: the copy is padded to a multiple of VL channels.
+    dp.cstride = dp.depthwise ? (dp.read_ch + VL - 1) / VL * VL : dp.read_ch;
+    bool in_place = is_f32_cl(p) && dp.cstride == dp.read_ch;
     for (std::size_t d = 0; d < 3; ++d) {
         DimPlan& dm = dp.dim[d];
         const int64_t s = c.st[d], dl = c.dil[d], pb = c.pb[d], kn = c.ker[d];
@@ -352,7 +400,8 @@ Sizes sizes(const ConvProblem& p) {
     if (p.direction != Direction::bwd_filter) {
         const DataPlan dp = data_plan(p, c);
         const Blocking bl = blocking(dp.och);
-        s.wpack = round_up(4u * static_cast<std::size_t>(c.ks() * dp.red * bl.nvec * VL * p.groups));
+        s.wpack = dp.depthwise ? round_up(4u * static_cast<std::size_t>(c.ks() * dp.cstride))
+                               : round_up(4u * static_cast<std::size_t>(c.ks() * dp.red * bl.nvec * VL * p.groups));
         // The padded copy of the read tensor (x for fwd, dy for bwd_data).
         if (dp.copy) (p.direction == Direction::fwd ? s.xconv : s.yconv) = round_up(4u * dp.padded_floats(p.n));
         return s;
@@ -420,23 +469,24 @@ private:
         if (!dp.copy) return static_cast<const float*>(is_x ? t_.x.data : t_.y.data);
         const T* src = static_cast<const T*>(is_x ? t_.x.data : t_.y.data);
         const Strides st = is_x ? x_strides(p_) : y_strides(p_);
-        const int64_t ch = dp.read_ch, L0 = dp.dim[0].Lp, L1 = dp.dim[1].Lp, L2 = dp.dim[2].Lp;
+        const int64_t ch = dp.read_ch, cs = dp.cstride, L0 = dp.dim[0].Lp, L1 = dp.dim[1].Lp, L2 = dp.dim[2].Lp;
         const int64_t rows = p_.n * L0 * L1;
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; ++row) {
             const int64_t n = row / (L0 * L1), i0 = row / L1 % L0 - dp.dim[0].P, i1 = row % L1 - dp.dim[1].P;
-            float* out = buf + row * L2 * ch;
+            float* out = buf + row * L2 * cs;
             const bool row_ok = i0 >= 0 && i0 < dp.rdims[0] && i1 >= 0 && i1 < dp.rdims[1];
             for (int64_t l2 = 0; l2 < L2; ++l2) {
                 const int64_t i2 = l2 - dp.dim[2].P;
-                float* o = out + l2 * ch;
+                float* o = out + l2 * cs;
                 if (!row_ok || i2 < 0 || i2 >= dp.rdims[2]) {
-                    std::fill(o, o + ch, 0.0f);
+                    std::fill(o, o + cs, 0.0f);
                     continue;
                 }
                 const auto sl = slots(c_, i0, i1, i2);
                 const T* sp = src + st.at(n, 0, sl[0], sl[1], sl[2]);
                 for (int64_t k = 0; k < ch; ++k) o[k] = E::load(sp[k * st.channel]);
+                std::fill(o + ch, o + cs, 0.0f);
             }
         }
         return buf;
@@ -445,6 +495,7 @@ private:
     // fwd and bwd_data: the same blocked kernel over the plan's phases.
     void run_fwd_or_bwd_data(bool fwd) {
         const DataPlan dp = data_plan(p_, c_);
+        if (dp.depthwise) return run_depthwise(dp, fwd);
         const int64_t kpg = p_.k_per_group(), red = dp.red, och = dp.och, in_ch = dp.read_ch, out_ch = dp.write_ch;
         const Blocking bl = blocking(och);
         const int64_t ks = c_.ks();
@@ -590,6 +641,107 @@ private:
                             const auto sl = slots(c_, f0.first + pq0[u] * dp.dim[0].out_step, f1.first + pq1[u] * dp.dim[1].out_step,
                                                   f2.first + pq2[u] * dp.dim[2].out_step);
                             T* o = dst + dst_st.at(pn[u], g * och + ch0, sl[0], sl[1], sl[2]);
+                            for (int64_t l = 0; l < valid; ++l) o[l * dst_st.channel] = E::store(tile[j * nvl + l]);
+                        }
+                }
+            }
+        }
+    }
+
+    // Depthwise fwd / bwd_data (C/g = K/g = 1): vectors run over channels of the padded copy,
+    // the packed weights are [tap][channel]; same phases, positions and chunks as above.
+    void run_depthwise(const DataPlan& dp, bool fwd) {
+        const int64_t ks = c_.ks(), C = p_.c, cs = dp.cstride;
+        const T* w = static_cast<const T*>(t_.w.data);
+        const Strides wst = w_strides(p_);
+#pragma omp parallel for schedule(static)
+        for (int64_t tap = 0; tap < ks; ++tap) {
+            const auto rs = slots(c_, tap / (c_.ker[1] * c_.ker[2]), tap / c_.ker[2] % c_.ker[1], tap % c_.ker[2]);
+            for (int64_t c = 0; c < cs; ++c) wpack_[tap * cs + c] = c < C ? E::load(w[wst.at(c, 0, rs[0], rs[1], rs[2])]) : 0.0f;
+        }
+        const float* src = padded_copy(dp, fwd, fwd ? xconv_ : yconv_);
+        T* dst = static_cast<T*>(fwd ? t_.y.data : t_.x.data);
+        const Strides dst_st = fwd ? y_strides(p_) : x_strides(p_);
+        const bool direct = is_f32_cl(p_);
+        const int64_t L0 = dp.dim[0].Lp, L1 = dp.dim[1].Lp, L2 = dp.dim[2].Lp;
+        struct Combo {
+            std::array<const DimPhase*, 3> ph;
+            int64_t positions;
+        };
+        std::vector<Combo> combos;
+        for (const DimPhase& a : dp.dim[0].phases)
+            for (const DimPhase& b : dp.dim[1].phases)
+                for (const DimPhase& e : dp.dim[2].phases) {
+                    const int64_t np = p_.n * a.count * b.count * e.count;
+                    if (np > 0) combos.push_back({{&a, &b, &e}, np});
+                }
+        const int64_t nvec = cs / VL, cblocks = (nvec + kDwNV - 1) / kDwNV;
+        const int64_t chunk = std::clamp<int64_t>(65536 / (4 * cs) / kDwB * kDwB, kDwB, 1024);
+        struct Chunk {
+            int64_t combo, begin, end;
+        };
+        std::vector<Chunk> chunks;
+        for (std::size_t ci = 0; ci < combos.size(); ++ci)
+            for (int64_t b0 = 0; b0 < combos[ci].positions; b0 += chunk)
+                chunks.push_back({static_cast<int64_t>(ci), b0, std::min(b0 + chunk, combos[ci].positions)});
+        const int64_t items = static_cast<int64_t>(chunks.size()) * cblocks;
+#pragma omp parallel
+        {
+            std::vector<const float*> tx, tw;
+            alignas(64) float tile[kDwB * kDwNV * VL];
+            int64_t off[kDwB];
+            float* outp[kDwB];
+            std::array<int64_t, kDwB> pn{}, po0{}, po1{}, po2{};
+#pragma omp for schedule(static)
+            for (int64_t it = 0; it < items; ++it) {
+                const int64_t cb = it % cblocks;
+                const Chunk& ck = chunks[static_cast<std::size_t>(it / cblocks)];
+                const Combo& co = combos[static_cast<std::size_t>(ck.combo)];
+                const DimPhase &f0 = *co.ph[0], &f1 = *co.ph[1], &f2 = *co.ph[2];
+                const int nv = static_cast<int>(std::min<int64_t>(kDwNV, nvec - cb * kDwNV));
+                const int64_t c0 = cb * kDwNV * VL, nvl = nv * VL, valid = std::min<int64_t>(nvl, C - c0);
+                tx.clear();
+                tw.clear();
+                for (auto [k0, a0] : f0.taps)
+                    for (auto [k1, a1] : f1.taps)
+                        for (auto [k2, a2] : f2.taps) {
+                            const int64_t tap = (k0 * c_.ker[1] + k1) * c_.ker[2] + k2;
+                            tx.push_back(src + (((dp.dim[0].P + a0) * L1 + dp.dim[1].P + a1) * L2 + dp.dim[2].P + a2) * cs + c0);
+                            tw.push_back(wpack_ + tap * cs + c0);
+                        }
+                int64_t cn, q0, q1, q2;
+                {
+                    int64_t r = ck.begin;
+                    q2 = r % f2.count, r /= f2.count;
+                    q1 = r % f1.count, r /= f1.count;
+                    q0 = r % f0.count, cn = r / f0.count;
+                }
+                for (int64_t q = ck.begin; q < ck.end; q += kDwB) {
+                    const int bn = static_cast<int>(std::min<int64_t>(kDwB, ck.end - q));
+                    for (int j = 0; j < bn; ++j) {
+                        const std::size_t u = static_cast<std::size_t>(j);
+                        off[j] = (((cn * L0 + q0 * dp.dim[0].in_step) * L1 + q1 * dp.dim[1].in_step) * L2 + q2 * dp.dim[2].in_step) * cs;
+                        pn[u] = cn;
+                        po0[u] = f0.first + q0 * dp.dim[0].out_step;
+                        po1[u] = f1.first + q1 * dp.dim[1].out_step;
+                        po2[u] = f2.first + q2 * dp.dim[2].out_step;
+                        if (++q2 == f2.count) {
+                            q2 = 0;
+                            if (++q1 == f1.count) {
+                                q1 = 0;
+                                if (++q0 == f0.count) q0 = 0, ++cn;
+                            }
+                        }
+                        outp[j] = direct && valid == nvl ? reinterpret_cast<float*>(dst) +
+                                                               (((pn[u] * dp.wdims[0] + po0[u]) * dp.wdims[1] + po1[u]) * dp.wdims[2] + po2[u]) * C + c0
+                                                         : tile + j * nvl;
+                    }
+                    kDw[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](tx.data(), tw.data(), static_cast<int>(tx.size()), off, outp);
+                    if (!(direct && valid == nvl))
+                        for (int j = 0; j < bn; ++j) {
+                            const std::size_t u = static_cast<std::size_t>(j);
+                            const auto sl = slots(c_, po0[u], po1[u], po2[u]);
+                            T* o = dst + dst_st.at(pn[u], c0, sl[0], sl[1], sl[2]);
                             for (int64_t l = 0; l < valid; ++l) o[l * dst_st.channel] = E::store(tile[j * nvl + l]);
                         }
                 }
