@@ -12,22 +12,32 @@
 //   bwd_data   acc[iw j][c vec] += dy[iw j, tap][k] * W[tap][k][c vec]      reduce over (tap, k)
 //   bwd_filter acc[c j][k vec]  += x[pos, tap][c j] * dy[pos][k vec]        reduce over positions
 // Weights are repacked per (group, channel block) into [tap][reduction channel][NV*VL] (zero
-// lanes past the group's end), so a K (or C) block never straddles groups. Padding never reaches
-// the kernel: along D and H whole taps are skipped per output row; along W the outputs are cut
-// into runs whose valid taps are the same for every position (the interior run carries almost all
-// of the work, border positions get short tap lists). bwd_data with stride s is split into the s
-// phases of the input position (iw + pad) mod s; within a phase it is a stride-1 correlation over
-// a fixed tap subset, so no zero-upsampled dy and no wasted FMAs. Depthwise problems (C/g = K/g
-// = 1) use the same kernels with one useful lane per vector (correct, not fast).
+// lanes past the group's end), so a K (or C) block never straddles groups.
+// fwd / bwd_data read a zero-padded f32 channels-last copy of x (or dy), padded so that every tap
+// of every written position is in range: any B positions form a block (across rows and images),
+// with no border cases; the zero taps are the ones macs() counts anyway. bwd_data with stride s
+// is split into the s phases of the input position (i + pad) mod s; within a phase it is a
+// stride-1 correlation over a fixed tap subset, so no zero-upsampled dy and no FMA on a zero.
+// bwd_filter items (group, K block, C block, tap) reduce over the positions chunk by chunk,
+// keeping partial sums in the workspace (same order as one sequential sum). Depthwise fwd /
+// bwd_data (C/g = K/g = 1) vectorise over channels instead; depthwise bwd_filter and groups with
+// few channels use the general kernels with partly empty vectors (correct, not fast).
 //
-// Data: f32 channels-last tensors are read in place; any other input (channels-first, f16,
-// bf16) is first converted to an f32 channels-last copy in the workspace (Note::layout_conversion),
-// and outputs are converted while they are stored.
-// Workspace (bytes), VL = 16 with AVX-512, 8 otherwise:
-//   4 * KS * R * ceil_to(O, VL) * groups      packed weights; fwd: R = C/g, O = K/g;
-//                                             bwd_data: R = K/g, O = C/g; bwd_filter: none
-// + 4 * N * in_spatial * C    when x is read (fwd, bwd_filter) and is not f32 channels-last
-// + 4 * N * out_spatial * K   when dy is read (bwd_data, bwd_filter) and is not f32 channels-last
+// Data: any input other than f32 channels-last (channels-first, f16, bf16) is converted to f32
+// channels-last in the workspace inside the run (Note::layout_conversion); outputs are converted
+// while they are stored.
+// Workspace (bytes, each part rounded up to 64), VL = 16 with AVX-512, 8 otherwise:
+//  fwd / bwd_data: 4 * KS * R * ceil_to(O, VL) * groups   packed weights; fwd: R = C/g, O = K/g;
+//                                                          bwd_data: R = K/g, O = C/g
+//                                                          (depthwise: 4 * KS * ceil_to(C, VL))
+//                + 4 * N * Lp0 * Lp1 * Lp2 * Cr           padded copy of the read tensor (Lp: padded
+//                                                          extents, Cr: its channels, ceil_to(C, VL)
+//                                                          for depthwise); none when it is f32
+//                                                          channels-last and needs no padding
+//  bwd_filter:     4 * N * in_spatial * C + 4 * N * out_spatial * K   channels-last f32 copies of x
+//                                                          and dy, when they are not f32 channels-last
+//                + 4 * items * B * NV * VL                partial sums, items = groups * K blocks *
+//                                                          C blocks * taps
 //
 // Numerics: every output is one f32 sum in a fixed order (FMA), products exact for f16/bf16
 // inputs: |out - exact| <= gamma_L * sum|a*b| before the final rounding to the storage type,
