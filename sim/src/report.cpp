@@ -275,7 +275,6 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
                      "\n",
                      num(top + ph / 2), num(top + ph / 2), in_s ? "cumulative time (s)" : "cumulative time (ms)");
     // One line per setting, break-even marked.
-    int markers = 0;
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
         const ScenarioResult& s = r.scenarios[i];
         const auto cum = s.cumulative_ms();
@@ -290,7 +289,7 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
         o += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2"{} points="{}"><title>{}</title></polyline>)"
                          "\n",
                          color, dash, pts, xml_escape(s.setting.name + ": " + s.setting.flags.to_string()));
-        const double ly = top + 14 + 36 * static_cast<double>(i);
+        const double ly = top + 14 + 50 * static_cast<double>(i);
         o += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="3"{}/>)"
                          "\n",
                          num(left + pw + 14), num(ly), num(left + pw + 38), num(ly), color, dash);
@@ -311,11 +310,10 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
             o += fmt::format(R"(<circle cx="{}" cy="{}" r="5" fill="white" stroke="{}" stroke-width="2"><title>{}</title></circle>)"
                              "\n",
                              num(bx), num(by), color, xml_escape(fmt::format("{} breaks even at iteration {}", s.setting.name, be)));
-            // Labels stacked upwards so that close break-even points stay readable.
+            // The iteration is written in the legend: labels next to close points would collide.
             o += fmt::format(R"(<text x="{}" y="{}" fill="{}" font-size="11">{}</text>)"
                              "\n",
-                             num(bx + 7), num(by - 7 - 13 * static_cast<double>(markers++)), color,
-                             xml_escape(fmt::format("{} breaks even: it. {}", s.setting.name, be)));
+                             num(left + pw + 44), num(ly + 31), color, xml_escape(fmt::format("breaks even: it. {}", be)));
         }
     }
     double ry = top + ph + 56;

@@ -95,6 +95,7 @@ Workload parse_workload_text(std::string_view text, const std::string& name) {
         if (const auto h = line.find('#'); h != std::string::npos) line = trim(line.substr(0, h));
         if (line.empty()) continue;
         const std::vector<std::string> tok = split_ws(line);
+        if (tok.empty()) continue;  // only whitespace that trim() keeps (\v, \f)
         auto fail = [&](const std::string& why) {
             throw ParseError("workload line " + std::to_string(line_no) + ": " + why);
         };
