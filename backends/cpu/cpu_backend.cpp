@@ -71,7 +71,8 @@ double estimate(const Algorithm& a, const ConvProblem& p) {
 
 class CpuBackend final : public HostBackend {
 public:
-    CpuBackend() : list_{&cpu_direct()} {}
+    CpuBackend() : list_{&cpu_direct(),        &cpu_direct_blocked(), &cpu_im2col_gemm(), &cpu_im2col_gemm_tf32(),
+                         &cpu_winograd_f2x3(), &cpu_winograd_f4x3(),  &cpu_fft()} {}
     std::string_view name() const override { return "cpu"; }
     Availability availability() const override { return {}; }
     BackendIdentity identity() const override { return {"convtune-cpu", host_device_name(), ""}; }

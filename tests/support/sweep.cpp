@@ -34,10 +34,10 @@ std::vector<Case> awkward_shapes() {
     add("wide channels", "n=1,c=37,k=19,in=5x5,ker=3x3,pad=1x1");
     add("4x4 winograd-awkward", "n=1,c=5,k=7,in=10x10,ker=3x3,pad=1x1");
     add("tiny 1x1 spatial", "n=3,c=4,k=4,in=1x1,ker=1x1");
-    // Channel counts in whole SIMD blocks (8 and 16 floats): what blocked kernels without tail
-    // handling require (e.g. oneDNN's SSE4.1 kernels), rare among the awkward shapes above.
+    // Channel counts in whole SIMD blocks (8 and 16 floats, 32 bf16 pairs): what blocked kernels
+    // without tail handling require (oneDNN's SSE4.1 and AMX 1x1 kernels), rare above.
     add("3x3 channels in whole blocks", "n=2,c=16,k=32,in=9x7,ker=3x3,pad=1x1");
-    add("1x1 channels in whole blocks", "n=2,c=16,k=32,in=5x7,ker=1x1");
+    add("1x1 channels in whole blocks", "n=2,c=64,k=64,in=14x14,ker=1x1");
     return r;
 }
 
