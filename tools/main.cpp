@@ -4,11 +4,17 @@
 
 #include "cli.hpp"
 #include "convtune/error.hpp"
+#include "convtune/host_data.hpp"
 
 int main(int argc, char** argv) {
     using namespace convtune;
     CLI::App app{"convtune: see, test and beat cudnn.benchmark"};
     app.require_subcommand(1);
+    app.fallthrough();  // --max-bytes may follow the subcommand
+    std::string max_bytes;
+    app.add_option("--max-bytes", max_bytes,
+                   "Memory budget of one problem's host tensors and workspace, e.g. 2G (default: $CONVTUNE_MAX_BYTES, else "
+                   "min(8G, half the RAM))");
     cli::Action action;
     cli::add_list(app, action);
     cli::add_run(app, action);
@@ -18,6 +24,18 @@ int main(int argc, char** argv) {
     cli::add_record(app, action);
     cli::add_tune(app, action);
     cli::add_db(app, action);
+    // An unknown first word would otherwise be reported as "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-') {
+        bool known = false;
+        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) known = known || sub->check_name(argv[1]);
+        if (!known) {
+            std::string names;
+            for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+                names += (names.empty() ? "" : ", ") + sub->get_name();
+            fmt::print(stderr, "convtune: error: unknown command '{}' (commands: {}; see --help)\n", argv[1], names);
+            return cli::bad_input;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -25,6 +43,7 @@ int main(int argc, char** argv) {
         return rc == 0 ? 0 : cli::bad_input;
     }
     try {
+        if (!max_bytes.empty()) set_memory_budget(parse_byte_size(max_bytes, "--max-bytes"));
         return action ? action() : cli::ok;
     } catch (const Error& e) {
         fmt::print(stderr, "convtune: error: {}\n", e.what());

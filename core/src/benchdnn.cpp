@@ -70,6 +70,7 @@ Desc tokenize(std::string_view s) {
         if (j == e || ec != std::errc() || p != s.data() + e)
             throw ParseError("entry '" + key + "' has no valid number at position " + std::to_string(j + 1));
         if (d.v.count(key)) throw ParseError("entry '" + key + "' given twice");
+        if (val >= (int64_t{1} << 31) || val <= -(int64_t{1} << 31)) throw ParseError("entry '" + key + "': magnitude must be below 2^31 (got " + std::to_string(val) + ")");
         d.v[key] = val;
         i = e;
     }

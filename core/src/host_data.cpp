@@ -1,13 +1,98 @@
 #include "convtune/host_data.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
 #include "convtune/backend.hpp"
+#include "convtune/error.hpp"
 #include "convtune/numeric.hpp"
 
 namespace convtune {
+
+namespace {
+
+std::atomic<std::size_t> g_budget{0};
+
+std::string format_bytes(std::size_t b) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = static_cast<double>(b);
+    int u = 0;
+    while (v >= 1024 && u < 6) v /= 1024, ++u;
+    if (u == 0) return std::to_string(b) + " B";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+std::size_t default_budget() {
+    constexpr std::size_t kCap = std::size_t{8} << 30;
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return kCap;
+    const std::size_t half = static_cast<std::size_t>(pages) / 2 * static_cast<std::size_t>(page);
+    return half < kCap ? half : kCap;
+}
+
+}  // namespace
+
+std::size_t parse_byte_size(std::string_view text, std::string_view what) {
+    const std::string w(what);
+    std::string_view s = text;
+    uint64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range) throw ParseError(w + ": '" + std::string(text) + "' is out of range");
+    if (ec != std::errc() || ptr == s.data())
+        throw ParseError(w + ": '" + std::string(text) + "' is not a byte count (e.g. 4096, 512M, 8G)");
+    s.remove_prefix(static_cast<std::size_t>(ptr - s.data()));
+    int shift = 0;
+    if (!s.empty()) {
+        const char units[] = "KMGTPE";
+        const char c = static_cast<char>(s.front() & ~0x20);  // upper case
+        for (int i = 0; i < 6; ++i)
+            if (c == units[i]) shift = 10 * (i + 1);
+        if (shift) s.remove_prefix(1);
+        if (s == "iB" || s == "B" || (shift && s == "b")) s = {};
+    }
+    if (!s.empty()) throw ParseError(w + ": '" + std::string(text) + "' has an unknown unit (use K, M, G, T, P or E, powers of 1024)");
+    if (v == 0) throw ParseError(w + ": must be above 0");
+    if (shift && v > (std::numeric_limits<uint64_t>::max() >> shift)) throw ParseError(w + ": '" + std::string(text) + "' is out of range");
+    return static_cast<std::size_t>(v << shift);
+}
+
+std::size_t memory_budget() {
+    if (const std::size_t b = g_budget.load()) return b;
+    if (const char* e = std::getenv("CONVTUNE_MAX_BYTES"); e && *e) return parse_byte_size(e, "CONVTUNE_MAX_BYTES");
+    return default_budget();
+}
+
+void set_memory_budget(std::size_t bytes) { g_budget.store(bytes); }
+
+std::string over_memory_budget(const ConvProblem& p, std::size_t workspace) {
+    p.validate();  // element counts fit in int64 from here on
+    const std::size_t es = size_of(p.dtype), budget = memory_budget();
+    const std::size_t x = static_cast<std::size_t>(p.x_elements()) * es, w = static_cast<std::size_t>(p.w_elements()) * es,
+                      y = static_cast<std::size_t>(p.y_elements()) * es;
+    std::size_t total = 0;
+    bool overflow = false;
+    for (std::size_t b : {x, w, y, workspace}) overflow = overflow || __builtin_add_overflow(total, b, &total);
+    if (!overflow && total <= budget) return {};
+    std::string m = "memory budget: tensor x needs " + format_bytes(x) + ", w " + format_bytes(w) + ", y " + format_bytes(y);
+    if (workspace) m += ", workspace " + format_bytes(workspace);
+    m += " (total " + (overflow ? std::string("beyond 2^64 B") : format_bytes(total)) + "), above the budget of " + format_bytes(budget) +
+         " (" + std::to_string(budget) + " B; raise it with CONVTUNE_MAX_BYTES or --max-bytes)";
+    return m;
+}
+
+void check_memory_budget(const ConvProblem& p, std::size_t workspace) {
+    if (std::string m = over_memory_budget(p, workspace); !m.empty()) throw Error(m);
+}
+
+bool uses_host_memory(const Backend& b) { return dynamic_cast<const HostBackend*>(&b) != nullptr; }
 
 ConvTensors HostTensors::views() {
     return {{x.data(), x.size()}, {w.data(), w.size()}, {y.data(), y.size()}};
@@ -24,7 +109,7 @@ std::vector<std::byte>& output_of(HostTensors& t) {
 const std::vector<std::byte>& output_of(const HostTensors& t) { return output_of(const_cast<HostTensors&>(t)); }
 
 HostTensors make_host_tensors(const ConvProblem& p, uint64_t seed) {
-    p.validate();
+    check_memory_budget(p);  // validates p too
     HostTensors t;
     t.problem = p;
     const std::size_t es = size_of(p.dtype);
@@ -49,8 +134,16 @@ RunResult execute(const Algorithm& a, HostTensors& t, bool timed) {
     const Backend& b = a.backend();
     const ConvProblem& p = t.problem;
     RunResult r;
-    DeviceBuffer dx = b.allocate(t.x.size()), dw = b.allocate(t.w.size()), dy = b.allocate(t.y.size());
+    check_tensors(p, t.views());
     const std::size_t wsb = a.workspace_size(p);
+    if (uses_host_memory(b)) {
+        check_memory_budget(p);
+        if (std::string m = over_memory_budget(p, wsb); !m.empty()) {
+            r.status = Status::out_of_memory(m);
+            return r;
+        }
+    }
+    DeviceBuffer dx = b.allocate(t.x.size()), dw = b.allocate(t.w.size()), dy = b.allocate(t.y.size());
     DeviceBuffer ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
     if (!dx || !dw || !dy || (wsb && !ws)) {
         r.status = Status::out_of_memory("cannot allocate tensors and a " + std::to_string(wsb) + "-byte workspace");

@@ -139,6 +139,9 @@ std::optional<std::string> ConvProblem::check() const {
     auto fail = [](const std::string& f, const std::string& rule) { return std::optional<std::string>(f + ": " + rule); };
     if (spatial_dims < 1 || spatial_dims > 3)
         return fail("spatial_dims", "must be 1, 2 or 3 (got " + std::to_string(spatial_dims) + ")");
+    if (static_cast<unsigned>(direction) > 2) return fail("dir", "unknown direction value " + std::to_string(static_cast<int>(direction)));
+    if (static_cast<unsigned>(dtype) > 3) return fail("dtype", "unknown data type value " + std::to_string(static_cast<int>(dtype)));
+    if (static_cast<unsigned>(layout) > 1) return fail("layout", "unknown layout value " + std::to_string(static_cast<int>(layout)));
     if (n < 1) return fail("n", "batch size must be >= 1 (got " + std::to_string(n) + ")");
     if (c < 1) return fail("c", "input channels must be >= 1 (got " + std::to_string(c) + ")");
     if (k < 1) return fail("k", "output channels must be >= 1 (got " + std::to_string(k) + ")");
@@ -161,6 +164,7 @@ std::optional<std::string> ConvProblem::check() const {
             return fail(field("dil", spatial_dims, i), "dilation must be >= 1, 1 meaning a dense kernel (got " + std::to_string(dilation[u]) + ")");
         if (pad_begin[u] < 0) return fail(field("pad", spatial_dims, i), "begin padding must be >= 0 (got " + std::to_string(pad_begin[u]) + ")");
         constexpr int64_t kMaxDim = int64_t{1} << 31;
+        if (pad_end[u] <= -kMaxDim) return fail(field("pad_end", spatial_dims, i), "magnitude must be below 2^31 (got " + std::to_string(pad_end[u]) + ")");
         for (auto [name, v] : {std::pair{"in", in[u]}, {"ker", kernel[u]}, {"stride", stride[u]}, {"dil", dilation[u]},
                                {"pad", pad_begin[u]}, {"pad_end", pad_end[u] < 0 ? -pad_end[u] : pad_end[u]}})
             if (v >= kMaxDim) return fail(field(name, spatial_dims, i), "magnitude must be below 2^31 (got " + std::to_string(v) + ")");
@@ -256,6 +260,7 @@ std::string ConvProblem::to_string() const {
 ConvProblem ConvProblem::parse(std::string_view text) {
     text = trim(text);
     if (text.empty()) throw ParseError("problem: empty string");
+    if (text.back() == ',') throw ParseError("problem: empty entry (trailing comma)");
     ConvProblem p;
     std::optional<int> nd_in, nd_ker;
     std::optional<Dims> stride, dil, pad, pad_end;

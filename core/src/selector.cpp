@@ -135,6 +135,8 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
     const std::size_t es = size_of(p.dtype);
     const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
                       yb = static_cast<std::size_t>(p.y_elements()) * es;
+    const bool host_memory = uses_host_memory(backend_);
+    if (host_memory) check_memory_budget(p);
     DeviceBuffer bx = backend_.allocate(xb), bw = backend_.allocate(wb), by = backend_.allocate(yb);
     if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " to time candidates");
     if (!backend_.simulated()) {
@@ -158,6 +160,11 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
             continue;
         }
         const Algorithm* a = lookup(backend_, c.id);
+        if (std::string m = host_memory ? over_memory_budget(p, c.workspace) : std::string(); !m.empty()) {
+            c.state = Candidate::State::out_of_memory;
+            c.reason = m;
+            continue;
+        }
         DeviceBuffer ws = c.workspace ? backend_.allocate(c.workspace) : DeviceBuffer{};
         if (c.workspace && !ws) {
             c.state = Candidate::State::out_of_memory;
@@ -220,6 +227,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
 }
 
 std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f) {
+    p.validate();  // before the key is built from it
     if (!f.enabled) return std::make_shared<const Decision>(decide(p, f));
     const std::string key = cache_key(backend_, p, f);
     const bool persistent = db_ && (f.policy == Policy::convtune || f.policy == Policy::adaptive);
@@ -306,6 +314,10 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
         const Algorithm* a = lookup(backend_, c->id);
         if (!a) continue;
         const std::size_t wsb = a->workspace_size(p);
+        if (std::string m = uses_host_memory(backend_) ? over_memory_budget(p, wsb) : std::string(); !m.empty()) {
+            last = Status::out_of_memory(m);
+            continue;
+        }
         DeviceBuffer ws = wsb ? backend_.allocate(wsb) : DeviceBuffer{};
         if (wsb && !ws) {
             last = Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + c->id);

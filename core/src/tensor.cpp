@@ -31,6 +31,7 @@ Strides make_strides(Layout layout, int spatial_dims, int64_t channels, const Di
 }
 
 void check_tensors(const ConvProblem& p, const ConvTensors& t) {
+    p.validate();  // the element counts below are only defined for a valid problem
     const std::size_t es = size_of(p.dtype);
     struct Item { const char* name; const TensorView& v; int64_t elements; };
     for (const Item& it : {Item{"x", t.x, p.x_elements()}, Item{"w", t.w, p.w_elements()}, Item{"y", t.y, p.y_elements()}}) {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -47,6 +48,14 @@ double get_number(const json& j, const char* key, const std::string& where) {
     if (!j.contains(key)) return 0;
     if (!j[key].is_number()) throw ParseError(where + ": \"" + key + "\" must be a number");
     return j[key].get<double>();
+}
+// An integer in [lo, hi] (integral floats such as 3.0 included); anything else is refused rather
+// than converted with undefined behaviour.
+int64_t get_integer(const json& j, const char* key, const std::string& where, double lo, double hi) {
+    if (!j.contains(key)) return 0;
+    const double v = get_number(j, key, where);
+    if (!(v >= lo && v <= hi) || v != std::floor(v)) throw ParseError(where + ": \"" + key + "\" is out of range or not an integer");
+    return j[key].is_number_integer() ? j[key].get<int64_t>() : static_cast<int64_t>(v);
 }
 
 json to_json(const std::vector<DbSection>& sections) {
@@ -126,9 +135,9 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
             rec.algorithm = get_string(r, "algorithm", w);
             rec.median_ms = get_number(r, "median_ms", w);
             rec.spread = get_number(r, "spread", w);
-            rec.samples = static_cast<int>(get_number(r, "samples", w));
+            rec.samples = static_cast<int>(get_integer(r, "samples", w, -2147483648.0, 2147483647.0));
             rec.search_ms = get_number(r, "search_ms", w);
-            rec.time = static_cast<int64_t>(get_number(r, "time", w));
+            rec.time = get_integer(r, "time", w, -0x1p53, 0x1p53);
             s.entries[key] = rec;
         }
         if (DbSection* existing = find_section(out, s.env)) {

@@ -120,7 +120,21 @@ std::string Recording::to_json() const {
     return out;
 }
 
+namespace {
+Recording parse_recording(std::string_view text, const std::string& where);
+}
+
 Recording Recording::from_json(std::string_view text, const std::string& where) {
+    try {
+        return parse_recording(text, where);
+    } catch (const json::exception& e) {
+        // A field of the wrong JSON type (a number where a string belongs, ...).
+        throw ParseError(where + ": malformed recording: " + e.what());
+    }
+}
+
+namespace {
+Recording parse_recording(std::string_view text, const std::string& where) {
     json doc;
     try {
         doc = json::parse(text);
@@ -195,6 +209,7 @@ Recording Recording::from_json(std::string_view text, const std::string& where) 
     }
     return r;
 }
+}  // namespace
 
 Recording Recording::load(const std::string& path) {
     std::ifstream f(path);

@@ -22,8 +22,14 @@ inline uint16_t float_to_bf16(float f) {
     return static_cast<uint16_t>(u >> 16);
 }
 
+#if defined(__clang__) && __clang_major__ < 15
+// clang 14 has no _Float16 on x86 (the fuzz preset); __fp16 is the same binary16 as a storage type.
+inline float f16_to_float(uint16_t h) { __fp16 v; std::memcpy(&v, &h, 2); return static_cast<float>(v); }
+inline uint16_t float_to_f16(float f) { const __fp16 v = static_cast<__fp16>(f); uint16_t h; std::memcpy(&h, &v, 2); return h; }
+#else
 inline float f16_to_float(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
 inline uint16_t float_to_f16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+#endif
 
 // Round an fp32 value to TF32 (1+8+10 bits), nearest even; Inf/NaN pass through.
 inline float round_tf32(float f) {
