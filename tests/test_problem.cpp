@@ -49,6 +49,27 @@ BOOST_AUTO_TEST_CASE(defaults_and_derived_output) {
     BOOST_TEST(q.to_string().find("layout=ndhwc") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(bwd_data_reduction_length_is_the_largest_tap_count) {
+    // reduction_length() of bwd_data bounds the terms summed into one dx element (it scales the
+    // default error bound). Count them by brute force in 1-D: the bound must hold, and be reached
+    // when the input is long enough, including strides that share a factor with the dilation.
+    for (int64_t s = 1; s <= 4; ++s)
+        for (int64_t d = 1; d <= 4; ++d)
+            for (int64_t k = 1; k <= 5; ++k) {
+                const std::string spec = "dir=bwd_data,c=1,k=2,in=40,ker=" + std::to_string(k) + ",stride=" + std::to_string(s) +
+                                         ",dil=" + std::to_string(d) + ",pad=" + std::to_string((k - 1) * d);
+                const ConvProblem p = ConvProblem::parse(spec);
+                int64_t most = 0;
+                for (int64_t i = 0; i < p.in[0]; ++i) {
+                    int64_t taps = 0;
+                    for (int64_t o = 0; o < p.out(0); ++o)
+                        for (int64_t j = 0; j < k; ++j) taps += o * s + j * d - p.pad_begin[0] == i;
+                    most = std::max(most, taps);
+                }
+                BOOST_TEST(p.reduction_length() == p.k * most, spec << ": bound " << p.reduction_length() << ", counted " << p.k * most);
+            }
+}
+
 BOOST_AUTO_TEST_CASE(malformed_strings) {
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse(""); }), "problem: empty"));
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,foo=1"); }), "problem: unknown key 'foo'"));

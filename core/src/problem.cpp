@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <limits>
+#include <numeric>
 #include <sstream>
 
 #include "convtune/error.hpp"
@@ -87,11 +88,14 @@ int64_t ConvProblem::reduction_length() const {
     switch (direction) {
         case Direction::fwd: return c_per_group() * kernel_spatial();
         case Direction::bwd_data: {
-            // At most ceil(kernel/stride) taps per dim reach one input element.
+            // Kernel tap j reaches input position i when (i + pad - j*dil) is a multiple of the
+            // stride s. The taps that do form one residue class of j modulo s/gcd(s, dil), so at
+            // most ceil(kernel / (s/gcd(s, dil))) taps per dim reach one input element.
             int64_t taps = 1;
             for (int i = 0; i < spatial_dims; ++i) {
                 const auto u = static_cast<std::size_t>(i);
-                taps *= (kernel[u] + stride[u] - 1) / stride[u];
+                const int64_t period = stride[u] / std::gcd(stride[u], dilation[u]);
+                taps *= (kernel[u] + period - 1) / period;
             }
             return k_per_group() * taps;
         }
