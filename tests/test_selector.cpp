@@ -247,6 +247,26 @@ BOOST_AUTO_TEST_CASE(slow_candidates_stop_early) {
     BOOST_TEST(cand(*d, "fast").samples_ms.size() >= 3u);
 }
 
+BOOST_AUTO_TEST_CASE(reference_candidates_are_not_timed_while_others_are_eligible) {
+    // A reference implementation (slow, never the winner) is skipped by convtune's search but
+    // timed by PyTorch's, which times whatever the library offers; alone, it still runs.
+    const Notes ref = Notes{} | Note::reference;
+    FakeBackend b("fake", {{"ref", {50}, ref}, {"fast", {1}}, {"slow", {3}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("benchmark=1"));
+    BOOST_TEST(d->algorithm == "fast");
+    BOOST_TEST((cand(*d, "ref").state == Candidate::State::filtered));
+    BOOST_TEST(b.runs("ref") == 0);
+    auto dp = s.select(kP, flags("policy=pytorch,benchmark=1"));
+    BOOST_TEST((cand(*dp, "ref").state == Candidate::State::timed));
+    BOOST_TEST(b.runs("ref") == 2);  // PyTorch: one warm-up, one timed run
+    FakeBackend only("only", {{"ref", {50}, ref}, {"fast", {1}, {}, 0, Mode::unsupported}});
+    TuningCache c2;
+    Selector s2(only, c2);
+    BOOST_TEST(s2.select(kP, flags("benchmark=1"))->algorithm == "ref");
+}
+
 BOOST_AUTO_TEST_CASE(adaptive_searches_on_the_nth_occurrence) {
     FakeBackend b("fake", five());
     TuningCache cache;

@@ -65,6 +65,18 @@ std::vector<Candidate> make_candidates(const Backend& b, const ConvProblem& p, c
     for (const Algorithm* a : order) add(a, true, "");
     for (const Algorithm* a : b.algorithms())
         if (std::find(order.begin(), order.end(), a) == order.end()) add(a, false, a->supports(p).reason);
+    // convtune and adaptive never run a naive reference implementation (Note::reference) when any
+    // other candidate is eligible: timing one costs seconds on a real layer and it never wins.
+    // The PyTorch policies keep them, as PyTorch times whatever the library offers.
+    if (f.policy == Policy::convtune || f.policy == Policy::adaptive) {
+        auto eligible_other = [](const Candidate& c) { return c.state == Candidate::State::not_timed && !c.notes.has(Note::reference); };
+        if (std::any_of(out.begin(), out.end(), eligible_other))
+            for (Candidate& c : out)
+                if (c.state == Candidate::State::not_timed && c.notes.has(Note::reference)) {
+                    c.state = Candidate::State::filtered;
+                    c.reason = "REFERENCE is skipped by the " + std::string(to_string(f.policy)) + " policy while others are eligible";
+                }
+    }
     std::stable_partition(out.begin(), out.end(), [](const Candidate& c) { return c.state == Candidate::State::not_timed; });
     return out;
 }
