@@ -1,12 +1,15 @@
-// convtune run --problem SPEC [--backend B] [--algo ID] [--check] [--repeat N] [--json]
+// convtune run --problem SPEC [--backend B] [--algo ID | --flags F [--db PATH]] [--check] [--repeat N] [--json]
 // Runs one problem once (or timed: warm-up + N timed runs, median reported) with one algorithm:
-// the given id, or the backend's heuristic first choice. --check compares with the f64 oracle.
+// the given id, the one the selector chooses under --flags (as convtune::convolution would), or
+// the backend's heuristic first choice. --check compares with the f64 oracle. The output tensor's
+// FNV-1a hash is printed, so results of separate processes can be compared bit for bit.
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
@@ -17,18 +20,38 @@ namespace convtune::cli {
 namespace {
 
 struct RunOptions {
-    std::string problem, backend = "cpu", algo;
+    std::string problem, backend = "cpu", algo, flags, db;
     bool check = false, json = false;
     int repeat = 0;
     uint64_t seed = 1;
     ProblemOverrides over;
 };
 
+std::string fnv1a(const std::vector<std::byte>& bytes) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (std::byte b : bytes) h = (h ^ static_cast<uint64_t>(b)) * 0x100000001b3ull;
+    return fmt::format("{:016x}", h);
+}
+
 int run_command(const RunOptions& o) {
     const ConvProblem p = o.over.apply(ConvProblem::parse_any(o.problem));
     const Algorithm* algo = nullptr;
+    std::string selected_by = "heuristic";
+    if (!o.algo.empty() && !o.flags.empty()) throw Error("run: give --algo or --flags, not both");
+    if (!o.db.empty() && o.flags.empty()) throw Error("run: --db needs --flags (the database serves the selector)");
     if (!o.algo.empty()) {
         algo = &find_algorithm(o.algo);
+        selected_by = "--algo";
+    } else if (!o.flags.empty()) {
+        const FlagValues f = parse_flags(o.flags);
+        Backend& b = find_backend(o.backend);
+        if (const Availability av = b.availability(); !av.ok)
+            throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+        Context ctx(o.db);
+        const auto d = ctx.selector(b).select(p, f);
+        algo = b.find(d->algorithm);
+        if (!algo) throw Error("run: the selector chose '" + d->algorithm + "', which backend '" + std::string(b.name()) + "' does not have");
+        selected_by = std::string(to_string(d->source));
     } else {
         Backend& b = find_backend(o.backend);
         const Availability av = b.availability();
@@ -52,13 +75,14 @@ int run_command(const RunOptions& o) {
             times.push_back(r.ms);
         }
     }
-    nlohmann::json doc{{"problem", p.to_string()}, {"algorithm", algo->id()}, {"status", r.status.code_name()}};
+    nlohmann::json doc{{"problem", p.to_string()}, {"algorithm", algo->id()}, {"selected_by", selected_by}, {"status", r.status.code_name()}};
     if (!r.status.ok()) {
         doc["message"] = r.status.message;
         if (o.json) fmt::print("{}\n", doc.dump(2));
         else fmt::print(stderr, "convtune: {} failed ({}): {}\n", algo->id(), r.status.code_name(), r.status.message);
         return run_failed;
     }
+    doc["output_fnv1a"] = fnv1a(output_of(t));
     double median = 0;
     if (!times.empty()) {
         std::sort(times.begin(), times.end());
@@ -80,7 +104,8 @@ int run_command(const RunOptions& o) {
     if (o.json) {
         fmt::print("{}\n", doc.dump(2));
     } else {
-        fmt::print("problem   {}\nalgorithm {}\n", p.to_string(), algo->id());
+        fmt::print("problem   {}\nalgorithm {} ({})\noutput    FNV-1a {}\n", p.to_string(), algo->id(), selected_by,
+                   doc["output_fnv1a"].get<std::string>());
         if (!times.empty())
             fmt::print("time      {:.3f} ms median of {} (min {:.3f}, max {:.3f}), {:.1f} GFLOP/s\n", median, times.size(), times.front(),
                        times.back(), p.flops() / (median * 1e6));
@@ -102,6 +127,8 @@ void add_run(CLI::App& app, Action& action) {
     cmd->add_option("--problem,-p", o->problem, "Problem: canonical form (dir=fwd,c=64,...) or a benchdnn descriptor")->required();
     cmd->add_option("--backend,-b", o->backend, "Backend whose heuristic picks the algorithm (default cpu)");
     cmd->add_option("--algo,-a", o->algo, "Algorithm id (see `convtune list`)");
+    cmd->add_option("--flags", o->flags, "Let the selector choose under these flags, e.g. benchmark=1,deterministic=1 (see `convtune tune`)");
+    cmd->add_option("--db", o->db, "Tuning database the selector reads and writes (with --flags)");
     cmd->add_flag("--check", o->check, "Compare with the f64 oracle (exit 1 when above the algorithm's error bound)");
     cmd->add_option("--repeat", o->repeat, "Timed runs after one warm-up (0 = run once, untimed)")->check(CLI::Range(0, 1000000));
     cmd->add_option("--seed", o->seed, "Seed of the input data");
