@@ -7,21 +7,11 @@
 #include "convtune/error.hpp"
 #include "convtune/problem.hpp"
 #include "support/sweep.hpp"
+#include "support/check.hpp"
 
 using namespace convtune;
-
-namespace {
-// The field named by the InvalidProblem/ParseError a parse or validation throws.
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-}  // namespace
+using test::error_of;
+using test::starts_with;
 
 BOOST_AUTO_TEST_SUITE(canonical)
 

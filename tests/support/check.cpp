@@ -2,7 +2,18 @@
 
 #include <fmt/core.h>
 
+#include "convtune/error.hpp"
+
 namespace convtune::test {
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
 
 CheckOutcome check_against(const Algorithm& a, const HostTensors& inputs, const OracleResult& ref) {
     CheckOutcome o;
