@@ -1,0 +1,49 @@
+"""convtune: convolution algorithms and the autotuning behind ``torch.backends.cudnn.benchmark``.
+
+    import convtune
+    convtune.backends.cudnn.benchmark = True          # PyTorch's flags, PyTorch's names
+    y = convtune.conv(x, w, padding=1)                 # NumPy in, NumPy out, the flags apply
+    with convtune.backends.cudnn.flags(deterministic=True):
+        dx = convtune.conv_backward_data(x.shape, w, dy, padding=1)
+    report = convtune.tune("n=32,c=64,k=64,in=56x56,ker=3x3,pad=1x1")
+    sim = convtune.simulate(workload="resnet50", stream="resolution", iterations=50)
+
+``python3 -m convtune.capture script.py`` records the convolutions a PyTorch program runs into a
+trace file for ``convtune simulate --stream trace:FILE`` (see convtune.capture).
+Bad input raises :class:`convtune.Error` (a ValueError) with the CLI's message.
+"""
+
+from . import _convtune
+from ._convtune import Error
+
+Error.__module__ = "convtune"
+from . import backends
+from ._conv import conv, conv_backward_data, conv_backward_filter, problem, parse_problem
+from ._tools import tune, simulate
+
+__version__ = _convtune.version()
+
+__all__ = [
+    "Error",
+    "backends",
+    "conv",
+    "conv_backward_data",
+    "conv_backward_filter",
+    "problem",
+    "parse_problem",
+    "tune",
+    "simulate",
+    "version",
+    "list_backends",
+]
+
+
+def version():
+    """convtune's version string, e.g. '0.1.0'."""
+    return _convtune.version()
+
+
+def list_backends():
+    """The backends compiled into this build: a list of dicts with name, available, reason,
+    library, device, driver (when available) and the ids of their algorithms."""
+    return _convtune.backends()

@@ -1,0 +1,110 @@
+"""convtune.tune and convtune.simulate: the CLI's `tune --json` and `simulate --json` as functions
+returning the same documents as plain Python data."""
+
+import json
+import os
+import tempfile
+
+from . import _convtune
+
+
+def _opt_str(name, v):
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise TypeError(f"{name} must be a str, got {type(v).__name__}")
+    return v
+
+
+def _list_str(name, v):
+    """None, a comma-separated string or a sequence of numbers -> the CLI's list syntax."""
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    try:
+        return ",".join(repr(x) if isinstance(x, float) else str(int(x)) for x in v)
+    except TypeError:
+        raise TypeError(f"{name} must be a str or a sequence of numbers, got {type(v).__name__}") from None
+
+
+def _int(name, v, default=0, minimum=None):
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    if minimum is not None and v < minimum:
+        raise _convtune.Error(f"{name}: must be >= {minimum} (got {v})")
+    return v
+
+
+def tune(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, db=None, batch=None, dir=None, dtype=None,
+         layout=None):
+    """Choose an algorithm for each problem and explain the choice, like ``convtune tune --json``.
+
+    problems: one problem string (canonical or benchdnn) or a list of them; or ``shapes``: a shape
+    file. Flags start from the defaults with benchmark=1 (as in the CLI), then ``policy``
+    ("pytorch", "pytorch-v7", "convtune", "adaptive"), then ``flags`` ("key=value,..." or a dict).
+    ``db``: tuning database file (default: $CONVTUNE_DB; none when unset).
+    Returns {"backend", "flags", "problems": [{"problem", "algorithm", "source", "search_ms",
+    "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database"}.
+    """
+    if problems is None:
+        plist = []
+    elif isinstance(problems, str):
+        plist = [problems]
+    else:
+        plist = list(problems)
+        for p in plist:
+            if not isinstance(p, str):
+                raise TypeError(f"problems must be strings, got {type(p).__name__}")
+    text = _convtune.tune(plist, _opt_str("shapes", shapes and os.fspath(shapes)), backend, _opt_str("policy", policy), flags,
+                          None if db is None else os.fspath(db), _int("batch", batch, minimum=1), _opt_str("dir", dir),
+                          _opt_str("dtype", dtype), _opt_str("layout", layout))
+    return json.loads(text)
+
+
+def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode="infer", batch=None, batches=None, scales=None,
+             dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False, min_saving=0.02,
+             shapes_dir=None, plot=None):
+    """Replay a workload's iterations under flag settings, like ``convtune simulate --json``.
+
+    workload: a built-in name ("resnet50", ...), a shape file or a workload file; not needed for a
+    trace. stream: "fixed", "batch", "resolution", "mixed" or "trace:FILE"; ``trace`` is a
+    shortcut: a trace file path, or a convtune.capture.Trace. flags: a setting name ("off", "on",
+    "on+det", "adaptive", "pytorch"), "LABEL:key=value,..." or a list of them; the five standard
+    settings when none is given or with compare=True. backend: run live on that backend (default
+    cpu); replay: a recording from `convtune record` to replay instead. batches/scales: lists or
+    comma-separated strings. plot: also write the SVG plot to this file.
+    Returns the CLI's JSON document as a dict (settings, totals, per-iteration series, comparisons
+    and the recommendation).
+    """
+    tmp = None
+    try:
+        if trace is not None:
+            if hasattr(trace, "write"):
+                fd, tmp = tempfile.mkstemp(prefix="convtune-trace-", suffix=".txt")
+                os.close(fd)
+                trace.write(tmp)
+                path = tmp
+            else:
+                path = os.fspath(trace)
+            stream = "trace:" + path
+        if isinstance(flags, str):
+            flags = [flags]
+        flag_list = [] if flags is None else list(flags)
+        for f in flag_list:
+            if not isinstance(f, str):
+                raise TypeError(f"flags must be strings, got {type(f).__name__}")
+        if not isinstance(iterations, int) or isinstance(iterations, bool):
+            raise TypeError(f"iterations must be an int, got {type(iterations).__name__}")
+        text = _convtune.simulate(_opt_str("workload", workload and os.fspath(workload)), _opt_str("shapes_dir", shapes_dir),
+                                  stream, iterations, mode, _int("batch", batch, minimum=1), _list_str("batches", batches),
+                                  _list_str("scales", scales), _opt_str("dtype", dtype), _opt_str("layout", layout),
+                                  _int("seed", seed, 1), flag_list, bool(compare), _opt_str("backend", backend),
+                                  _opt_str("replay", replay and os.fspath(replay)), bool(strict), float(min_saving),
+                                  _opt_str("plot", plot and os.fspath(plot)))
+        return json.loads(text)
+    finally:
+        if tmp is not None:
+            os.unlink(tmp)

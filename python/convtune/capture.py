@@ -1,0 +1,461 @@
+"""Record the convolutions a PyTorch program runs into a convtune trace file.
+
+    python3 -m convtune.capture -o model.trace my_training_script.py [script args...]
+    convtune simulate --stream trace:model.trace --compare
+
+or from Python:
+
+    from convtune.capture import capture
+    trace = capture(model, example_inputs, train=True, iterations=2, path="model.trace")
+    convtune.simulate(trace=trace, iterations=100)
+
+Every convolution PyTorch dispatches is recorded, forward and backward, as convtune problems in
+the order they run: a forward call as ``dir=fwd``; its backward as ``dir=bwd_data`` (only when
+the input needs a gradient, so a network's first layer has none, as in PyTorch) then
+``dir=bwd_filter`` (only when the weight needs one). Transposed convolutions are mapped onto the
+convolution they transpose (forward = bwd_data, gradient of the input = fwd, of the weight =
+bwd_filter). Modules, ``torch.nn.functional.conv*`` calls and anything else reaching
+``aten::convolution`` are seen: recording happens at PyTorch's dispatcher (a TorchDispatchMode),
+below autograd, so the backward calls are the ones autograd really makes. The values of
+torch.backends.cudnn's flags at each call (backward calls read them at backward time, as
+PyTorch does) are written as ``# flags ...`` comment lines whenever they change.
+
+Iterations: capture() separates its iterations itself. For a script, call
+``convtune.capture.mark_iteration()`` at the start of each step; without marks, a new iteration
+begins when a forward convolution follows a backward one, or when the first layer's weight is
+used again.
+
+The trace format is docs/simulation.md's: one canonical problem per line, iterations separated
+by ``# iteration`` lines, other ``#`` lines are comments.
+
+This file also works on its own, where only PyTorch is installed (a GPU server without
+convtune's C++ module): load it as a standalone module, or run
+``python3 path/to/capture.py -o model.trace script.py``. It then writes the problems with
+:func:`_problem_py` instead of the C++ ``make_problem`` (the same canonical strings; the tests
+compare the two), and convtune validates them when it reads the trace.
+"""
+
+import argparse
+import os
+import runpy
+import sys
+from dataclasses import dataclass, field
+
+try:
+    from . import _convtune
+except ImportError:  # a standalone copy of this file: no package, no C++ module
+    _convtune = None
+
+__all__ = ["capture", "Recorder", "Trace", "Call", "mark_iteration", "main"]
+
+
+_LAYOUT_NAMES = {"nchw": ("ncw", "nchw", "ncdhw"), "nhwc": ("nwc", "nhwc", "ndhwc")}
+
+
+def _problem_py(direction, dtype, layout, n, c, k, groups, in_, kernel, stride, dilation, pad, pad_end):
+    """What ``_convtune.make_problem`` returns (``canonical`` and ``y_shape``), in Python, for a
+    standalone copy of this file. Checks only what the output size needs; convtune validates
+    the rest when it reads the trace."""
+    nd = len(in_)
+    if not 1 <= nd <= 3 or not all(len(v) == nd for v in (kernel, stride, dilation, pad, pad_end)):
+        raise ValueError(f"spatial_dims: must be 1, 2 or 3 with one value per dim (got {nd})")
+    out = []
+    for i in range(nd):
+        if min(in_[i], kernel[i], stride[i], dilation[i]) < 1:
+            raise ValueError(f"sizes, strides and dilations must be >= 1 (dim {i})")
+        span = in_[i] + pad[i] + pad_end[i] - ((kernel[i] - 1) * dilation[i] + 1)
+        if span < 0:
+            raise ValueError(f"the kernel is larger than the padded input (dim {i})")
+        out.append(span // stride[i] + 1)
+    if min(n, c, k, groups) < 1 or c % groups or k % groups:
+        raise ValueError(f"n, c, k, groups must be >= 1 and c, k divisible by groups (n={n}, c={c}, k={k}, g={groups})")
+    j = lambda v: "x".join(str(int(a)) for a in v)
+    canonical = (f"dir={direction},dtype={dtype},layout={_LAYOUT_NAMES[layout][nd - 1]},n={n},c={c},k={k},g={groups},"
+                 f"in={j(in_)},ker={j(kernel)},stride={j(stride)},dil={j(dilation)},pad={j(pad)},pad_end={j(pad_end)}")
+    return {"canonical": canonical, "y_shape": [n, k] + out}
+
+
+def _make_problem(*args):
+    return (_convtune.make_problem if _convtune is not None else _problem_py)(*args)
+
+
+def _version():
+    return _convtune.version() if _convtune is not None else "standalone capture.py, no C++ module"
+
+
+@dataclass
+class Call:
+    """One convolution PyTorch ran."""
+
+    problem: str  # canonical convtune problem string
+    direction: str  # fwd, bwd_data or bwd_filter
+    flags: dict  # torch.backends.cudnn's flags at the call
+    device: str = "cpu"
+    layer: str = ""  # the module's qualified name, when known
+    transposed: bool = False  # part of a transposed convolution
+
+
+@dataclass
+class Trace:
+    """Calls grouped into iterations."""
+
+    iterations: list = field(default_factory=list)  # list of lists of Call
+    source: str = ""
+    skipped: list = field(default_factory=list)  # (description, reason) of calls convtune cannot express
+    torch_version: str = ""
+
+    def calls(self):
+        return [c for it in self.iterations for c in it]
+
+    def problems(self, iteration=None):
+        """The problem strings of one iteration (all iterations when None), in call order."""
+        its = self.iterations if iteration is None else [self.iterations[iteration]]
+        return [c.problem for it in its for c in it]
+
+    def text(self):
+        lines = ["# convtune-trace 1",
+                 f"# captured by convtune.capture (convtune {_version()}, PyTorch {self.torch_version or '?'})"
+                 + (f" from {self.source}" if self.source else ""),
+                 f"# {len(self.iterations)} iterations, {len(self.calls())} convolutions, "
+                 f"{len(set(self.problems()))} distinct problems"]
+        for desc, reason in self.skipped:
+            lines.append(f"# skipped (not expressible as a convtune problem): {desc}: {reason}")
+        last_flags = None
+        for i, it in enumerate(self.iterations):
+            lines.append(f"# iteration {i + 1}")
+            for c in it:
+                f = _flags_text(c.flags)
+                if f != last_flags:
+                    lines.append(f"# flags {f}")
+                    last_flags = f
+                what = c.direction + (" (transposed convolution)" if c.transposed else "")
+                lines.append(f"# layer {c.layer} {what} on {c.device}" if c.layer else f"# {what} on {c.device}")
+                lines.append(c.problem)
+        return "\n".join(lines) + "\n"
+
+    def write(self, path):
+        text = self.text()
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+
+
+def _flags_text(f):
+    keys = ("enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32")
+    return ",".join(f"{k}={int(f[k]) if isinstance(f[k], bool) else f[k]}" for k in keys if f.get(k) is not None)
+
+
+def _torch_flags():
+    import torch
+
+    c = torch.backends.cudnn
+    limit = getattr(c, "benchmark_limit", None)
+    return {
+        "enabled": bool(c.enabled),
+        "benchmark": bool(c.benchmark),
+        "benchmark_limit": limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
+        # PyTorch's cuDNN path also honours torch.use_deterministic_algorithms(True).
+        "deterministic": bool(c.deterministic) or bool(torch.are_deterministic_algorithms_enabled()),
+        "allow_tf32": bool(c.allow_tf32),
+    }
+
+
+_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64"}
+
+
+def _layout(x, w):
+    """PyTorch's rule: channels-last when the input or the weight is."""
+    import torch
+
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
+    if fmt is None:
+        return "nchw"
+    for t in (x, w):
+        if t.is_contiguous(memory_format=fmt) and not t.is_contiguous():
+            return "nhwc"
+    return "nchw"
+
+
+def _expand(v, nd):
+    v = list(v)
+    return v * nd if len(v) == 1 else v
+
+
+def _weight_key(w):
+    return (w.device.type, w.device.index, w.data_ptr(), tuple(w.shape))
+
+
+class Recorder:
+    """A context manager recording every convolution PyTorch runs inside it (this thread and the
+    autograd threads it starts). ``names`` maps weight tensors to layer names (see capture())."""
+
+    _active = None
+
+    def __init__(self, names=None, auto_iterations=True):
+        self._names = dict(names or {})
+        self._auto = auto_iterations
+        self._explicit = False
+        self.trace = Trace()
+        try:
+            import torch
+            self.trace.torch_version = torch.__version__
+        except ImportError:
+            pass
+        self._current = []
+        self._first_weight = None
+        self._last_backward = False
+        self._mode = None
+
+    # Iterations -----------------------------------------------------------------------------
+    def mark_iteration(self):
+        """Starts a new iteration (and turns the automatic boundaries off)."""
+        self._explicit = True
+        self._flush()
+
+    def _flush(self):
+        if self._current:
+            self.trace.iterations.append(self._current)
+        self._current = []
+
+    def _boundary(self, backward, weight):
+        if self._explicit or not self._auto:
+            return
+        if backward:
+            self._last_backward = True
+            return
+        key = _weight_key(weight)
+        if self._first_weight is None:
+            self._first_weight = key
+        elif self._current and (self._last_backward or key == self._first_weight):
+            self._flush()
+        self._last_backward = False
+
+    # Recording -------------------------------------------------------------------------------
+    def _record(self, direction, x_shape, w, y_shape, stride, padding, dilation, groups, dtype, layout, device, transposed):
+        nd = len(x_shape) - 2
+        name = self._names.get(_weight_key(w), "")
+        stride, padding, dilation = _expand(stride, nd), _expand(padding, nd), _expand(dilation, nd)
+        try:
+            p = _make_problem(direction, dtype, layout, int(x_shape[0]), int(x_shape[1]), int(w.shape[0]), int(groups),
+                                       [int(s) for s in x_shape[2:]], [int(s) for s in w.shape[2:]], [int(s) for s in stride],
+                                       [int(s) for s in dilation], [int(s) for s in padding], [int(s) for s in padding])
+        except (ValueError, KeyError) as e:  # convtune.Error is a ValueError
+            desc = f"{direction} x{list(x_shape)} w{list(w.shape)} stride {list(stride)} pad {list(padding)} dil {list(dilation)} groups {groups}"
+            self.trace.skipped.append((desc, str(e)))
+            return
+        if tuple(p["y_shape"]) != tuple(int(s) for s in y_shape):
+            self.trace.skipped.append((p["canonical"], f"PyTorch's output {list(y_shape)} differs from convtune's {p['y_shape']}"))
+            return
+        self._current.append(Call(p["canonical"], direction, _torch_flags(), device, name, transposed))
+
+    def _on_forward(self, x, w, stride, padding, dilation, transposed, groups, out):
+        self._boundary(False, w)
+        dtype = _DTYPES.get(str(x.dtype).replace("torch.", ""))
+        if dtype is None:
+            self.trace.skipped.append((f"convolution of {x.dtype} data", "convtune has no such data type"))
+            return
+        layout = _layout(x, w)
+        if not transposed:
+            self._record("fwd", x.shape, w, out.shape, stride, padding, dilation, groups, dtype, layout, x.device.type, False)
+        else:
+            # y = conv_transpose(x): the backward data of the convolution from y's shape to x's.
+            self._record("bwd_data", out.shape, w, x.shape, stride, padding, dilation, groups, dtype, layout, x.device.type, True)
+
+    def _on_backward(self, dy, x, w, stride, padding, dilation, transposed, groups, mask):
+        self._boundary(True, w)
+        dtype = _DTYPES.get(str(x.dtype).replace("torch.", ""))
+        if dtype is None:
+            return
+        layout = _layout(x, w)
+        dev = x.device.type
+        if not transposed:
+            if mask[0]:
+                self._record("bwd_data", x.shape, w, dy.shape, stride, padding, dilation, groups, dtype, layout, dev, False)
+            if mask[1]:
+                self._record("bwd_filter", x.shape, w, dy.shape, stride, padding, dilation, groups, dtype, layout, dev, False)
+        else:
+            # Transposed: x is the transposed op's input (the convolution's output); dy its
+            # output's gradient (shaped like the convolution's input).
+            if mask[0]:
+                self._record("fwd", dy.shape, w, x.shape, stride, padding, dilation, groups, dtype, layout, dev, True)
+            if mask[1]:
+                self._record("bwd_filter", dy.shape, w, x.shape, stride, padding, dilation, groups, dtype, layout, dev, True)
+
+    def __enter__(self):
+        import torch
+        try:
+            from torch.utils._python_dispatch import TorchDispatchMode
+        except ImportError as e:  # pragma: no cover - very old PyTorch
+            raise RuntimeError(f"convtune.capture needs PyTorch >= 1.13 (TorchDispatchMode): {e}") from None
+
+        recorder = self
+        aten = torch.ops.aten
+        conv, conv_bwd = aten.convolution.default, aten.convolution_backward.default
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                if func is conv or func is conv_bwd:
+                    if kwargs:
+                        names = [a.name for a in func._schema.arguments]
+                        args = list(args) + [kwargs[n] for n in names[len(args):] if n in kwargs]
+                    try:
+                        if func is conv:
+                            x, w, _bias, stride, padding, dilation, transposed, _output_padding, groups = args[:9]
+                            recorder._on_forward(x, w, stride, padding, dilation, transposed, groups, out)
+                        else:
+                            dy, x, w, _bias_sizes, stride, padding, dilation, transposed, _output_padding, groups, mask = args[:11]
+                            recorder._on_backward(dy, x, w, stride, padding, dilation, transposed, groups, mask)
+                    except Exception as e:  # never break the program being recorded
+                        recorder.trace.skipped.append((str(func), f"not recorded: {type(e).__name__}: {e}"))
+                return out
+
+        if Recorder._active is not None:
+            raise RuntimeError("convtune.capture: a Recorder is already active")
+        self._mode = _Mode()
+        self._mode.__enter__()
+        Recorder._active = self
+        return self
+
+    def __exit__(self, *exc):
+        Recorder._active = None
+        self._mode.__exit__(*exc)
+        self._mode = None
+        self._flush()
+        return False
+
+
+def mark_iteration():
+    """Starts a new iteration of the active capture (no effect when nothing is being captured)."""
+    if Recorder._active is not None:
+        Recorder._active.mark_iteration()
+
+
+def _loss(out):
+    """A scalar that depends on every floating-point tensor the model returned."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out.float().sum() if out.is_floating_point() else None
+    items = out.values() if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else []
+    total = None
+    for o in items:
+        s = _loss(o)
+        if s is not None:
+            total = s if total is None else total + s
+    return total
+
+
+def capture(model, example_inputs, train=True, iterations=1, path=None):
+    """Runs ``model(*example_inputs)`` ``iterations`` times and records its convolutions.
+
+    train=True: model.train(), forward, then backward of the sum of the outputs (what a training
+    step's convolutions are; no optimizer step). train=False: model.eval() under torch.no_grad().
+    The model's mode, buffers (BatchNorm statistics) and gradients are restored afterwards.
+    example_inputs: a tensor or a tuple of the model's positional arguments. Layer names come from
+    model.named_modules(). Writes the trace to ``path`` when given; returns the Trace.
+    """
+    import torch
+
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    names = {}
+    for name, mod in model.named_modules():
+        w = getattr(mod, "weight", None)
+        if isinstance(mod, torch.nn.modules.conv._ConvNd) and isinstance(w, torch.Tensor):
+            names[_weight_key(w)] = name or type(mod).__name__
+    was_training = model.training
+    buffers = {k: v.detach().clone() for k, v in model.named_buffers()}
+    grads = {p: p.grad for p in model.parameters()}
+    rec = Recorder(names=names, auto_iterations=False)
+    try:
+        model.train(train)
+        with rec:
+            for i in range(iterations):
+                if i:
+                    rec.mark_iteration()
+                if train:
+                    loss = _loss(model(*inputs))
+                    if loss is None:
+                        raise ValueError("capture(train=True): the model returned no floating-point tensor to differentiate")
+                    loss.backward()
+                else:
+                    with torch.no_grad():
+                        model(*inputs)
+    finally:
+        model.train(was_training)
+        with torch.no_grad():
+            for k, v in model.named_buffers():
+                if k in buffers:
+                    v.copy_(buffers[k])
+        for p, g in grads.items():
+            p.grad = g
+    rec.trace.source = type(model).__name__ + (" training" if train else " inference")
+    if path is not None:
+        rec.trace.write(path)
+    return rec.trace
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        prog="python3 -m convtune.capture",
+        description="Run a PyTorch script and record the convolutions it runs into a trace for "
+                    "`convtune simulate --stream trace:FILE`.")
+    ap.add_argument("-o", "--out", default="convtune.trace", help="trace file to write (default: %(default)s)")
+    ap.add_argument("--no-auto-iterations", action="store_true",
+                    help="do not split iterations automatically (only at convtune.capture.mark_iteration() calls)")
+    ap.add_argument("script", help="the Python script to run")
+    ap.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    a = ap.parse_args(argv)
+    if not os.path.isfile(a.script):
+        ap.error(f"script '{a.script}' does not exist")
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"convtune.capture: error: PyTorch is not importable: {e}", file=sys.stderr)
+        return 2
+
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [a.script] + a.args
+    sys.path.insert(0, os.path.dirname(os.path.abspath(a.script)))
+    rec = Recorder(auto_iterations=not a.no_auto_iterations)
+    status = 0
+    failed = False
+    try:
+        with rec:
+            try:
+                runpy.run_path(a.script, run_name="__main__")
+            except SystemExit as e:
+                status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except BaseException:
+                failed = True  # the trace of what ran is still written; the traceback follows
+                raise
+    finally:
+        sys.argv, sys.path = saved_argv, saved_path
+        _finish(rec.trace, a, failed)
+    return status if rec.trace.calls() else (status or 1)
+
+
+def _finish(trace, a, failed):
+    trace.source = os.path.basename(a.script)
+    n = len(trace.calls())
+    if n == 0:
+        print(f"convtune.capture: error: {a.script} ran no convolution; no trace written", file=sys.stderr)
+        return
+    trace.write(a.out)
+    print(f"convtune.capture: {n} convolutions in {len(trace.iterations)} iterations "
+          f"({len(set(trace.problems()))} distinct problems) -> {a.out}"
+          + (" (the script failed: the trace ends where it stopped)" if failed else "")
+          + (f"; {len(trace.skipped)} skipped (see the file's comments)" if trace.skipped else ""), file=sys.stderr)
+    print(f"convtune.capture: replay with: convtune simulate --stream trace:{a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    # Run the package's module, not this __main__ copy, so that the script's
+    # convtune.capture.mark_iteration() reaches the active Recorder. A standalone copy (no
+    # convtune package) runs itself; iterations are then split automatically.
+    if __package__:
+        from convtune.capture import main as _main
+    else:
+        _main = main
+    sys.exit(_main())

@@ -1,0 +1,476 @@
+// convtune._convtune: the C++ side of the convtune Python package.
+//
+// Thin bindings; the Python modules (python/convtune) give them their PyTorch-shaped interface:
+//   get_flags() / set_flags(dict)      the process-wide flags (convtune::global_flags / set_global_flags)
+//   make_problem(...) / parse_problem  ConvProblem <-> canonical string and a dict of its fields
+//   convolution(problem, x, w, y, be)  convtune::convolution on NumPy buffers (the flags apply)
+//   tune(...) / simulate(...)          what `convtune tune --json` / `convtune simulate --json` print
+//   backends(), version()
+// Bad input (convtune::Error) becomes convtune.Error, a ValueError, with the CLI's message.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <fmt/core.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "convtune/convtune.hpp"
+#include "convtune/error.hpp"
+#include "convtune/registry.hpp"
+#include "convtune/sim/options.hpp"
+#include "convtune/sim/replay_backend.hpp"
+#include "convtune/sim/report.hpp"
+#include "convtune/sim/simulator.hpp"
+#include "convtune/tensor.hpp"
+#include "convtune/tuning_db.hpp"
+
+namespace py = pybind11;
+
+namespace convtune::python {
+
+namespace {
+
+constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
+
+// Flags ----------------------------------------------------------------------------------------
+
+py::dict flags_to_dict(const FlagValues& f) {
+    py::dict d;
+    d["enabled"] = f.enabled;
+    d["benchmark"] = f.benchmark;
+    d["benchmark_limit"] = f.benchmark_limit;
+    d["deterministic"] = f.deterministic;
+    d["allow_tf32"] = f.allow_tf32;
+    d["policy"] = std::string(to_string(f.policy));
+    d["workspace_limit"] = f.workspace_limit == kUnlimited ? py::object(py::none()) : py::int_(f.workspace_limit);
+    d["search_budget_ms"] = f.search_budget_ms;
+    d["min_samples"] = f.min_samples;
+    d["max_samples"] = f.max_samples;
+    d["stable_rel"] = f.stable_rel;
+    d["adaptive_after"] = f.adaptive_after;
+    return d;
+}
+
+template <class T>
+T get_number(const std::string& key, py::handle v, T lo) {
+    if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::int_>(v) || (std::is_floating_point_v<T> && py::isinstance<py::float_>(v))))
+        throw py::type_error(key + ": expected " + (std::is_floating_point_v<T> ? "a number" : "an int") + ", got " +
+                             std::string(py::str(v.get_type().attr("__name__"))));
+    if (!(v.cast<double>() >= static_cast<double>(lo)))
+        throw Error(key + ": must be >= " + fmt::format("{}", lo) + " (got " + py::str(v).cast<std::string>() + ")");
+    return v.cast<T>();
+}
+
+bool get_bool(const std::string& key, py::handle v) {
+    if (!py::isinstance<py::bool_>(v)) throw py::type_error(key + ": expected a bool, got " + std::string(py::str(v.get_type().attr("__name__"))));
+    return v.cast<bool>();
+}
+
+// Applies the dict's entries to `f`; unknown keys and bad values throw before anything changes.
+FlagValues apply_flags(FlagValues f, const py::dict& d) {
+    for (auto [k, v] : d) {
+        const std::string key = py::str(k);
+        if (key == "enabled") f.enabled = get_bool(key, v);
+        else if (key == "benchmark") f.benchmark = get_bool(key, v);
+        else if (key == "benchmark_limit") f.benchmark_limit = get_number<int>(key, v, 0);
+        else if (key == "deterministic") f.deterministic = get_bool(key, v);
+        else if (key == "allow_tf32") f.allow_tf32 = get_bool(key, v);
+        else if (key == "policy") f.policy = parse_policy(py::str(v).cast<std::string>());
+        else if (key == "workspace_limit") f.workspace_limit = v.is_none() ? kUnlimited : get_number<std::size_t>(key, v, 0);
+        else if (key == "search_budget_ms") f.search_budget_ms = get_number<double>(key, v, 0.0);
+        else if (key == "min_samples") f.min_samples = get_number<int>(key, v, 1);
+        else if (key == "max_samples") f.max_samples = get_number<int>(key, v, 1);
+        else if (key == "stable_rel") f.stable_rel = get_number<double>(key, v, 0.0);
+        else if (key == "adaptive_after") f.adaptive_after = get_number<int>(key, v, 1);
+        else throw Error("flags: unknown flag '" + key + "'");
+    }
+    if (f.max_samples < f.min_samples) throw Error("max_samples: must be >= min_samples");
+    return f;
+}
+
+// A flags argument of tune(): None, a "key=value,..." string (parse_flags) or a dict.
+FlagValues flags_arg(FlagValues base, const py::object& arg) {
+    if (arg.is_none()) return base;
+    if (py::isinstance<py::str>(arg)) return parse_flags(arg.cast<std::string>(), base);
+    if (py::isinstance<py::dict>(arg)) return apply_flags(base, arg.cast<py::dict>());
+    throw py::type_error("flags: expected None, a 'key=value,...' string or a dict");
+}
+
+// Problems -------------------------------------------------------------------------------------
+
+Dims dims_of(const std::string& name, const std::vector<int64_t>& v, std::size_t nd, int64_t neutral) {
+    if (v.size() != nd)
+        throw Error(name + ": expected " + std::to_string(nd) + " values (one per spatial dim), got " + std::to_string(v.size()));
+    Dims d{neutral, neutral, neutral};
+    for (std::size_t i = 0; i < nd; ++i) d[i] = v[i];
+    return d;
+}
+
+ConvProblem make_problem(const std::string& direction, const std::string& dtype, const std::string& layout, int64_t n, int64_t c,
+                         int64_t k, int64_t groups, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
+                         const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation, const std::vector<int64_t>& pad,
+                         const std::vector<int64_t>& pad_end) {
+    const std::size_t nd = in.size();
+    if (nd < 1 || nd > 3) throw Error("spatial_dims: must be 1, 2 or 3 (got " + std::to_string(nd) + ")");
+    ConvProblem p;
+    p.direction = parse_direction(direction);
+    p.dtype = parse_dtype(dtype);
+    if (layout == "nchw" || layout == layout_name(Layout::nchw, static_cast<int>(nd))) p.layout = Layout::nchw;
+    else if (layout == "nhwc" || layout == layout_name(Layout::nhwc, static_cast<int>(nd))) p.layout = Layout::nhwc;
+    else throw ParseError("layout: unknown layout '" + layout + "' (expected nchw or nhwc)");
+    p.spatial_dims = static_cast<int>(nd);
+    p.n = n;
+    p.c = c;
+    p.k = k;
+    p.groups = groups;
+    p.in = dims_of("in", in, nd, 1);
+    p.kernel = dims_of("ker", kernel, nd, 1);
+    p.stride = dims_of("stride", stride, nd, 1);
+    p.dilation = dims_of("dil", dilation, nd, 1);
+    p.pad_begin = dims_of("pad", pad, nd, 0);
+    p.pad_end = dims_of("pad_end", pad_end, nd, 0);
+    p.validate();
+    return p;
+}
+
+std::vector<int64_t> vec(const Dims& d, int nd) { return {d.begin(), d.begin() + nd}; }
+
+py::dict problem_to_dict(const ConvProblem& p) {
+    const int nd = p.spatial_dims;
+    std::vector<int64_t> out;
+    for (int i = 0; i < nd; ++i) out.push_back(p.out(i));
+    py::dict d;
+    d["canonical"] = p.to_string();
+    d["direction"] = std::string(to_string(p.direction));
+    d["dtype"] = std::string(to_string(p.dtype));
+    d["layout"] = layout_name(p.layout, nd);
+    d["spatial_dims"] = nd;
+    d["n"] = p.n;
+    d["c"] = p.c;
+    d["k"] = p.k;
+    d["groups"] = p.groups;
+    d["in"] = vec(p.in, nd);
+    d["kernel"] = vec(p.kernel, nd);
+    d["stride"] = vec(p.stride, nd);
+    d["dilation"] = vec(p.dilation, nd);
+    d["pad"] = vec(p.pad_begin, nd);
+    d["pad_end"] = vec(p.pad_end, nd);
+    d["out"] = out;
+    d["x_shape"] = p.x_dims();
+    d["w_shape"] = p.w_dims();
+    d["y_shape"] = p.y_dims();
+    d["macs"] = p.macs();
+    d["flops"] = p.flops();
+    return d;
+}
+
+// Convolution ----------------------------------------------------------------------------------
+
+char dtype_char(DataType t) {
+    switch (t) {
+        case DataType::f32: return 'f';
+        case DataType::f16: return 'e';
+        case DataType::f64: return 'd';
+        case DataType::bf16: return '?';
+    }
+    return '?';
+}
+
+// Checks one NumPy buffer against the tensor the problem expects and returns its view.
+TensorView view_of(const ConvProblem& p, const char* name, const py::array& a, const std::vector<int64_t>& dims, bool written) {
+    if (a.dtype().kind() != 'f' || a.dtype().char_() != dtype_char(p.dtype))
+        throw py::type_error(std::string(name) + ": expected " + std::string(to_string(p.dtype)) + " data, got " +
+                             std::string(py::str(a.dtype())));
+    if (!(a.flags() & py::array::c_style)) throw Error(std::string(name) + ": must be C-contiguous");
+    if (written && !a.writeable()) throw Error(std::string(name) + ": must be writeable");
+    std::vector<int64_t> shape(a.shape(), a.shape() + a.ndim());
+    if (shape != dims) {
+        auto s = [](const std::vector<int64_t>& v) {
+            std::string r = "(";
+            for (std::size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+            return r + (v.size() == 1 ? ",)" : ")");
+        };
+        throw Error(std::string(name) + ": shape " + s(shape) + " does not match the problem's " + s(dims));
+    }
+    return {const_cast<void*>(a.data()), static_cast<std::size_t>(a.nbytes())};
+}
+
+// Runs the problem on the given arrays: x, w, y as the problem's direction reads and writes them
+// (fwd writes y, bwd_data writes x, bwd_filter writes w).
+void convolution_numpy(const std::string& problem, const py::array& x, const py::array& w, const py::array& y, const std::string& backend) {
+    const ConvProblem p = ConvProblem::parse(problem);
+    if (p.layout != Layout::nchw) throw Error("layout: the Python module takes channels-first (NCHW) arrays");
+    ConvTensors t{view_of(p, "x", x, p.x_dims(), p.direction == Direction::bwd_data),
+                  view_of(p, "w", w, p.w_dims(), p.direction == Direction::bwd_filter),
+                  view_of(p, "y", y, p.y_dims(), p.direction == Direction::fwd)};
+    Backend& b = find_backend(backend);
+    if (const Availability av = b.availability(); !av.ok)
+        throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    Status s;
+    {
+        py::gil_scoped_release release;
+        if (dynamic_cast<const HostBackend*>(&b)) {
+            s = convolution(p, t, backend);
+        } else {
+            // Device memory: upload the inputs, run, download the output.
+            TensorView* views[3] = {&t.x, &t.w, &t.y};
+            TensorView* out = p.direction == Direction::fwd ? &t.y : p.direction == Direction::bwd_data ? &t.x : &t.w;
+            DeviceBuffer bufs[3];
+            ConvTensors dev;
+            TensorView* dviews[3] = {&dev.x, &dev.w, &dev.y};
+            for (int i = 0; i < 3; ++i) {
+                bufs[i] = b.allocate(views[i]->bytes);
+                if (!bufs[i]) {
+                    s = Status::out_of_memory("cannot allocate " + std::to_string(views[i]->bytes) + " bytes on backend " + backend);
+                    break;
+                }
+                *dviews[i] = {bufs[i].data(), views[i]->bytes};
+                if (views[i] != out) b.upload(bufs[i].data(), views[i]->data, views[i]->bytes);
+            }
+            if (s.ok()) s = convolution(p, dev, backend);
+            if (s.ok()) {
+                const int oi = out == &t.x ? 0 : out == &t.w ? 1 : 2;
+                b.download(out->data, bufs[oi].data(), out->bytes);
+                b.synchronize();
+            }
+        }
+    }
+    if (!s.ok()) {
+        const std::string msg = "convolution failed (" + std::string(s.code_name()) + "): " + s.message;
+        if (s.code == Status::Code::out_of_memory) {
+            PyErr_SetString(PyExc_MemoryError, msg.c_str());
+            throw py::error_already_set();
+        }
+        throw std::runtime_error(msg);
+    }
+}
+
+// tune / simulate ------------------------------------------------------------------------------
+// The same documents `convtune tune --json` and `convtune simulate --json` print (tools/tune.cpp,
+// tools/simulate.cpp), built the same way.
+
+nlohmann::json decision_to_json(const Decision& d) {
+    nlohmann::json cands = nlohmann::json::array();
+    for (const Candidate& c : d.candidates)
+        cands.push_back({{"id", c.id},
+                         {"state", to_string(c.state)},
+                         {"reason", c.reason},
+                         {"notes", c.notes.names()},
+                         {"workspace", c.workspace},
+                         {"samples_ms", c.samples_ms},
+                         {"median_ms", c.median_ms},
+                         {"spread", c.spread}});
+    return {{"algorithm", d.algorithm}, {"source", to_string(d.source)}, {"search_ms", d.search_ms},
+            {"median_ms", d.median_ms}, {"key", d.key}, {"candidates", cands}};
+}
+
+ConvProblem apply_overrides(ConvProblem p, const std::string& dir, const std::string& dtype, const std::string& layout) {
+    if (!dir.empty()) p.direction = parse_direction(dir);
+    if (!dtype.empty()) p.dtype = parse_dtype(dtype);
+    if (!layout.empty()) {
+        if (layout == "nchw" || layout == layout_name(Layout::nchw, p.spatial_dims)) p.layout = Layout::nchw;
+        else if (layout == "nhwc" || layout == layout_name(Layout::nhwc, p.spatial_dims)) p.layout = Layout::nhwc;
+        else throw ParseError("layout: unknown layout '" + layout + "' (expected nchw or nhwc)");
+    }
+    p.validate();
+    return p;
+}
+
+std::string tune(const std::vector<std::string>& problems, const std::string& shapes, const std::string& backend,
+                 const std::string& policy, const py::object& flags, const std::optional<std::string>& db, int64_t batch,
+                 const std::string& dir, const std::string& dtype, const std::string& layout) {
+    if (problems.empty() == shapes.empty()) throw Error("tune: give exactly one of problems or shapes");
+    FlagValues f = parse_flags("benchmark=1");
+    if (!policy.empty()) f.policy = parse_policy(policy);
+    f = flags_arg(f, flags);
+    if (batch < 0) throw Error("batch: must be >= 1 (got " + std::to_string(batch) + ")");
+    Backend& b = find_backend(backend);
+    if (const Availability av = b.availability(); !av.ok)
+        throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    std::vector<ShapeLine> lines;
+    if (!problems.empty())
+        for (const std::string& s : problems) lines.push_back({0, "", 1, ConvProblem::parse_any(s)});
+    else lines = read_shape_file(shapes);
+    for (ShapeLine& l : lines) {
+        if (batch > 0) l.problem.n = batch;
+        l.problem = apply_overrides(l.problem, dir, dtype, layout);
+    }
+    std::string db_path;
+    if (db) db_path = *db;
+    else if (const char* e = std::getenv("CONVTUNE_DB")) db_path = e;
+
+    py::gil_scoped_release release;
+    Context ctx(db_path);
+    Selector& sel = ctx.selector(b);
+    nlohmann::json out = nlohmann::json::array();
+    double total_search = 0;
+    int from_db = 0;
+    for (const ShapeLine& l : lines) {
+        const auto d = sel.select(l.problem, f);
+        total_search += d->search_ms;
+        from_db += d->source == Source::database;
+        nlohmann::json j = decision_to_json(*d);
+        j["problem"] = l.problem.to_string();
+        if (!l.name.empty()) j["name"] = l.name;
+        out.push_back(j);
+    }
+    return nlohmann::json{{"backend", b.name()}, {"flags", f.to_string()}, {"problems", out}, {"total_search_ms", total_search},
+                          {"from_database", from_db}}
+        .dump();
+}
+
+std::string simulate(const sim::WorkloadArgs& w, int iterations, const std::vector<std::string>& flags, bool compare,
+                     const std::string& backend_name, const std::string& replay_path, bool strict, double min_saving,
+                     const std::string& plot) {
+    if (iterations < 1) throw Error("iterations: must be >= 1 (got " + std::to_string(iterations) + ")");
+    if (!(min_saving >= 0 && min_saving <= 1)) throw Error("min_saving: must be in [0, 1]");
+    // Everything is validated before anything runs or is written, in tools/simulate.cpp's order.
+    const sim::Stream stream = w.make_stream();
+    std::vector<sim::Setting> settings;
+    for (const std::string& f : flags) settings.push_back(sim::parse_setting(f));
+    if (compare || settings.empty()) {
+        std::vector<sim::Setting> all = sim::standard_settings();
+        for (sim::Setting& s : settings) all.push_back(s);
+        settings = all;
+    }
+    for (std::size_t i = 0; i < settings.size(); ++i)
+        for (std::size_t j = 0; j < i; ++j)
+            if (settings[i].name == settings[j].name) throw Error("--flags: setting '" + settings[i].name + "' given twice");
+    if (!plot.empty()) {
+        const std::filesystem::path dir = std::filesystem::path(plot).parent_path();
+        if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw Error("--plot: cannot write in the folder of '" + plot + "'");
+    }
+
+    std::unique_ptr<sim::ReplayBackend> replay;
+    Backend* backend = nullptr;
+    if (!replay_path.empty()) {
+        sim::Recording rec = sim::Recording::load(replay_path);
+        if (!backend_name.empty() && backend_name != rec.environment.backend)
+            throw Error("--backend: '" + backend_name + "' does not match the recording's backend '" + rec.environment.backend + "'");
+        replay = std::make_unique<sim::ReplayBackend>(std::move(rec), w.seed, !strict);
+        backend = replay.get();
+    } else {
+        backend = &find_backend(backend_name.empty() ? "cpu" : backend_name);
+    }
+
+    sim::SimulationOptions so;
+    so.iterations = iterations;
+    so.settings = settings;
+    so.seed = w.seed;
+    so.min_saving = min_saving;
+    sim::SimulationResult r;
+    {
+        py::gil_scoped_release release;
+        r = sim::simulate(*backend, stream, so);
+    }
+
+    sim::ReportContext ctx;
+    ctx.title = w.describe(stream) + ", " + std::to_string(iterations) + " iterations";
+    const sim::StreamSpec& sp = stream.spec();
+    std::string streamd;
+    if (sp.kind == sim::StreamKind::batch || sp.kind == sim::StreamKind::mixed) {
+        streamd += "batches";
+        for (int64_t b : sp.batches) streamd += " " + std::to_string(b);
+        streamd += "; ";
+    }
+    if (sp.kind == sim::StreamKind::resolution || sp.kind == sim::StreamKind::mixed) {
+        streamd += "scales";
+        for (double s : sp.scales) streamd += fmt::format(" {:g}", s);
+        streamd += " (per spatial dim); ";
+    }
+    if (sp.kind != sim::StreamKind::fixed && sp.kind != sim::StreamKind::trace) streamd += "stream seed " + std::to_string(sp.seed) + "; ";
+    ctx.details = streamd + r.engine + (replay ? " of " + replay_path : std::string()) + " on backend " + r.backend + " (" + r.environment + ")";
+    if (!plot.empty()) sim::write_file_atomic(plot, sim::to_svg(r, ctx));
+    return sim::to_json(r, ctx).dump();
+}
+
+}  // namespace
+
+}  // namespace convtune::python
+
+PYBIND11_MODULE(_convtune, m) {
+    using namespace convtune;
+    using namespace convtune::python;
+    m.doc() = "convtune's C++ core; use the convtune package, not this module";
+
+    py::register_exception<Error>(m, "Error", PyExc_ValueError);
+
+    m.def("version", [] { return convtune_version(); }, "convtune's version string");
+    m.def("get_flags", [] { return flags_to_dict(global_flags()); }, "The process-wide flags as a dict");
+    m.def("set_flags", [](const py::dict& d) { set_global_flags(apply_flags(global_flags(), d)); },
+          "Sets the process-wide flags named in the dict (validated first: nothing changes on an error)");
+    m.def("default_flags", [] { return flags_to_dict(FlagValues{}); }, "The defaults of every flag");
+    m.def("flags_string", [](const py::dict& d) { return apply_flags(global_flags(), d).to_string(); },
+          "The flags' text form (as the CLI and the trace files write it)");
+
+    m.def("backends", [] {
+        py::list out;
+        for (Backend* b : backends()) {
+            const Availability av = b->availability();
+            py::dict d;
+            d["name"] = std::string(b->name());
+            d["available"] = av.ok;
+            d["reason"] = av.reason;
+            if (av.ok) {
+                const BackendIdentity id = b->identity();
+                d["library"] = id.library;
+                d["device"] = id.device;
+                d["driver"] = id.driver;
+            }
+            py::list algos;
+            for (const Algorithm* a : b->algorithms()) algos.append(std::string(a->id()));
+            d["algorithms"] = algos;
+            out.append(d);
+        }
+        return out;
+    });
+
+    m.def("make_problem", [](const std::string& direction, const std::string& dtype, const std::string& layout, int64_t n, int64_t c, int64_t k,
+                             int64_t groups, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
+                             const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation, const std::vector<int64_t>& pad,
+                             const std::vector<int64_t>& pad_end) {
+        return problem_to_dict(make_problem(direction, dtype, layout, n, c, k, groups, in, kernel, stride, dilation, pad, pad_end));
+    },
+          py::arg("direction"), py::arg("dtype"), py::arg("layout"), py::arg("n"), py::arg("c"), py::arg("k"), py::arg("groups"),
+          py::arg("in_"), py::arg("kernel"), py::arg("stride"), py::arg("dilation"), py::arg("pad"), py::arg("pad_end"));
+    m.def("parse_problem", [](const std::string& text) { return problem_to_dict(ConvProblem::parse_any(text)); }, py::arg("text"));
+
+    m.def("convolution", &convolution_numpy, py::arg("problem"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("backend"));
+
+    m.def("tune", &tune, py::arg("problems"), py::arg("shapes"), py::arg("backend"), py::arg("policy"), py::arg("flags"),
+          py::arg("db"), py::arg("batch"), py::arg("dir"), py::arg("dtype"), py::arg("layout"));
+
+    m.def("simulate",
+          [](const std::string& workload, const std::string& shapes_dir, const std::string& stream, int iterations, const std::string& mode,
+             int64_t batch, const std::string& batches, const std::string& scales, const std::string& dtype, const std::string& layout,
+             uint64_t seed, const std::vector<std::string>& flags, bool compare, const std::string& backend, const std::string& replay,
+             bool strict, double min_saving, const std::string& plot) {
+              sim::WorkloadArgs w;
+              w.workload = workload;
+              w.shapes_dir = shapes_dir;
+              w.stream = stream;
+              w.mode = mode;
+              w.batch = batch;
+              w.batches = batches;
+              w.scales = scales;
+              w.dtype = dtype;
+              w.layout = layout;
+              w.seed = seed;
+              if (batch < 0) throw Error("--batch: must be >= 1 (got " + std::to_string(batch) + ")");
+              return simulate(w, iterations, flags, compare, backend, replay, strict, min_saving, plot);
+          },
+          py::arg("workload"), py::arg("shapes_dir"), py::arg("stream"), py::arg("iterations"), py::arg("mode"), py::arg("batch"),
+          py::arg("batches"), py::arg("scales"), py::arg("dtype"), py::arg("layout"), py::arg("seed"), py::arg("flags"), py::arg("compare"),
+          py::arg("backend"), py::arg("replay"), py::arg("strict"), py::arg("min_saving"), py::arg("plot"));
+}

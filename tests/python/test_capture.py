@@ -1,0 +1,223 @@
+"""convtune.capture: PyTorch's convolutions, forward and backward, recorded as a trace that
+`convtune simulate --stream trace:FILE` replays. Needs PyTorch (Debian's python3-torch)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: capture cannot be tested")
+nn = torch.nn
+
+import convtune  # noqa: E402
+from convtune.capture import Recorder, capture  # noqa: E402
+
+
+def small_net():
+    """conv-bn-relu x3: a plain 3x3 conv, a strided one and a grouped one."""
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+        nn.Conv2d(32, 32, 3, padding=1, groups=4, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+    )
+
+
+def layer_problems(model, x_shape, direction):
+    """The convtune problem of each Conv layer, computed from the layer's own attributes and the
+    shape flowing through the network (independently of the capture code)."""
+    out = []
+    shape = list(x_shape)
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Conv2d):
+            p = convtune.problem(shape, m.weight.shape, stride=m.stride, padding=m.padding, dilation=m.dilation, groups=m.groups,
+                                 direction=direction)
+            out.append((name, p["canonical"]))
+            shape = p["y_shape"]
+    return out
+
+
+def expected_training_step(model, x_shape):
+    """Forward in layer order; backward in reverse order, bwd_data then bwd_filter per layer, and
+    no bwd_data for the first layer (the input needs no gradient) — what PyTorch runs."""
+    fwd = [p for _, p in layer_problems(model, x_shape, "fwd")]
+    bd = [p for _, p in layer_problems(model, x_shape, "bwd_data")]
+    bf = [p for _, p in layer_problems(model, x_shape, "bwd_filter")]
+    back = []
+    for i in reversed(range(len(fwd))):
+        if i > 0:
+            back.append(bd[i])
+        back.append(bf[i])
+    return fwd + back
+
+
+def test_training_capture_matches_the_layers(tmp_path):
+    model = small_net()
+    x = torch.randn(2, 3, 32, 32)
+    bn_before = model[1].running_mean.clone()
+    trace = capture(model, x, train=True, iterations=2, path=tmp_path / "net.trace")
+    expected = expected_training_step(model, x.shape)
+    assert len(expected) == 3 + 5
+    assert len(trace.iterations) == 2
+    assert trace.problems(0) == expected and trace.problems(1) == expected
+    assert [c.layer for c in trace.iterations[0][:3]] == ["0", "3", "6"]
+    assert [c.direction for c in trace.iterations[0]] == ["fwd"] * 3 + ["bwd_data", "bwd_filter"] * 2 + ["bwd_filter"]
+    assert trace.skipped == []
+    # capture() leaves the model as it found it.
+    assert torch.equal(model[1].running_mean, bn_before) and model[0].weight.grad is None and model.training
+    # The file is a trace the simulator reads: same problems, two iterations.
+    text = (tmp_path / "net.trace").read_text()
+    assert text.startswith("# convtune-trace 1\n")
+    lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    assert lines == expected * 2
+    assert "# flags enabled=1,benchmark=0," in text
+
+
+def test_inference_capture():
+    model = small_net()
+    trace = capture(model, torch.randn(1, 3, 20, 24), train=False, iterations=3)
+    assert len(trace.iterations) == 3
+    assert trace.problems(2) == [p for _, p in layer_problems(model, (1, 3, 20, 24), "fwd")]
+    assert not model[1].running_mean.any()  # eval + no_grad: statistics untouched
+
+
+def test_replay_with_convtune_simulate(cli, tmp_path):
+    model = small_net()
+    path = tmp_path / "net.trace"
+    capture(model, torch.randn(2, 3, 16, 16), train=True, iterations=2, path=path)
+    r = cli("simulate", "--stream", f"trace:{path}", "--iterations", "4", "--flags", "off",
+            "--flags", "on:benchmark=1,search_budget_ms=5", "--json", check=0)
+    doc = json.loads(r.stdout)
+    off, on = doc["settings"]
+    assert [i["calls"] for i in off["per_iteration"]] == [8, 8, 8, 8]
+    assert off["distinct_shapes"] == 8 and off["misses"] == 8 and off["hits"] == 24
+    assert on["searches"] == 8
+    # The Python API replays a Trace object directly.
+    trace = capture(model, torch.randn(2, 3, 16, 16), train=True)
+    sim = convtune.simulate(trace=trace, iterations=2, flags="off")
+    assert sim["settings"][0]["calls"] == 16
+
+
+class Mixed(nn.Module):
+    """1-D, 3-D, functional, dilated and transposed convolutions."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.c1 = nn.Conv1d(4, 6, 5, stride=2, padding=2, dilation=1)
+        self.c3 = nn.Conv3d(2, 4, 3, padding=(1, 0, 1), dilation=(1, 1, 2))
+        self.up = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
+        self.w = nn.Parameter(torch.randn(8, 4, 3, 3) * 0.1)
+
+    def forward(self, a, b, c):
+        y1 = self.c1(a)
+        y3 = self.c3(b)
+        y2 = torch.nn.functional.conv2d(c, self.w, padding=2, dilation=2)
+        return y1.sum() + y3.sum() + self.up(y2).sum()
+
+
+def test_functional_1d_3d_and_transposed():
+    m = Mixed()
+    a, b, c = torch.randn(2, 4, 33), torch.randn(1, 2, 5, 6, 9), torch.randn(1, 4, 7, 7)
+    trace = capture(m, (a, b, c), train=True)
+    (calls,) = trace.iterations
+    got = [(c.direction, c.transposed, c.problem.split(",layout=")[1].split(",")[0]) for c in calls]
+    assert got[:4] == [("fwd", False, "ncw"), ("fwd", False, "ncdhw"), ("fwd", False, "nchw"), ("bwd_data", True, "nchw")]
+    assert sorted(got[4:]) == sorted([("fwd", True, "nchw"), ("bwd_filter", True, "nchw"),  # up: grad input, grad weight
+                                      ("bwd_filter", False, "nchw"), ("bwd_filter", False, "ncdhw"), ("bwd_filter", False, "ncw")])
+    # The transposed convolution's forward is the bwd_data of the recorded problem: convtune
+    # computes exactly PyTorch's output from it.
+    up = calls[3]
+    p = convtune.parse_problem(up.problem)
+    y2 = torch.nn.functional.conv2d(c, m.w, padding=2, dilation=2).detach()
+    ref = torch.nn.functional.conv_transpose2d(y2, m.up.weight.detach(), stride=2, padding=1, output_padding=1)
+    assert list(ref.shape) == p["x_shape"]
+    got_dx = convtune.conv_backward_data(p["x_shape"], m.up.weight.detach().numpy(), y2.numpy(), stride=p["stride"], padding=p["pad"])
+    np.testing.assert_allclose(got_dx, ref.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_flags_are_recorded_at_each_call():
+    model = small_net()
+    x = torch.randn(1, 3, 8, 8)
+    saved = torch.backends.cudnn.benchmark
+    try:
+        with Recorder(auto_iterations=False) as rec:
+            model(x)
+            torch.backends.cudnn.benchmark = True
+            model(x)
+    finally:
+        torch.backends.cudnn.benchmark = saved
+    calls = rec.trace.calls()
+    assert [c.flags["benchmark"] for c in calls] == [saved] * 3 + [True] * 3
+    text = rec.trace.text()
+    assert text.count("# flags ") == (2 if not saved else 1)
+
+
+SCRIPT = """
+import sys
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, stride=2, padding=1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+steps = int(sys.argv[1])
+for step in range(steps):
+    x = torch.randn(4, 3, 16, 16)
+    loss = model(x).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("trained", steps)
+"""
+
+
+def test_python_m_capture_runs_a_script(cli, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    out = tmp_path / "train.trace"
+    r = subprocess.run([sys.executable, "-m", "convtune.capture", "-o", str(out), str(script), "3"],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    assert "trained 3" in r.stdout
+    assert "convtune.capture: 15 convolutions in 3 iterations (5 distinct problems)" in r.stderr
+    text = out.read_text()
+    assert text.count("# iteration ") == 3
+    doc = json.loads(cli("simulate", "--stream", f"trace:{out}", "--iterations", "3", "--flags", "off", "--json", check=0).stdout)
+    assert [i["calls"] for i in doc["settings"][0]["per_iteration"]] == [5, 5, 5]
+
+
+SHARED = """
+import torch, convtune.capture
+from torch import nn
+torch.manual_seed(0)
+conv = nn.Conv2d(4, 4, 3, padding=1)  # used twice per step: the automatic boundaries would split here
+for step in range(2):
+    convtune.capture.mark_iteration()
+    x = torch.randn(1, 4, 8, 8)
+    conv(torch.relu(conv(x))).sum().backward()
+"""
+
+
+def test_mark_iteration_in_a_script(tmp_path):
+    script = tmp_path / "shared.py"
+    script.write_text(textwrap.dedent(SHARED))
+    out = tmp_path / "shared.trace"
+    r = subprocess.run([sys.executable, "-m", "convtune.capture", "-o", str(out), str(script)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    # Per step: 2 fwd, then bwd_data + bwd_filter of the second use, bwd_filter of the first.
+    assert "convtune.capture: 10 convolutions in 2 iterations" in r.stderr, r.stderr
+
+
+def test_python_m_capture_errors(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "convtune.capture", str(tmp_path / "nope.py")], capture_output=True, text=True)
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    empty = tmp_path / "empty.py"
+    empty.write_text("print('no convolutions here')\n")
+    r = subprocess.run([sys.executable, "-m", "convtune.capture", "-o", str(tmp_path / "e.trace"), str(empty)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "ran no convolution" in r.stderr and not (tmp_path / "e.trace").exists()
