@@ -20,6 +20,7 @@
 
 #include "convtune/error.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/selector.hpp"
 #include "cudnn/cudnn_backend.hpp"
 #include "support/check.hpp"
 #include "support/sweep.hpp"
@@ -339,6 +340,80 @@ BOOST_AUTO_TEST_CASE(memory_failures_are_values) {
         ++refused;
     }
     BOOST_TEST_MESSAGE(refused << " algorithms with a workspace refused to run without it");
+}
+
+// The flags through the real selector on the GPU, rule by rule as test_selector proves them on a
+// scripted backend: benchmark off runs cuDNN's heuristic pick untimed; PyTorch's search times
+// once per candidate until benchmark_limit succeeded and its key has no benchmark; deterministic
+// drops NONDETERMINISTIC; allow_tf32=0 drops TENSOR_CORE for f32; the winner is correct.
+BOOST_AUTO_TEST_CASE(flag_semantics_through_the_selector) {
+    Backend& b = find_backend("cudnn");
+    const ConvProblem f32 = ConvProblem::parse("dir=fwd,dtype=f32,layout=nchw,n=8,c=64,k=64,in=28x28,ker=3x3,pad=1x1");
+    const ConvProblem wgrad = ConvProblem::parse("dir=bwd_filter,dtype=f16,layout=nhwc,n=8,c=64,k=64,in=28x28,ker=3x3,pad=1x1");
+    auto timed = [](const Decision& d) {
+        int n = 0;
+        for (const Candidate& c : d.candidates) n += !c.samples_ms.empty();
+        return n;
+    };
+    {
+        TuningCache cache;
+        Selector s(b, cache);
+        const auto d = s.select(f32, parse_flags("policy=pytorch,benchmark=0"));
+        BOOST_TEST((d->source == Source::heuristic));
+        BOOST_TEST(timed(*d) == 0);
+        BOOST_TEST(d->algorithm == std::string(b.heuristic_order(f32).front()->id()));
+    }
+    {
+        TuningCache cache;
+        Selector s(b, cache);
+        const auto d = s.select(f32, parse_flags("policy=pytorch,benchmark=1,benchmark_limit=3"));
+        BOOST_TEST((d->source == Source::search));
+        BOOST_TEST(timed(*d) == 3);
+        for (const Candidate& c : d->candidates)
+            if (!c.samples_ms.empty()) BOOST_TEST(c.samples_ms.size() == 1u, c.id);
+        // benchmark is not in PyTorch's key: benchmark=0 now gets the searched choice.
+        const auto again = s.select(f32, parse_flags("policy=pytorch,benchmark=0,benchmark_limit=3"));
+        BOOST_TEST(again->algorithm == d->algorithm);
+        BOOST_TEST((again->source == Source::memory));
+        // convtune's key has it: benchmark=0 is a new decision from the heuristic.
+        BOOST_TEST((s.select(f32, parse_flags("policy=convtune,benchmark=0"))->source == Source::heuristic));
+    }
+    for (const ConvProblem& p : {f32, wgrad}) {
+        TuningCache cache;
+        Selector s(b, cache);
+        const auto det = s.select(p, parse_flags("policy=pytorch,benchmark=1,deterministic=1,benchmark_limit=4"));
+        int dropped = 0;
+        for (const Candidate& c : det->candidates)
+            if (c.notes.has(Note::nondeterministic) && c.state != Candidate::State::unsupported) {
+                BOOST_TEST((c.state == Candidate::State::filtered), c.id << " is NONDETERMINISTIC but " << to_string(c.state));
+                ++dropped;
+            }
+        BOOST_TEST(!b.find(det->algorithm)->notes().has(Note::nondeterministic));
+        BOOST_TEST_MESSAGE(p.to_string() << ": deterministic=1 dropped " << dropped << " NONDETERMINISTIC candidates, chose " << det->algorithm);
+        if (p.direction == Direction::bwd_filter) BOOST_TEST(dropped > 0, "cuDNN offers no nondeterministic wgrad here");
+    }
+    {
+        TuningCache cache;
+        Selector s(b, cache);
+        const auto off = s.select(f32, parse_flags("policy=pytorch,benchmark=1,allow_tf32=0,benchmark_limit=0"));
+        for (const Candidate& c : off->candidates)
+            if (c.notes.has(Note::tensor_core)) BOOST_TEST(c.samples_ms.empty(), c.id << " is TENSOR_CORE but was timed with allow_tf32=0");
+        BOOST_TEST(!b.find(off->algorithm)->notes().has(Note::tensor_core));
+        const auto on = s.select(f32, parse_flags("policy=pytorch,benchmark=1,allow_tf32=1,benchmark_limit=0"));
+        int tc = 0;
+        for (const Candidate& c : on->candidates) tc += c.notes.has(Note::tensor_core) && !c.samples_ms.empty();
+        BOOST_TEST(tc > 0, "allow_tf32=1 timed no TENSOR_CORE candidate");
+        BOOST_TEST_MESSAGE("f32 fwd: allow_tf32=0 chose " << off->algorithm << " (" << off->median_ms << " ms), allow_tf32=1 chose "
+                                                         << on->algorithm << " (" << on->median_ms << " ms), " << tc
+                                                         << " TENSOR_CORE candidates timed");
+        // Both winners compute the right answer within their bounds.
+        const HostTensors in = make_host_tensors(f32, 4);
+        const OracleResult ref = oracle(in);
+        for (const auto& d : {off, on}) {
+            const auto out = test::check_against(*b.find(d->algorithm), in, ref);
+            BOOST_TEST(out.passed, out.message);
+        }
+    }
 }
 
 // The two long sweeps last: a time limit cuts them, not the quick checks above.
