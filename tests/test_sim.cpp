@@ -124,6 +124,18 @@ BOOST_AUTO_TEST_CASE(scaling_keeps_kernel_stride_and_padding) {
     const ConvProblem r = scale_problem(ConvProblem::parse("c=1,k=1,in=7x7,ker=7x7"), {0.1, 0.1, 1});
     BOOST_TEST(r.in[0] == 7);
     BOOST_TEST(r.out(0) == 1);
+    // Framework padding is re-derived for the new size: ResNet-50's res5a_branch1 (1x1 stride 2
+    // on 14x14, the last row left out: pad_end -1) at half the size has 7 rows and 4 outputs,
+    // as PyTorch computes it (keeping pad_end -1 would give 3 outputs and a shape cuDNN refuses).
+    const ConvProblem b1 = scale_problem(ConvProblem::parse("c=8,k=8,in=14x14,ker=1x1,stride=2x2,pad_end=-1x-1"), {0.5, 1, 1});
+    BOOST_TEST(b1.in[0] == 7);
+    BOOST_TEST(b1.pad_end[0] == 0);
+    BOOST_TEST(b1.out(0) == 4);
+    BOOST_TEST(b1.pad_end[1] == -1);  // not scaled
+    // Truly asymmetric padding is kept as written.
+    const ConvProblem a = scale_problem(ConvProblem::parse("c=1,k=1,in=10,ker=3,pad=0,pad_end=2"), {1.5, 1, 1});
+    BOOST_TEST(a.in[0] == 15);
+    BOOST_TEST(a.pad_end[0] == 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -310,7 +322,7 @@ BOOST_AUTO_TEST_CASE(adaptive_searches_recurring_shapes_only) {
     FakeBackend b("fake", slow_fast());
     SimulationOptions o;
     o.iterations = 4;
-    o.settings = settings({"off", "adaptive"});
+    o.settings = settings({"off", "adaptive:policy=adaptive,benchmark=1,adaptive_after=3"});
     const SimulationResult r = simulate(b, tiny_stream(), o);
     const ScenarioResult& a = scenario(r, "adaptive");
     // Layer b recurs 4 times per pass: searched on its third call, in iteration 1. Layer a
@@ -323,6 +335,19 @@ BOOST_AUTO_TEST_CASE(adaptive_searches_recurring_shapes_only) {
     // iteration 1: a slow (2g), b: 2 slow calls, search 12g, 2 fast calls
     BOOST_TEST(a.iterations[0].total_ms() == 2 * g + 2 * 2 * g + 12 * g + 2 * g, tt::tolerance(1e-12));
     BOOST_TEST(a.iterations[2].total_ms() == 12 * g + g + 4 * g, tt::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(adaptive_auto_waits_as_many_calls_as_a_search_costs) {
+    // adaptive_after=0 (the default): 2 eligible candidates x (1 warm-up + max_samples 15) = a
+    // search on a shape's 32nd call. Layer b (4 calls a pass): iteration 8; layer a (1): 32.
+    FakeBackend b("fake", slow_fast());
+    SimulationOptions o;
+    o.iterations = 40;
+    o.settings = settings({"adaptive"});
+    const SimulationResult r = simulate(b, tiny_stream(), o);
+    const ScenarioResult& a = scenario(r, "adaptive");
+    for (int i = 0; i < 40; ++i)
+        BOOST_TEST(a.iterations[static_cast<std::size_t>(i)].searches == (i == 7 || i == 31 ? 1 : 0), "iteration " << i + 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_setting_that_cannot_run_is_reported_not_fatal) {
@@ -432,6 +457,29 @@ BOOST_AUTO_TEST_CASE(draws_reproduce_the_spread_and_are_seeded) {
     BOOST_TEST((seen == std::set<double>{1, 2, 3, 4}));
     BOOST_TEST(b.simulated());
     BOOST_TEST(b.allocate(std::size_t{1} << 40).bytes() == std::size_t{1} << 40);  // virtual memory
+}
+
+BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) {
+    // The scenario's first call pays the process start-up once; executions are scaled by the
+    // sequence factor, the selector's timed samples (search) are not.
+    const ConvProblem p = ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1");
+    Recording r = hand_recording({3}, 50.0);
+    r.startup_ms = 7;
+    r.sequence_factor = 2;
+    const Recording loaded = Recording::from_json(r.to_json(), "memory");
+    BOOST_TEST(*loaded.startup_ms == 7.0);
+    BOOST_TEST(*loaded.sequence_factor == 2.0);
+    ReplayBackend b(loaded, 1);
+    const Algorithm* x = b.find("x");
+    for (int scenario = 0; scenario < 2; ++scenario) {
+        b.reset(1);
+        BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 57.0);  // cold call + start-up
+        BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 3.0);   // a timed sample: isolated
+        BOOST_TEST(b.time_execution_ms([&] { (void)x->run(p, {}, {}); }) == 6.0);  // an execution: in sequence
+    }
+    std::string bad = loaded.to_json();
+    bad.replace(bad.find("\"sequence_factor\":2.0"), 21, "\"sequence_factor\":0.0");
+    BOOST_CHECK_THROW(Recording::from_json(bad, "f"), ParseError);
 }
 
 BOOST_AUTO_TEST_CASE(missing_problems_are_scaled_from_the_same_layer_or_refused) {

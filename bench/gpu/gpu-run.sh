@@ -2,10 +2,13 @@
 # Runs the GPU tests and/or the GPU benchmark from a package made by scripts/gpu-check, on a
 # machine with an NVIDIA GPU, CUDA 13 and a Python whose site-packages hold nvidia-cudnn-cu13
 # (and PyTorch, for the benchmark's comparison).
-#   gpu-pkg/run.sh tests|bench|probe|all [output-folder]   (default output folder: gpu-pkg/out)
+#   gpu-pkg/run.sh tests|bench|probe|sim|all [output-folder]   (default output folder: gpu-pkg/out)
 # Environment: PRECISIONS (default fp32,tf32,fp16), DIRS (default fwd; e.g. fwd,bwd_data,bwd_filter),
 #   BENCH_ARGS (extra bench_gpu options), TEST_ARGS (extra Boost.Test options, e.g.
-#   --run_test=gpu/awkward_shapes_against_oracle), *_TIMEOUT (seconds per step).
+#   --run_test=gpu/awkward_shapes_against_oracle), *_TIMEOUT (seconds per step),
+#   SIM_* for `sim` (replay fidelity, bench/sim/fidelity.py): SIM_BATCH (32), SIM_DTYPE (f16),
+#   SIM_LAYOUT (nhwc), SIM_MODE (infer), SIM_STREAMS (fixed,resolution), SIM_ITERATIONS (20),
+#   SIM_SCALES (0.5,0.75,1), SIM_SAMPLES (5).
 set -uo pipefail
 what=${1:-all}
 PKG=$(cd "$(dirname "$0")" && pwd)
@@ -56,5 +59,16 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   brc=$?
   echo "bench_gpu exit $brc after $(( $(date +%s) - start )) s"; tail -5 "$OUTDIR/bench.log"
   [ $brc -ne 0 ] && rc=$brc
+fi
+if [ "$what" = sim ] || [ "$what" = all ]; then
+  echo "== sim: replay fidelity (log: $OUTDIR/sim.log, results: $OUTDIR/sim/)"
+  start=$(date +%s)
+  timeout "${SIM_TIMEOUT:-540}" $PY "$PKG/bench/fidelity.py" --cli "$PKG/bin/convtune" --backend cudnn --workload resnet50 \
+    --shapes-dir "$PKG/shapes" --batch "${SIM_BATCH:-32}" --dtype "${SIM_DTYPE:-f16}" --layout "${SIM_LAYOUT:-nhwc}" \
+    --mode "${SIM_MODE:-infer}" --streams "${SIM_STREAMS:-fixed,resolution}" --iterations "${SIM_ITERATIONS:-20}" \
+    --scales "${SIM_SCALES:-0.5,0.75,1}" --samples "${SIM_SAMPLES:-5}" --out "$OUTDIR/sim" > "$OUTDIR/sim.log" 2>&1
+  src=$?
+  echo "fidelity exit $src after $(( $(date +%s) - start )) s"; tail -30 "$OUTDIR/sim.log"
+  [ $src -gt 1 ] && rc=$src
 fi
 exit $rc

@@ -91,6 +91,19 @@ const Algorithm* lookup(const Backend& b, const std::string& id) { return b.find
 
 }  // namespace
 
+int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
+    if (f.adaptive_after > 0) return f.adaptive_after;
+    // Ski rental: a search times each eligible candidate (a warm-up and up to max_samples
+    // runs, each about as long as the heuristic's pick or longer), so it costs about
+    // eligible x (1 + max_samples) calls of the shape. Running the heuristic's pick that many
+    // times first keeps the total within about twice the better of "never search" and "search
+    // at once", whichever the stream turns out to favour (docs/autotuning.md has the numbers).
+    int64_t eligible = 0;
+    for (const Candidate& c : provisional.candidates)
+        eligible += c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed;
+    return std::max<int64_t>(2, eligible * (1 + f.max_samples));
+}
+
 Selector::Selector(const Backend& backend, TuningCache& cache, TuningDatabase* db) : backend_(backend), cache_(cache), db_(db) {}
 
 Decision Selector::decide(const ConvProblem& p, const FlagValues& f) const {
@@ -244,8 +257,11 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
     const std::string key = cache_key(backend_, p, f);
     const bool persistent = db_ && (f.policy == Policy::convtune || f.policy == Policy::adaptive);
     int64_t seen = 0;
-    if (f.policy == Policy::adaptive && f.benchmark) seen = cache_.note_occurrence(key);
-    const bool adaptive_wait = f.policy == Policy::adaptive && f.benchmark && seen < f.adaptive_after;
+    const bool adaptive = f.policy == Policy::adaptive && f.benchmark;
+    if (adaptive) seen = cache_.note_occurrence(key);
+    // adaptive_after=0 (auto) decides per shape once its provisional decision knows how many
+    // candidates a search would time (adaptive_threshold); until then the shape waits.
+    bool adaptive_wait = adaptive && (f.adaptive_after == 0 || seen < f.adaptive_after);
     const Environment env = environment_of(backend_);
 
     auto compute = [&]() -> Decision {
@@ -290,8 +306,9 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
     };
     bool hit = false;
     std::shared_ptr<const Decision> d = cache_.get_or_compute(key, compute, &hit);
-    if (hit && d->provisional && !adaptive_wait) {
+    if (hit && d->provisional && adaptive && seen >= adaptive_threshold(*d, f)) {
         // The adaptive policy's shape has now recurred often enough: search it.
+        adaptive_wait = false;
         cache_.erase(key);
         d = cache_.get_or_compute(key, compute, &hit);
     }

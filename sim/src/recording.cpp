@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -86,6 +87,8 @@ std::string Recording::to_json() const {
     json algos = json::array();
     for (const AlgorithmInfo& a : algorithms) algos.push_back({{"id", a.id}, {"notes", a.notes.names()}});
     head["algorithms"] = algos;
+    if (startup_ms) head["startup_ms"] = *startup_ms;
+    if (sequence_factor) head["sequence_factor"] = *sequence_factor;
     std::string out = head.dump();
     out.pop_back();  // the closing brace: problems follow, one per line
     out += ",\"problems\":[";
@@ -152,6 +155,14 @@ Recording parse_recording(std::string_view text, const std::string& where) {
     r.environment = {get<std::string>(env, "convtune", where), get<std::string>(env, "backend", where), get<std::string>(env, "library", where),
                      get<std::string>(env, "device", where), get<std::string>(env, "driver", where)};
     if (r.environment.backend.empty()) throw ParseError(where + ": empty backend name");
+    if (doc.contains("startup_ms")) {
+        r.startup_ms = get<double>(doc, "startup_ms", where);
+        if (!(*r.startup_ms >= 0 && *r.startup_ms < 1e9)) throw ParseError(where + ": \"startup_ms\" must be in [0, 1e9)");
+    }
+    if (doc.contains("sequence_factor")) {
+        r.sequence_factor = get<double>(doc, "sequence_factor", where);
+        if (!(*r.sequence_factor > 0 && *r.sequence_factor < 100)) throw ParseError(where + ": \"sequence_factor\" must be in (0, 100)");
+    }
     const json algos = doc.contains("algorithms") ? doc["algorithms"] : json();
     if (!algos.is_array()) throw ParseError(where + ": missing \"algorithms\"");
     for (const json& a : algos) r.algorithms.push_back({get<std::string>(a, "id", where), parse_notes(a.contains("notes") ? a["notes"] : json::array(), where)});
@@ -221,6 +232,94 @@ Recording Recording::load(const std::string& path) {
 
 void Recording::save(const std::string& path) const { write_file_atomic(path, to_json()); }
 
+namespace {
+
+// Tensors of one problem on the backend, filled from `seed`.
+struct DeviceTensors {
+    DeviceBuffer x, w, y;
+    ConvTensors views;
+    DeviceTensors(const Backend& b, const ConvProblem& p, uint64_t seed) {
+        const HostTensors host = make_host_tensors(p, seed);
+        x = b.allocate(host.x.size()), w = b.allocate(host.w.size()), y = b.allocate(host.y.size());
+        if (!x || !w || !y) throw Error("cannot allocate the tensors of " + p.to_string() + " on backend " + std::string(b.name()));
+        b.upload(x.data(), host.x.data(), host.x.size());
+        b.upload(w.data(), host.w.data(), host.w.size());
+        b.upload(y.data(), host.y.data(), host.y.size());
+        views = {{x.data(), host.x.size()}, {w.data(), host.w.size()}, {y.data(), host.y.size()}};
+    }
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The first call of the process (the heuristic's pick of the first problem) against the same
+// call warm; nullopt when that cannot run.
+std::optional<double> measure_startup(const Backend& b, const ConvProblem& p, uint64_t seed) {
+    const auto order = b.heuristic_order(p);
+    if (order.empty()) return std::nullopt;
+    const Algorithm& a = *order.front();
+    const DeviceTensors t(b, p, seed);
+    const std::size_t wsb = a.workspace_size(p);
+    DeviceBuffer ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
+    if (wsb && !ws) return std::nullopt;
+    Status st;
+    auto once = [&] { st = a.run(p, t.views, {ws.data(), wsb}); };
+    const double cold = b.time_ms(once);
+    if (!st.ok()) return std::nullopt;
+    std::vector<double> warm;
+    for (int i = 0; i < 5 && st.ok(); ++i) warm.push_back(b.time_ms(once));
+    if (!st.ok()) return std::nullopt;
+    return std::max(0.0, cold - median(warm));
+}
+
+// Runs every recorded problem's heuristic pick one after another (one warm-up pass, then five
+// timed passes) and divides a pass's median time by the sum of those picks' isolated sample
+// medians. nullopt when the problems' tensors together would exceed 2 GiB or a pick cannot run.
+std::optional<double> measure_sequence_factor(const Backend& b, const Recording& r, uint64_t seed) {
+    struct Step {
+        const Algorithm* a;
+        const ConvProblem* p;
+        std::unique_ptr<DeviceTensors> t;
+        DeviceBuffer ws;
+        std::size_t wsb;
+    };
+    std::vector<Step> steps;
+    std::size_t bytes = 0;
+    double isolated = 0;
+    for (const ProblemRecord& pr : r.problems) {
+        if (pr.heuristic.empty()) continue;
+        const AlgorithmRecord* rec = pr.find(pr.heuristic.front());
+        const Algorithm* a = b.find(pr.heuristic.front());
+        if (!a || !rec || rec->samples_ms.empty() || rec->status != Status::Code::ok) return std::nullopt;
+        const std::size_t es = size_of(pr.problem.dtype);
+        bytes += static_cast<std::size_t>(pr.problem.x_elements() + pr.problem.w_elements() + pr.problem.y_elements()) * es + rec->workspace;
+        if (bytes > (std::size_t{1} << 31)) return std::nullopt;
+        isolated += median(rec->samples_ms);
+        steps.push_back({a, &pr.problem, nullptr, {}, rec->workspace});
+    }
+    if (steps.empty() || isolated <= 0) return std::nullopt;
+    for (Step& s : steps) {
+        s.t = std::make_unique<DeviceTensors>(b, *s.p, seed);
+        s.ws = s.wsb ? b.allocate(s.wsb) : DeviceBuffer{};
+        if (s.wsb && !s.ws) return std::nullopt;
+    }
+    std::vector<double> passes;
+    for (int pass = 0; pass < 6; ++pass) {
+        double total = 0;
+        for (Step& s : steps) {
+            Status st;
+            total += b.time_ms([&] { st = s.a->run(*s.p, s.t->views, {s.ws.data(), s.wsb}); });
+            if (!st.ok()) return std::nullopt;
+        }
+        if (pass > 0) passes.push_back(total);
+    }
+    return median(passes) / isolated;
+}
+
+}  // namespace
+
 Recording record(const Backend& b, const std::vector<ConvProblem>& problems, const RecordOptions& o) {
     const Availability av = b.availability();
     if (!av.ok) throw Error("--backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
@@ -230,6 +329,7 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     for (const Algorithm* a : b.algorithms()) r.algorithms.push_back({std::string(a->id()), a->notes()});
     const int64_t total = static_cast<int64_t>(problems.size() * b.algorithms().size());
     int64_t done = 0;
+    if (!problems.empty()) r.startup_ms = measure_startup(b, problems.front(), o.seed);
     for (const ConvProblem& p : problems) {
         ProblemRecord pr;
         pr.problem = p;
@@ -290,6 +390,7 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
         // as supported in the file's rules: keep it in the order (the selector falls through).
         r.problems.push_back(std::move(pr));
     }
+    r.sequence_factor = measure_sequence_factor(b, r, o.seed);
     if (o.progress) o.progress(total, total, "done");
     return r;
 }

@@ -144,11 +144,30 @@ double ReplayBackend::time_ms(const std::function<void()>& fn) const {
     return spent;
 }
 
+double ReplayBackend::time_execution_ms(const std::function<void()>& fn) const {
+    struct Flag {
+        const ReplayBackend& b;
+        bool before;
+        explicit Flag(const ReplayBackend& r) : b(r) {
+            std::lock_guard lock(b.mutex_);
+            before = b.executing_;
+            b.executing_ = true;
+        }
+        ~Flag() {
+            std::lock_guard lock(b.mutex_);
+            b.executing_ = before;
+        }
+    } flag(*this);
+    return time_ms(fn);
+}
+
 void ReplayBackend::reset(uint64_t seed) {
     std::lock_guard lock(mutex_);
     seed_ = seed;
     clock_ = 0;
     timing_ = 0;
+    executing_ = false;
+    started_ = false;
     calls_.clear();
 }
 
@@ -172,6 +191,11 @@ Status ReplayBackend::replay_run(const ConvProblem& p, const std::string& id) co
     } else {
         const uint64_t h = mix(mix(seed_) ^ fnv1a(key) ^ mix(static_cast<uint64_t>(n)));
         ms = a->samples_ms[h % a->samples_ms.size()];
+        if (executing_ && recording_.sequence_factor) ms *= *recording_.sequence_factor;
+    }
+    if (!started_) {
+        started_ = true;
+        if (recording_.startup_ms) ms += *recording_.startup_ms;
     }
     clock_ += ms;
     timing_ += ms;

@@ -201,8 +201,18 @@ ConvProblem scale_problem(const ConvProblem& p, const std::array<double, 3>& sca
     for (int i = 0; i < p.spatial_dims; ++i) {
         const auto u = static_cast<std::size_t>(i);
         if (scale[u] == 1.0) continue;
-        const int64_t need = std::max<int64_t>(1, p.effective_kernel(i) - p.pad_begin[u] - p.pad_end[u]);
+        const int64_t ek = p.effective_kernel(i), st = p.stride[u], pb = p.pad_begin[u];
+        // Padding as a framework writes it (pad_begin on both sides, the output rounded down; the
+        // end padding only records the rows the rounding leaves out) is re-derived for the new
+        // size, as PyTorch would compute it; truly asymmetric padding is kept as written.
+        const int64_t span0 = p.in[u] + 2 * pb - ek;
+        const bool symmetric = span0 >= 0 && span0 / st + 1 == p.out(i);
+        const int64_t need = std::max<int64_t>(1, symmetric ? ek - 2 * pb : ek - pb - p.pad_end[u]);
         q.in[u] = std::max(need, static_cast<int64_t>(std::llround(static_cast<double>(p.in[u]) * scale[u])));
+        if (symmetric) {
+            const int64_t out = (q.in[u] + 2 * pb - ek) / st + 1;
+            q.pad_end[u] = (out - 1) * st + ek - q.in[u] - pb;
+        }
     }
     q.validate();
     return q;

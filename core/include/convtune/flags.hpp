@@ -37,7 +37,8 @@ struct FlagValues {
     int min_samples = 3;             // convtune policy: samples per candidate before the median can be stable
     int max_samples = 15;            // convtune policy: samples per candidate at most
     double stable_rel = 0.02;        // convtune policy: median is stable when it moved less than this
-    int adaptive_after = 3;          // adaptive policy: search a shape on its N-th occurrence
+    int adaptive_after = 0;          // adaptive policy: search a shape on its N-th occurrence; 0 = auto
+                                     // (eligible candidates x (1 + max_samples): see adaptive_threshold)
 
     bool operator==(const FlagValues&) const = default;
     // "enabled=1,benchmark=0,benchmark_limit=10,deterministic=0,allow_tf32=1,policy=convtune"

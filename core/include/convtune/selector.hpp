@@ -31,6 +31,11 @@ namespace convtune {
 // The cache key: backend, problem and the flag fields the policy keys on.
 std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f);
 
+// The occurrence on which the adaptive policy searches a shape whose provisional (heuristic)
+// decision is `provisional`: flags.adaptive_after when set, else (0, auto) the number of calls a
+// search costs: eligible candidates x (1 + max_samples).
+int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f);
+
 class Selector {
 public:
     // `cache` is required; `db` may be null (no persistence).

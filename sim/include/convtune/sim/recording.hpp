@@ -50,6 +50,15 @@ struct Recording {
     int samples = 0;                  // samples per algorithm asked for
     std::vector<AlgorithmInfo> algorithms;  // the backend's fixed order
     std::vector<ProblemRecord> problems;
+    // Process start-up: how much longer the first call of a fresh process took than the same
+    // call warm (library loading, first kernel launches). A replayed scenario is a fresh process
+    // and pays it once, at its first call.
+    std::optional<double> startup_ms;
+    // Execution in sequence: the time of the problems run one after another as a workload does
+    // (the heuristic's pick of each), divided by the sum of their isolated sample medians.
+    // Isolated samples run back to back on warm caches; a replay scales every execution call
+    // (not the selector's timed samples, which are isolated live too) by this factor.
+    std::optional<double> sequence_factor;
 
     const ProblemRecord* find(const ConvProblem& p) const;
     std::string to_json() const;  // compact: one line per problem

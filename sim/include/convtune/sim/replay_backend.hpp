@@ -5,7 +5,9 @@
 // first (cold) call when n = 0 and the recording has one, else one of the recorded samples drawn
 // by a hash of (seed, p, a, n). So the spread and the single-sample noise of the real device are
 // reproduced, a replay is reproducible from its seed, and the n-th call costs the same whichever
-// flag setting is simulated.
+// flag setting is simulated. When the recording measured them, the scenario's first call also
+// pays the process start-up (startup_ms), and every warm call timed by time_execution_ms (an
+// execution, not a search) is scaled by the recording's sequence_factor.
 //
 // A problem the recording lacks is estimated from the recorded problem of the same layer (same
 // everything but batch and input sizes) with the nearest multiply-add count: times and workspace
@@ -42,6 +44,9 @@ public:
     void upload(void*, const void*, std::size_t) const override {}
     void download(void*, const void*, std::size_t) const override {}
     double time_ms(const std::function<void()>& fn) const override;
+    // time_ms for a workload's execution call (not a selector's timed sample): the recording's
+    // sequence_factor applies to the warm calls inside.
+    double time_execution_ms(const std::function<void()>& fn) const;
     bool simulated() const override { return true; }
 
     const Recording& recording() const { return recording_; }
@@ -65,6 +70,8 @@ private:
     mutable uint64_t seed_;
     mutable double clock_ = 0;
     mutable double timing_ = 0;  // time of the calls inside the innermost time_ms
+    mutable bool executing_ = false;  // inside time_execution_ms
+    mutable bool started_ = false;  // the scenario's first call (and its start-up cost) is done
     mutable std::map<std::string, int64_t> calls_;  // "<problem>|<id>" -> calls so far
     mutable std::map<std::string, std::unique_ptr<ProblemRecord>> estimated_;
 };
