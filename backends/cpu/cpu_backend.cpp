@@ -6,7 +6,7 @@
 // where `arithmetic` is the family's own multiply-add count (direct = the problem's MACs,
 // Winograd F(m,3) = MACs / (m^2*9/(m+2)^2) in the transform domain plus its transforms, FFT =
 // pointwise complex products plus transforms), `efficiency` is the fraction of the machine's
-// FMA rate the family reaches (from bench/cpu measurements, docs/autotuning.md has the table),
+// FMA rate the family reaches (first estimates: see Efficiency below),
 // and `bytes_moved` counts the extra traffic the family creates (im2col's column matrix, layout
 // reorders). Only the ranking matters, so the rate is a constant; the efficiencies carry the
 // machine's character. Unsupported algorithms are left out; the reference comes last.
@@ -20,8 +20,11 @@ namespace convtune {
 
 namespace {
 
-// Efficiency (fraction of FMA peak) per family and layout, measured on ResNet-50 layers with
-// bench/cpu (docs/benchmarks.md). Ranking only: their ratios are what matter.
+// Efficiency (fraction of FMA peak) per family and layout: first estimates, set before
+// bench/cpu existed. Ranking only: their ratios are what matter. bench/cpu's measured fractions
+// on the AVX2 build host (docs/benchmarks.md: direct_blocked 0.67-0.70 on 3x3 and 0.43-0.53 on
+// 1x1, im2col+GEMM 0.42-0.48, Winograd F(4x4,3x3) ~0.36 of its transform-domain arithmetic) are
+// not yet folded in: recalibrating changes the heuristic's picks and wants a quiet machine.
 struct Efficiency {
     double direct_blocked_nhwc = 0.45, direct_blocked_nchw = 0.30;
     double gemm = 0.55, gemm_tf32 = 0.45;
