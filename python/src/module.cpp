@@ -92,7 +92,7 @@ FlagValues apply_flags(FlagValues f, const py::dict& d) {
         else if (key == "min_samples") f.min_samples = get_number<int>(key, v, 1);
         else if (key == "max_samples") f.max_samples = get_number<int>(key, v, 1);
         else if (key == "stable_rel") f.stable_rel = get_number<double>(key, v, 0.0);
-        else if (key == "adaptive_after") f.adaptive_after = get_number<int>(key, v, 1);
+        else if (key == "adaptive_after") f.adaptive_after = get_number<int>(key, v, 0);
         else throw Error("flags: unknown flag '" + key + "'");
     }
     if (f.max_samples < f.min_samples) throw Error("max_samples: must be >= min_samples");

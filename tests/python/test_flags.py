@@ -79,6 +79,13 @@ def test_convtune_knobs():
     assert cudnn.workspace_limit is None
     with pytest.raises(ValueError):
         cudnn.min_samples = 0
+    # adaptive_after: 0 is the automatic rule (the default), a negative count is refused.
+    assert cudnn.adaptive_after == 0
+    cudnn.adaptive_after = 5
+    assert _convtune.get_flags()["adaptive_after"] == 5
+    cudnn.adaptive_after = 0
+    with pytest.raises(ValueError, match="adaptive_after must be >= 0"):
+        cudnn.adaptive_after = -1
     with pytest.raises(TypeError):
         cudnn.search_budget_ms = "10"
     # max_samples < min_samples is refused by the C++ side, naming the rule.

@@ -92,8 +92,9 @@ def _check(name, value):
     if name in ("min_samples", "max_samples", "adaptive_after"):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool):
             raise FlagTypeError(f"{name} expects an int, but got {_typename(value)}")
-        if value < 1 or value > _INT_MAX:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+        lo = 0 if name == "adaptive_after" else 1  # adaptive_after=0: the automatic rule
+        if value < lo or value > _INT_MAX:
+            raise ValueError(f"{name} must be >= {lo}, got {value}")
         return int(value)
     if name in ("search_budget_ms", "stable_rel"):
         if not isinstance(value, numbers.Real) or isinstance(value, bool):
@@ -207,7 +208,7 @@ class _CudnnModule(types.ModuleType):
     min_samples = _Flag("min_samples", "convtune policy: samples per candidate before the median can be stable.")
     max_samples = _Flag("max_samples", "convtune policy: samples per candidate at most.")
     stable_rel = _Flag("stable_rel", "convtune policy: the median is stable when it moved less than this fraction.")
-    adaptive_after = _Flag("adaptive_after", "adaptive policy: search a shape on its N-th occurrence.")
+    adaptive_after = _Flag("adaptive_after", "adaptive policy: search a shape on its N-th occurrence (0 = automatic: as many calls as its search costs).")
 
 
 sys.modules[__name__].__class__ = _CudnnModule
