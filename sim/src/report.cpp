@@ -201,7 +201,7 @@ std::string to_csv(const SimulationResult& r) {
 
 std::string to_svg(const SimulationResult& r, const ReportContext& c) {
     const std::vector<std::string> title = wrap("Cumulative time: " + c.title, 80), details = wrap(c.details, 115),
-                                   rec = wrap("recommendation: " + r.recommendation.text, 150);
+                                   rec = wrap("recommendation: " + r.recommendation.text, 135);
     const double W = 900, left = 80, right = 200, ph = 400;
     const double top = 24 + 18 * static_cast<double>(title.size()) + 15 * static_cast<double>(details.size());
     const double bottom = 46 + 14 * static_cast<double>(rec.size());
