@@ -28,7 +28,7 @@ inline void workload_text(std::string_view in) {
         require_sound(l.problem, "parse_workload_text");
         CONVTUNE_FUZZ_REQUIRE(l.repeat >= 1 && l.problem.direction == Direction::fwd, "layer " + l.name);
     }
-    CONVTUNE_FUZZ_REQUIRE(w.convolutions() >= static_cast<int>(w.layers.size()), "convolutions() below the layer count");
+    CONVTUNE_FUZZ_REQUIRE(w.convolutions() >= static_cast<int64_t>(w.layers.size()), "convolutions() below the layer count");
     for (sim::Mode m : {sim::Mode::infer, sim::Mode::train}) {
         sim::WorkloadOptions o;
         o.mode = m;

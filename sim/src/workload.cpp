@@ -23,8 +23,8 @@ Mode parse_mode(std::string_view s) {
     throw ParseError("--mode: unknown mode '" + std::string(s) + "' (expected train or infer)");
 }
 
-int Workload::convolutions() const {
-    int n = 0;
+int64_t Workload::convolutions() const {
+    int64_t n = 0;  // each repeat is below 2^31, their sum need not be
     for (const Layer& l : layers) n += l.repeat;
     return n;
 }

@@ -37,7 +37,7 @@ struct Workload {
     std::string name;    // built-in name, the file's `name`, or the file's stem
     std::string source;  // the file it was read from
     std::vector<Layer> layers;
-    int convolutions() const;  // sum of the repeats: forward convolutions per pass
+    int64_t convolutions() const;  // sum of the repeats: forward convolutions per pass
 };
 
 struct BuiltinWorkload {
