@@ -346,4 +346,16 @@ ConvProblem ConvProblem::parse_any(std::string_view text) {
     return parse_benchdnn(text);
 }
 
+ConvProblem with_overrides(ConvProblem p, std::string_view dir, std::string_view dtype, std::string_view layout) {
+    if (!dir.empty()) p.direction = parse_direction(dir);
+    if (!dtype.empty()) p.dtype = parse_dtype(dtype);
+    if (!layout.empty()) {
+        if (layout == "nchw" || layout == layout_name(Layout::nchw, p.spatial_dims)) p.layout = Layout::nchw;
+        else if (layout == "nhwc" || layout == layout_name(Layout::nhwc, p.spatial_dims)) p.layout = Layout::nhwc;
+        else throw ParseError("layout: unknown layout '" + std::string(layout) + "' (expected nchw or nhwc)");
+    }
+    p.validate();
+    return p;
+}
+
 }  // namespace convtune

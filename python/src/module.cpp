@@ -276,15 +276,7 @@ nlohmann::json decision_to_json(const Decision& d) {
 }
 
 ConvProblem apply_overrides(ConvProblem p, const std::string& dir, const std::string& dtype, const std::string& layout) {
-    if (!dir.empty()) p.direction = parse_direction(dir);
-    if (!dtype.empty()) p.dtype = parse_dtype(dtype);
-    if (!layout.empty()) {
-        if (layout == "nchw" || layout == layout_name(Layout::nchw, p.spatial_dims)) p.layout = Layout::nchw;
-        else if (layout == "nhwc" || layout == layout_name(Layout::nhwc, p.spatial_dims)) p.layout = Layout::nhwc;
-        else throw ParseError("layout: unknown layout '" + layout + "' (expected nchw or nhwc)");
-    }
-    p.validate();
-    return p;
+    return with_overrides(std::move(p), dir, dtype, layout);
 }
 
 std::string tune(const std::vector<std::string>& problems, const std::string& shapes, const std::string& backend,

@@ -33,6 +33,10 @@ std::string_view to_string(Direction d);
 std::string_view to_string(DataType t);
 // The layout's name for the given number of spatial dims, e.g. nhwc -> "ndhwc" for 3-D.
 std::string layout_name(Layout l, int spatial_dims);
+struct ConvProblem;
+// p with its direction, dtype and layout replaced where the text is not empty (layout: nchw or
+// nhwc, or the spatial-rank name such as ncdhw); validated. Throws convtune::Error on a bad value.
+ConvProblem with_overrides(ConvProblem p, std::string_view dir, std::string_view dtype, std::string_view layout);
 std::size_t size_of(DataType t);
 Direction parse_direction(std::string_view s);  // throws ParseError
 DataType parse_dtype(std::string_view s);       // throws ParseError
