@@ -1,12 +1,5 @@
 # CLI end to end: list, parse every peer file, run --check in all three directions, bad input.
-function(expect_rc expected)
-  execute_process(COMMAND ${CLI} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL ${expected})
-    message(FATAL_ERROR "convtune ${ARGN}: exit ${rc}, expected ${expected}\nstdout: ${out}\nstderr: ${err}")
-  endif()
-  set(LAST_OUT "${out}" PARENT_SCOPE)
-  set(LAST_ERR "${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_helpers.cmake)
 
 expect_rc(0 list)
 if(NOT LAST_OUT MATCHES "cpu\\.direct")

@@ -1,14 +1,7 @@
 # convtune simulate / record end to end: replay of the shipped recording, every output format,
 # the SVG parsed by an XML parser, record-then-replay, a trace, and bad input (exit 2, named
 # option, no partial plot file).
-function(expect_rc expected)
-  execute_process(COMMAND ${CLI} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL ${expected})
-    message(FATAL_ERROR "convtune ${ARGN}: exit ${rc}, expected ${expected}\nstdout: ${out}\nstderr: ${err}")
-  endif()
-  set(LAST_OUT "${out}" PARENT_SCOPE)
-  set(LAST_ERR "${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/cli_helpers.cmake)
 function(expect_match var regex)
   if(NOT "${${var}}" MATCHES "${regex}")
     message(FATAL_ERROR "expected /${regex}/ in:\n${${var}}")
