@@ -141,6 +141,48 @@ BOOST_AUTO_TEST_CASE(notes_filters_and_workspace) {
     BOOST_TEST((cand(*d, "down").state == Candidate::State::filtered));
 }
 
+BOOST_AUTO_TEST_CASE(workspace_asked_only_when_needed_and_one_buffer_per_search) {
+    // Workspaces 100, 50, 200, 0 bytes in heuristic order.
+    const std::vector<FakeSpec> specs{{"a", {4}, {}, 100}, {"b", {3}, {}, 50}, {"c", {2}, {}, 200}, {"d", {1}}};
+    {
+        // Benchmark off, no limit: only the chosen candidate is asked.
+        FakeBackend b("fake", specs);
+        TuningCache cache;
+        Selector s(b, cache);
+        auto d = s.select(kP, flags("benchmark=0"));
+        BOOST_TEST(d->algorithm == "a");
+        BOOST_TEST(cand(*d, "a").workspace.value_or(0) == 100u);
+        for (const char* id : {"b", "c", "d"}) {
+            BOOST_TEST(b.workspace_queries(id) == 0, id);
+            BOOST_TEST(!cand(*d, id).workspace.has_value(), id);
+        }
+    }
+    {
+        // A limit needs every size.
+        FakeBackend b("fake", specs);
+        TuningCache cache;
+        Selector s(b, cache);
+        auto d = s.select(kP, flags("benchmark=0,workspace_limit=150"));
+        BOOST_TEST((cand(*d, "c").state == Candidate::State::over_workspace));
+        BOOST_TEST(cand(*d, "d").workspace.value_or(1) == 0u);
+    }
+    {
+        // A search: three tensors, then one workspace of 100 bytes grown once to 200 (b fits in
+        // a's buffer, d needs none): 5 allocations, where one per candidate would be 6.
+        FakeBackend b("fake", specs);
+        TuningCache cache;
+        Selector s(b, cache);
+        auto d = s.select(kP, flags("benchmark=1,benchmark_limit=0,min_samples=1,max_samples=1"));
+        BOOST_TEST(d->algorithm == "d");
+        BOOST_TEST(b.allocations() == 5);
+        for (const char* id : {"a", "b", "c", "d"}) {
+            BOOST_TEST(cand(*d, id).workspace.has_value(), id);
+            BOOST_TEST(cand(*d, id).first_ms > 0.0, id);  // the warm-up is recorded
+        }
+        BOOST_TEST(cand(*d, "c").first_ms == 2.0);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(failing_and_oom_candidates_fall_through) {
     FakeBackend b("fake", {{"bad", {1}, {}, 0, Mode::fails}, {"oom", {1}, {}, 0, Mode::out_of_memory}, {"ws", {1}, {}, 4096}, {"ok", {2}}});
     b.memory_limit = 2048;  // "ws" cannot get its workspace

@@ -25,21 +25,6 @@ struct TuneOptions {
     ProblemOverrides over;
 };
 
-nlohmann::json to_json(const Decision& d) {
-    nlohmann::json cands = nlohmann::json::array();
-    for (const Candidate& c : d.candidates)
-        cands.push_back({{"id", c.id},
-                         {"state", to_string(c.state)},
-                         {"reason", c.reason},
-                         {"notes", c.notes.names()},
-                         {"workspace", c.workspace},
-                         {"samples_ms", c.samples_ms},
-                         {"median_ms", c.median_ms},
-                         {"spread", c.spread}});
-    return {{"algorithm", d.algorithm}, {"source", to_string(d.source)}, {"search_ms", d.search_ms},
-            {"median_ms", d.median_ms}, {"key", d.key}, {"candidates", cands}};
-}
-
 void print_explain(const ConvProblem& p, const std::string& name, const Decision& d) {
     fmt::print("\n{}{}\n", p.to_string(), name.empty() ? "" : "  # " + name);
     fmt::print("  chosen {} (from {}), search {:.1f} ms{}\n", d.algorithm, to_string(d.source), d.search_ms,
@@ -50,7 +35,7 @@ void print_explain(const ConvProblem& p, const std::string& name, const Decision
         if (!c.reason.empty()) tail += (tail.empty() ? "" : "; ") + c.reason;
         fmt::print("  {:<40} {:<22} {:>9} {:>7} {:>4} {:>11}  {}\n", c.id + (c.id == d.algorithm ? " *" : ""), to_string(c.state),
                    c.median_ms > 0 ? fmt::format("{:.3f}", c.median_ms) : "-",
-                   c.samples_ms.size() > 1 ? fmt::format("{:.0f}%", 100 * c.spread) : "-", c.samples_ms.size(), c.workspace, tail);
+                   c.samples_ms.size() > 1 ? fmt::format("{:.0f}%", 100 * c.spread) : "-", c.samples_ms.size(), c.workspace ? std::to_string(*c.workspace) : "-", tail);
     }
 }
 

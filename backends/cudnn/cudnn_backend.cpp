@@ -122,6 +122,8 @@ std::vector<const Algorithm*> cudnn_ranking(const ConvProblem& p, CudnnRanking r
     return graph_ranking(p, r);
 }
 
+void cudnn_forget_plans() { graph_forget_plans(); }
+
 std::optional<CudnnPlanInfo> cudnn_plan_info(const Algorithm& a, const ConvProblem& p) { return graph_plan_info(a, p); }
 
 std::optional<Notes> cudnn_reported_notes(const Algorithm& a, const ConvProblem& p) {

@@ -57,6 +57,11 @@ std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const ConvTensor
 // supports(): heuristics mode A (PyTorch's benchmark=False), mode B, the fallback list, and the
 // legacy cudnnGet*Algorithm_v7 ranking (mapped by the math type each entry reports).
 enum class CudnnRanking { mode_a, mode_b, fallback, legacy_v7 };
+
+// Forgets every graph-API operation graph and execution plan built so far (they are left
+// allocated, not destroyed), so the next call on a problem builds them again as a fresh process
+// would. For benchmarks that compare first-call costs; kernels already loaded stay loaded.
+void cudnn_forget_plans();
 std::vector<const Algorithm*> cudnn_ranking(const ConvProblem& p, CudnnRanking r);
 
 // The notes cuDNN reports for `a` on p: for a graph engine, its CUDNN_ATTR_ENGINE_NUMERICAL_NOTE

@@ -313,6 +313,11 @@ public:
         if (!e) e = new ProblemEntry;
         return *e;
     }
+    // Entries are dropped, not freed: a caller may still hold a reference to one.
+    void forget() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        map_.clear();
+    }
 
 private:
     std::mutex mutex_;
@@ -769,5 +774,7 @@ std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem&
     if (!g) return std::nullopt;
     return g->reported(p);
 }
+
+void graph_forget_plans() { cache().forget(); }
 
 }  // namespace convtune::cudnn_detail

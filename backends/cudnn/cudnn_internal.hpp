@@ -23,5 +23,6 @@ std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking r
 std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem& p);
 std::optional<CudnnPlanInfo> graph_plan_info(const Algorithm& a, const ConvProblem& p);
 bool is_graph(const Algorithm& a);
+void graph_forget_plans();
 
 }  // namespace convtune::cudnn_detail

@@ -1,15 +1,21 @@
 // GPU benchmark: the ResNet-50 v1.5 convolution layers at batch 32 on the cuDNN backend, per
 // precision (fp32 with TF32 off, TF32, fp16 NHWC) and direction:
-//   * convtune's heuristic pick: the first algorithm of heuristic_order() that the flags allow
-//     and that runs (what benchmark=False does); search time = heuristic_order() + that first run;
+//   * convtune, benchmark=False: the first call through convtune's Selector (heuristic order,
+//     the first eligible candidate that runs); first-call ms = that whole call;
 //   * cuDNN's finder (cudnnFind*AlgorithmEx, legacy algorithms, PyTorch's math-type policy);
 //     search time = the finder call;
-//   * convtune's own timed search: every supporting algorithm the flags allow, each timed as the
-//     median of --search-samples single runs after one warm-up; search time = the whole search;
+//   * convtune, benchmark=True: the first call through the Selector with the convtune policy
+//     and its default flags (benchmark_limit=10, samples until the median is stable; change
+//     them with --policy-flags); first-call ms = search + run;
+//   * an exhaustive timed search: every supporting algorithm the flags allow, each timed as the
+//     median of --search-samples single runs after one warm-up (what convtune could find with
+//     benchmark_limit=0; runtime-compiled engines as --runtime-compiled says);
 // each pick's steady time re-measured as the median of --samples samples of --inner back-to-back
-// runs (CUDA events). PyTorch's numbers (benchmark=False / True) come from torch_bench.py's JSON
-// files given with --torch. Flags as PyTorch applies them: engines that down-convert inputs are
-// never used; fp32 without TF32 drops tensor-core algorithms.
+// runs (CUDA events). Every first-call and search measurement starts from forgotten graph plans
+// (cudnn_forget_plans), as in a fresh process; kernels loaded earlier in the process stay
+// loaded. PyTorch's numbers (benchmark=False / True) come from torch_bench.py's JSON files given
+// with --torch. Flags as PyTorch applies them: engines that down-convert inputs are never used;
+// fp32 without TF32 drops tensor-core algorithms.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <fmt/format.h>
@@ -24,7 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "convtune/flags.hpp"
 #include "convtune/numeric.hpp"
+#include "convtune/selector.hpp"
 #include "convtune/problem.hpp"
 #include "cudnn/cudnn_backend.hpp"
 
@@ -117,13 +125,50 @@ struct Pick {
     double search_ms = 0;
     int candidates = 0;
     bool ok = false;
+    // Selector searches: candidates timed, and the sums of their warm-up and sample times.
+    int timed = 0;
+    double first_sum_ms = 0, samples_sum_ms = 0;
 };
+
+// The first call of p through a fresh Selector under `f`, from forgotten plans.
+Pick selector_first_call(Backend& b, const ConvProblem& p, const ConvTensors& t, const FlagValues& f) {
+    Pick pk;
+    cudnn_forget_plans();
+    TuningCache cache;
+    Selector sel(b, cache);
+    const double t0 = now_ms();
+    Status s;
+    try {
+        s = sel.run(p, t, f);
+    } catch (const std::exception& e) {
+        s = Status::failure(e.what());
+    }
+    b.synchronize();
+    pk.search_ms = now_ms() - t0;
+    if (!s.ok()) {
+        fmt::print("  selector ({}): {}\n", f.to_string(), s.message);
+        return pk;
+    }
+    const auto d = sel.select(p, f);
+    pk.id = d->algorithm;
+    pk.ok = true;
+    for (const Candidate& c : d->candidates) {
+        if (c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed || c.state == Candidate::State::timed)
+            ++pk.candidates;
+        if (c.state != Candidate::State::timed) continue;
+        ++pk.timed;
+        pk.first_sum_ms += c.first_ms;
+        for (double v : c.samples_ms) pk.samples_sum_ms += v;
+    }
+    return pk;
+}
 
 struct Row {
     std::string layer;
     int repeat = 1;
     ConvProblem problem;
-    Pick heuristic, finder, search;
+    Pick heuristic, finder, policy, search;
+    std::vector<double> heuristics_ms;  // mode A, fallback, mode B queries, then heuristic_order's support decisions
     std::optional<double> torch_off, torch_on, torch_on_first, torch_off_first;
 };
 
@@ -152,6 +197,8 @@ int main(int argc, char** argv) {
     app.add_option("--runtime-compiled", rc_policy,
                    "runtime-compiled engines in the timed search: listed (only when cuDNN's heuristics list them), all, none")
         ->check(CLI::IsMember({"listed", "all", "none"}));
+    std::string policy_flags;
+    app.add_option("--policy-flags", policy_flags, "flags for the benchmark=True selector run (e.g. benchmark_limit=0)");
     bool probe = false;
     app.add_flag("--probe", probe, "print every graph engine's plan (support, knobs, notes, build time) on a few layers, then exit");
     CLI11_PARSE(app, argc, argv);
@@ -257,7 +304,7 @@ int main(int argc, char** argv) {
     json all = json::object();
     all["identity"] = {ident.library, ident.device, ident.driver};
     all["settings"] = {{"batch", batch}, {"samples", samples}, {"inner", inner}, {"search_samples", search_samples},
-                       {"runtime_compiled", rc_policy}};
+                       {"runtime_compiled", rc_policy}, {"policy_flags", policy_flags}};
     all["torch_meta"] = torch_meta;
     all["tables"] = json::array();
     std::string md;
@@ -288,24 +335,25 @@ int main(int argc, char** argv) {
                     fmt::print("{}: cannot allocate tensors\n", l.name);
                     continue;
                 }
-                // 1. heuristic pick
+                // 0. where benchmark=False's first call goes: cuDNN's heuristic queries, then the
+                //    support decision for every algorithm (heuristic_order), from forgotten plans
                 {
-                    const double t0 = now_ms();
-                    const auto order = b.heuristic_order(p);
-                    for (const Algorithm* a : order) {
-                        if (!allowed(*a, p, pr->allow_tf32)) continue;
-                        const std::size_t wsb = a->workspace_size(p);
-                        DeviceBuffer ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
-                        if (wsb && !ws) continue;
-                        const Status s = a->run(p, t->views, Workspace{ws.data(), wsb});
-                        b.synchronize();
-                        if (!s.ok()) continue;
-                        r.heuristic.id = a->id();
-                        r.heuristic.ok = true;
-                        break;
+                    cudnn_forget_plans();
+                    double t0 = now_ms();
+                    for (CudnnRanking k : {CudnnRanking::mode_a, CudnnRanking::fallback, CudnnRanking::mode_b}) {
+                        cudnn_ranking(p, k);
+                        const double t1 = now_ms();
+                        r.heuristics_ms.push_back(t1 - t0);
+                        t0 = t1;
                     }
-                    r.heuristic.search_ms = now_ms() - t0;
-                    r.heuristic.candidates = static_cast<int>(order.size());
+                    b.heuristic_order(p);
+                    r.heuristics_ms.push_back(now_ms() - t0);
+                }
+                // 1. benchmark=False through the selector
+                {
+                    FlagValues f = parse_flags("benchmark=0");
+                    f.allow_tf32 = pr->allow_tf32;
+                    r.heuristic = selector_first_call(b, p, t->views, f);
                 }
                 // 2. cuDNN's finder (legacy algorithms)
                 {
@@ -326,8 +374,15 @@ int main(int argc, char** argv) {
                         }
                     r.finder.candidates = static_cast<int>(res.size());
                 }
-                // 3. convtune's timed search over everything supported and allowed
+                // 3. benchmark=True through the selector (convtune policy)
                 {
+                    FlagValues f = parse_flags(policy_flags, parse_flags("benchmark=1"));
+                    f.allow_tf32 = pr->allow_tf32;
+                    r.policy = selector_first_call(b, p, t->views, f);
+                }
+                // 4. an exhaustive timed search over everything supported and allowed
+                {
+                    cudnn_forget_plans();
                     const double t0 = now_ms();
                     double best = 0;
                     std::set<const Algorithm*> listed;
@@ -349,8 +404,8 @@ int main(int argc, char** argv) {
                     }
                     r.search.search_ms = now_ms() - t0;
                 }
-                // Steady times of the three picks.
-                for (Pick* pk : {&r.heuristic, &r.finder, &r.search}) {
+                // Steady times of the picks.
+                for (Pick* pk : {&r.heuristic, &r.finder, &r.policy, &r.search}) {
                     if (!pk->ok) continue;
                     const Algorithm* a = b.find(pk->id);
                     const auto ms = a ? time_algorithm(*a, p, *t, samples, inner, nullptr) : std::nullopt;
@@ -366,51 +421,63 @@ int main(int argc, char** argv) {
                 };
                 std::tie(r.torch_off_first, r.torch_off) = tv(0);
                 std::tie(r.torch_on_first, r.torch_on) = tv(1);
-                fmt::print("{} {} {:<32} heur {:<28} {:>8} | find {:<36} {:>8} | search {:<28} {:>8} ({:.0f} ms, {} cand) | torch {:>8} {:>8}\n",
-                           pr->name, dname, l.name, r.heuristic.id, fmt_ms(r.heuristic.steady_ms, r.heuristic.ok), r.finder.id,
-                           fmt_ms(r.finder.steady_ms, r.finder.ok), r.search.id, fmt_ms(r.search.steady_ms, r.search.ok), r.search.search_ms,
-                           r.search.candidates, fmt_opt(r.torch_off), fmt_opt(r.torch_on));
+                fmt::print("{} {} {:<32} off {:<26} {:>8} ({:.0f} ms) | find {:<36} {:>8} | on {:<26} {:>8} ({:.0f} ms: {} timed, "
+                           "warm-ups {:.0f} ms, samples {:.0f} ms) | all {:<26} {:>8} ({:.0f} ms, {} cand) | torch {:>8} {:>8}\n",
+                           pr->name, dname, l.name, r.heuristic.id, fmt_ms(r.heuristic.steady_ms, r.heuristic.ok), r.heuristic.search_ms,
+                           r.finder.id, fmt_ms(r.finder.steady_ms, r.finder.ok), r.policy.id, fmt_ms(r.policy.steady_ms, r.policy.ok),
+                           r.policy.search_ms, r.policy.timed, r.policy.first_sum_ms, r.policy.samples_sum_ms, r.search.id,
+                           fmt_ms(r.search.steady_ms, r.search.ok), r.search.search_ms, r.search.candidates, fmt_opt(r.torch_off),
+                           fmt_opt(r.torch_on));
+                fmt::print("    bm=off parts: mode A {:.1f} ms, fallback {:.1f} ms, mode B {:.1f} ms, support of every algorithm {:.1f} ms\n",
+                           r.heuristics_ms[0], r.heuristics_ms[1], r.heuristics_ms[2], r.heuristics_ms[3]);
                 std::fflush(stdout);
                 rows.push_back(r);
             }
 
             // Table
             md += fmt::format("\n### {} {} (batch {}, {})\n\n", pr->name, dname, batch, layout_name(pr->layout, 2));
-            md += "| layer | x | convtune heuristic pick | ms | search ms | cuDNN finder pick | ms | search ms | convtune timed-search winner | ms | "
-                  "search ms | PyTorch bm=False ms | PyTorch bm=True ms | bm=True first call ms |\n";
-            md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+            md += "| layer | x | convtune bm=off pick | ms | first call ms | cuDNN finder pick | ms | search ms | convtune bm=on pick | ms | "
+                  "first call ms | exhaustive search winner | ms | search ms | PyTorch bm=False ms | first call ms | PyTorch bm=True ms | "
+                  "first call ms |\n";
+            md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
             struct Sum {
                 double steady = 0, weighted = 0, search = 0;
                 int n = 0;
             };
-            Sum sh, sf, ss, sto, stn, stn_first;
+            Sum sh, sf, sp, ss, sto, stn;
             auto acc = [](Sum& s, double steady, double search, int rep) {
                 s.steady += steady;
                 s.weighted += steady * rep;
                 s.search += search;
                 ++s.n;
             };
+            auto pick_json = [](const Pick& k) {
+                return json{{"id", k.id},       {"ok", k.ok},       {"steady_ms", k.steady_ms},         {"search_ms", k.search_ms},
+                            {"candidates", k.candidates}, {"timed", k.timed}, {"warmups_ms", k.first_sum_ms}, {"samples_ms", k.samples_sum_ms}};
+            };
             json jt = json::array();
             for (const Row& r : rows) {
-                md += fmt::format("| {} | {} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {} |\n", r.layer, r.repeat,
-                                  r.heuristic.id, fmt_ms(r.heuristic.steady_ms, r.heuristic.ok), r.heuristic.search_ms, r.finder.id,
-                                  fmt_ms(r.finder.steady_ms, r.finder.ok), r.finder.search_ms, r.search.id,
-                                  fmt_ms(r.search.steady_ms, r.search.ok), r.search.search_ms, fmt_opt(r.torch_off), fmt_opt(r.torch_on),
-                                  fmt_opt(r.torch_on_first, 1));
+                md += fmt::format("| {} | {} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {} | {} |\n",
+                                  r.layer, r.repeat, r.heuristic.id, fmt_ms(r.heuristic.steady_ms, r.heuristic.ok), r.heuristic.search_ms,
+                                  r.finder.id, fmt_ms(r.finder.steady_ms, r.finder.ok), r.finder.search_ms, r.policy.id,
+                                  fmt_ms(r.policy.steady_ms, r.policy.ok), r.policy.search_ms, r.search.id,
+                                  fmt_ms(r.search.steady_ms, r.search.ok), r.search.search_ms, fmt_opt(r.torch_off),
+                                  fmt_opt(r.torch_off_first, 1), fmt_opt(r.torch_on), fmt_opt(r.torch_on_first, 1));
                 if (r.heuristic.ok) acc(sh, r.heuristic.steady_ms, r.heuristic.search_ms, r.repeat);
                 if (r.finder.ok) acc(sf, r.finder.steady_ms, r.finder.search_ms, r.repeat);
+                if (r.policy.ok) acc(sp, r.policy.steady_ms, r.policy.search_ms, r.repeat);
                 if (r.search.ok) acc(ss, r.search.steady_ms, r.search.search_ms, r.repeat);
                 if (r.torch_off) acc(sto, *r.torch_off, r.torch_off_first.value_or(0), r.repeat);
                 if (r.torch_on) acc(stn, *r.torch_on, r.torch_on_first.value_or(0), r.repeat);
                 jt.push_back({{"layer", r.layer},
                               {"repeat", r.repeat},
                               {"problem", r.problem.to_string()},
-                              {"heuristic", {{"id", r.heuristic.id}, {"ok", r.heuristic.ok}, {"steady_ms", r.heuristic.steady_ms},
-                                             {"search_ms", r.heuristic.search_ms}, {"supported", r.heuristic.candidates}}},
-                              {"finder", {{"id", r.finder.id}, {"ok", r.finder.ok}, {"steady_ms", r.finder.steady_ms},
-                                          {"search_ms", r.finder.search_ms}, {"results", r.finder.candidates}}},
-                              {"search", {{"id", r.search.id}, {"ok", r.search.ok}, {"steady_ms", r.search.steady_ms},
-                                          {"search_ms", r.search.search_ms}, {"candidates", r.search.candidates}}},
+                              {"bm_off", pick_json(r.heuristic)},
+                              {"bm_off_parts_ms", {{"mode_a", r.heuristics_ms.at(0)}, {"fallback", r.heuristics_ms.at(1)},
+                                                   {"mode_b", r.heuristics_ms.at(2)}, {"support_all", r.heuristics_ms.at(3)}}},
+                              {"finder", pick_json(r.finder)},
+                              {"bm_on", pick_json(r.policy)},
+                              {"exhaustive", pick_json(r.search)},
                               {"torch_bm_false_ms", r.torch_off ? json(*r.torch_off) : json(nullptr)},
                               {"torch_bm_true_ms", r.torch_on ? json(*r.torch_on) : json(nullptr)},
                               {"torch_bm_false_first_ms", r.torch_off_first ? json(*r.torch_off_first) : json(nullptr)},
@@ -419,8 +486,9 @@ int main(int argc, char** argv) {
             auto tot = [](const Sum& s, bool search = true) {
                 return s.n ? fmt::format("{:.3f} ({:.3f} weighted){}", s.steady, s.weighted, search ? "" : "") : std::string("-");
             };
-            md += fmt::format("| **total, {} layers** | | | {} | {:.0f} | | {} | {:.0f} | | {} | {:.0f} | {} | {} | {:.0f} |\n", rows.size(),
-                              tot(sh), sh.search, tot(sf), sf.search, tot(ss), ss.search, tot(sto), tot(stn), stn.search);
+            md += fmt::format("| **total, {} layers** | | | {} | {:.0f} | | {} | {:.0f} | | {} | {:.0f} | | {} | {:.0f} | {} | {:.0f} | {} | {:.0f} |\n",
+                              rows.size(), tot(sh), sh.search, tot(sf), sf.search, tot(sp), sp.search, tot(ss), ss.search, tot(sto),
+                              sto.search, tot(stn), stn.search);
             all["tables"].push_back({{"precision", pr->name}, {"dir", dname}, {"rows", jt}});
             // Written after every table, so a run cut short keeps what it measured.
             if (!out_md.empty()) std::ofstream(out_md) << md;

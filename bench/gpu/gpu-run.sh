@@ -8,7 +8,8 @@
 #   --run_test=gpu/awkward_shapes_against_oracle), *_TIMEOUT (seconds per step),
 #   SIM_* for `sim` (replay fidelity, bench/sim/fidelity.py): SIM_BATCH (32), SIM_DTYPE (f16),
 #   SIM_LAYOUT (nhwc), SIM_MODE (infer), SIM_STREAMS (fixed,resolution), SIM_ITERATIONS (20),
-#   SIM_SCALES (0.5,0.75,1), SIM_SAMPLES (5).
+#   SIM_SCALES (0.5,0.75,1), SIM_SAMPLES (5), SIM_REUSE=1 (keep the recordings and live documents
+#   already in the output folder's sim/, e.g. a recording copied there from an earlier call).
 set -uo pipefail
 what=${1:-all}
 PKG=$(cd "$(dirname "$0")" && pwd)
@@ -66,7 +67,7 @@ if [ "$what" = sim ] || [ "$what" = all ]; then
   timeout "${SIM_TIMEOUT:-540}" $PY "$PKG/bench/fidelity.py" --cli "$PKG/bin/convtune" --backend cudnn --workload resnet50 \
     --shapes-dir "$PKG/shapes" --batch "${SIM_BATCH:-32}" --dtype "${SIM_DTYPE:-f16}" --layout "${SIM_LAYOUT:-nhwc}" \
     --mode "${SIM_MODE:-infer}" --streams "${SIM_STREAMS:-fixed,resolution}" --iterations "${SIM_ITERATIONS:-20}" \
-    --scales "${SIM_SCALES:-0.5,0.75,1}" --samples "${SIM_SAMPLES:-5}" --out "$OUTDIR/sim" > "$OUTDIR/sim.log" 2>&1
+    --scales "${SIM_SCALES:-0.5,0.75,1}" --samples "${SIM_SAMPLES:-5}" ${SIM_REUSE:+--reuse} --out "$OUTDIR/sim" > "$OUTDIR/sim.log" 2>&1
   src=$?
   echo "fidelity exit $src after $(( $(date +%s) - start )) s"; tail -30 "$OUTDIR/sim.log"
   [ $src -gt 1 ] && rc=$src

@@ -46,7 +46,11 @@ std::vector<Candidate> make_candidates(const Backend& b, const ConvProblem& p, c
             out.push_back(std::move(c));
             return;
         }
-        c.workspace = a->workspace_size(p);
+        // The workspace is asked here only when a limit needs it: asking can build a plan
+        // (cuDNN compiles a kernel for a runtime-compiled engine), so otherwise the candidates
+        // that are timed or chosen ask it when they are (workspace_of).
+        const bool limited = f.workspace_limit != FlagValues{}.workspace_limit;
+        if (limited) c.workspace = a->workspace_size(p);
         if (f.deterministic && c.notes.has(Note::nondeterministic)) {
             c.state = Candidate::State::filtered;
             c.reason = "deterministic=1 drops NONDETERMINISTIC";
@@ -56,9 +60,9 @@ std::vector<Candidate> make_candidates(const Backend& b, const ConvProblem& p, c
         } else if (c.notes.has(Note::down_convert_inputs)) {
             c.state = Candidate::State::filtered;
             c.reason = "DOWN_CONVERT_INPUTS is always dropped";
-        } else if (c.workspace > f.workspace_limit) {
+        } else if (limited && *c.workspace > f.workspace_limit) {
             c.state = Candidate::State::over_workspace;
-            c.reason = "workspace " + std::to_string(c.workspace) + " B > limit " + std::to_string(f.workspace_limit) + " B";
+            c.reason = "workspace " + std::to_string(*c.workspace) + " B > limit " + std::to_string(f.workspace_limit) + " B";
         }
         out.push_back(std::move(c));
     };
@@ -89,6 +93,15 @@ std::string no_candidate_message(const Backend& b, const ConvProblem& p, const s
 
 const Algorithm* lookup(const Backend& b, const std::string& id) { return b.find(id); }
 
+// The candidate's workspace, asked of its algorithm the first time it is needed.
+std::size_t workspace_of(const Backend& b, const ConvProblem& p, Candidate& c) {
+    if (!c.workspace) {
+        const Algorithm* a = lookup(b, c.id);
+        c.workspace = a ? a->workspace_size(p) : 0;
+    }
+    return *c.workspace;
+}
+
 }  // namespace
 
 int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
@@ -106,7 +119,9 @@ int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
 
 Selector::Selector(const Backend& backend, TuningCache& cache, TuningDatabase* db) : backend_(backend), cache_(cache), db_(db) {}
 
-Decision Selector::decide(const ConvProblem& p, const FlagValues& f) const {
+Decision Selector::decide(const ConvProblem& p, const FlagValues& f) const { return decide(p, f, nullptr); }
+
+Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t) const {
     p.validate();
     Decision d;
     d.key = cache_key(backend_, p, f);
@@ -128,12 +143,13 @@ Decision Selector::decide(const ConvProblem& p, const FlagValues& f) const {
     const bool any = !cands.empty() && cands.front().state == Candidate::State::not_timed;
     if (!any) throw Error(no_candidate_message(backend_, p, cands));
 
-    if (f.benchmark) return search(p, f, std::move(cands), d.key);
+    if (f.benchmark) return search(p, f, std::move(cands), d.key, t);
 
     if (f.policy == Policy::pytorch_v7 && f.deterministic) {
         if (const Algorithm* fd = backend_.fixed_default(p)) {
             for (Candidate& c : cands)
                 if (c.id == fd->id() && c.state == Candidate::State::not_timed) {
+                    workspace_of(backend_, p, c);
                     c.state = Candidate::State::chosen_untimed;
                     c.reason = "PyTorch v7: deterministic && !benchmark uses the fixed default";
                     d.algorithm = c.id;
@@ -143,6 +159,7 @@ Decision Selector::decide(const ConvProblem& p, const FlagValues& f) const {
                 }
         }
     }
+    workspace_of(backend_, p, cands.front());
     cands.front().state = Candidate::State::chosen_untimed;
     cands.front().reason = "the heuristic's first eligible choice";
     d.algorithm = cands.front().id;
@@ -151,31 +168,43 @@ Decision Selector::decide(const ConvProblem& p, const FlagValues& f) const {
     return d;
 }
 
-Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector<Candidate> cands, const std::string& key) const {
+Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector<Candidate> cands, const std::string& key,
+                          const ConvTensors* caller) const {
     Decision d;
     d.key = key;
     d.source = Source::search;
-    // Scratch tensors with real-looking data; their preparation is not search time. A simulated
-    // backend never reads them, so it gets the allocations only.
-    const std::size_t es = size_of(p.dtype);
-    const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
-                      yb = static_cast<std::size_t>(p.y_elements()) * es;
     const bool host_memory = uses_host_memory(backend_);
-    if (host_memory) check_memory_budget(p);
-    DeviceBuffer bx = backend_.allocate(xb), bw = backend_.allocate(wb), by = backend_.allocate(yb);
-    if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " to time candidates");
-    if (!backend_.simulated()) {
-        HostTensors host = make_host_tensors(p, 2024);
-        backend_.upload(bx.data(), host.x.data(), xb);
-        backend_.upload(bw.data(), host.w.data(), wb);
-        backend_.upload(by.data(), host.y.data(), yb);
+    // Without the caller's tensors: scratch tensors with real-looking data; their preparation is
+    // not search time. A simulated backend never reads them, so it gets the allocations only.
+    DeviceBuffer bx, bw, by;
+    ConvTensors t;
+    if (caller) {
+        t = *caller;
+    } else {
+        const std::size_t es = size_of(p.dtype);
+        const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
+                          yb = static_cast<std::size_t>(p.y_elements()) * es;
+        if (host_memory) check_memory_budget(p);
+        bx = backend_.allocate(xb);
+        bw = backend_.allocate(wb);
+        by = backend_.allocate(yb);
+        if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " to time candidates");
+        if (!backend_.simulated()) {
+            HostTensors host = make_host_tensors(p, 2024);
+            backend_.upload(bx.data(), host.x.data(), xb);
+            backend_.upload(bw.data(), host.w.data(), wb);
+            backend_.upload(by.data(), host.y.data(), yb);
+        }
+        t = ConvTensors{{bx.data(), xb}, {bw.data(), wb}, {by.data(), yb}};
     }
-    const ConvTensors t{{bx.data(), xb}, {bw.data(), wb}, {by.data(), yb}};
 
     const bool robust = f.policy == Policy::convtune || f.policy == Policy::adaptive;
     const bool use_limit = f.policy != Policy::pytorch_v7 && f.benchmark_limit > 0;
     int succeeded = 0;
     double best = 0;
+    // One workspace buffer for the whole search, grown when a candidate needs more: allocating
+    // and freeing one per candidate costs a device synchronisation each on a GPU.
+    DeviceBuffer ws;
     double spent = 0;  // timed on the backend's clock (a simulated one is virtual), warm-ups included
     const auto t0 = Clock::now();
     for (Candidate& c : cands) {
@@ -185,21 +214,26 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
             continue;
         }
         const Algorithm* a = lookup(backend_, c.id);
-        if (std::string m = host_memory ? over_memory_budget(p, c.workspace) : std::string(); !m.empty()) {
+        const std::size_t need = workspace_of(backend_, p, c);
+        if (std::string m = host_memory ? over_memory_budget(p, need) : std::string(); !m.empty()) {
             c.state = Candidate::State::out_of_memory;
             c.reason = m;
             continue;
         }
-        DeviceBuffer ws = c.workspace ? backend_.allocate(c.workspace) : DeviceBuffer{};
-        if (c.workspace && !ws) {
-            c.state = Candidate::State::out_of_memory;
-            c.reason = "cannot allocate " + std::to_string(c.workspace) + " B of workspace";
-            continue;
+        if (need > ws.bytes()) {
+            ws = DeviceBuffer{};  // free the smaller one first
+            ws = backend_.allocate(need);
+            if (!ws) {
+                c.state = Candidate::State::out_of_memory;
+                c.reason = "cannot allocate " + std::to_string(need) + " B of workspace";
+                continue;
+            }
         }
-        const Workspace w{ws.data(), c.workspace};
+        const Workspace w{need ? ws.data() : nullptr, need};
         Status st;
         auto once = [&] { st = a->run(p, t, w); };
-        spent += backend_.time_ms(once);  // warm-up
+        c.first_ms = backend_.time_ms(once);  // warm-up
+        spent += c.first_ms;
         if (!st.ok()) {
             c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
             c.reason = st.message;
@@ -251,9 +285,11 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
     return d;
 }
 
-std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f) {
+std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f) { return select(p, f, nullptr); }
+
+std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t) {
     p.validate();  // before the key is built from it
-    if (!f.enabled) return std::make_shared<const Decision>(decide(p, f));
+    if (!f.enabled) return std::make_shared<const Decision>(decide(p, f, t));
     const std::string key = cache_key(backend_, p, f);
     const bool persistent = db_ && (f.policy == Policy::convtune || f.policy == Policy::adaptive);
     int64_t seen = 0;
@@ -289,12 +325,12 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
         if (adaptive_wait) {
             FlagValues off = f;
             off.benchmark = false;
-            Decision d = decide(p, off);
+            Decision d = decide(p, off, t);
             d.key = key;
             d.provisional = true;
             return d;
         }
-        Decision d = decide(p, f);
+        Decision d = decide(p, f, t);
         if (persistent && d.source == Source::search) {
             const auto now = std::chrono::system_clock::now();
             DbRecord r{d.algorithm, d.median_ms, 0, 0, d.search_ms, static_cast<int64_t>(std::chrono::system_clock::to_time_t(now))};
@@ -323,7 +359,7 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
 
 Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f) {
     check_tensors(p, t);
-    const std::shared_ptr<const Decision> d = select(p, f);
+    const std::shared_ptr<const Decision> d = select(p, f, &t);
     // The chosen algorithm first, then the other eligible candidates: timed ones fastest first,
     // then untimed ones in heuristic order.
     std::vector<const Candidate*> order;

@@ -1,5 +1,7 @@
 #include "convtune/tuning_cache.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace convtune {
 
 std::string_view to_string(Source s) {
@@ -26,6 +28,22 @@ std::string_view to_string(Candidate::State s) {
         case Candidate::State::failed: return "failed";
     }
     return "?";
+}
+
+nlohmann::json to_json(const Decision& d) {
+    nlohmann::json cands = nlohmann::json::array();
+    for (const Candidate& c : d.candidates)
+        cands.push_back({{"id", c.id},
+                         {"state", to_string(c.state)},
+                         {"reason", c.reason},
+                         {"notes", c.notes.names()},
+                         {"workspace", c.workspace ? nlohmann::json(*c.workspace) : nlohmann::json()},
+                         {"first_ms", c.first_ms},
+                         {"samples_ms", c.samples_ms},
+                         {"median_ms", c.median_ms},
+                         {"spread", c.spread}});
+    return {{"algorithm", d.algorithm}, {"source", to_string(d.source)}, {"search_ms", d.search_ms},
+            {"median_ms", d.median_ms}, {"key", d.key}, {"candidates", cands}};
 }
 
 TuningCache::TuningCache(std::size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}

@@ -260,21 +260,6 @@ void convolution_numpy(const std::string& problem, const py::array& x, const py:
 // The same documents `convtune tune --json` and `convtune simulate --json` print (tools/tune.cpp,
 // tools/simulate.cpp), built the same way.
 
-nlohmann::json decision_to_json(const Decision& d) {
-    nlohmann::json cands = nlohmann::json::array();
-    for (const Candidate& c : d.candidates)
-        cands.push_back({{"id", c.id},
-                         {"state", to_string(c.state)},
-                         {"reason", c.reason},
-                         {"notes", c.notes.names()},
-                         {"workspace", c.workspace},
-                         {"samples_ms", c.samples_ms},
-                         {"median_ms", c.median_ms},
-                         {"spread", c.spread}});
-    return {{"algorithm", d.algorithm}, {"source", to_string(d.source)}, {"search_ms", d.search_ms},
-            {"median_ms", d.median_ms}, {"key", d.key}, {"candidates", cands}};
-}
-
 ConvProblem apply_overrides(ConvProblem p, const std::string& dir, const std::string& dtype, const std::string& layout) {
     return with_overrides(std::move(p), dir, dtype, layout);
 }
@@ -312,7 +297,7 @@ std::string tune(const std::vector<std::string>& problems, const std::string& sh
         const auto d = sel.select(l.problem, f);
         total_search += d->search_ms;
         from_db += d->source == Source::database;
-        nlohmann::json j = decision_to_json(*d);
+        nlohmann::json j = to_json(*d);
         j["problem"] = l.problem.to_string();
         if (!l.name.empty()) j["name"] = l.name;
         out.push_back(j);

@@ -19,7 +19,15 @@ public:
             return Support::no("scripted: other direction only");
         return Support::yes();
     }
-    std::size_t workspace_size(const ConvProblem&) const override { return spec_.workspace; }
+    std::size_t workspace_size(const ConvProblem&) const override {
+        std::lock_guard lock(mutex_);
+        ++ws_queries_;
+        return spec_.workspace;
+    }
+    int workspace_queries() const {
+        std::lock_guard lock(mutex_);
+        return ws_queries_;
+    }
     Status run(const ConvProblem& p, const ConvTensors&, Workspace) const override {
         int i = 0;
         {
@@ -40,6 +48,7 @@ public:
     void reset() {
         std::lock_guard lock(mutex_);
         count_ = 0;
+        ws_queries_ = 0;
     }
 
 private:
@@ -47,6 +56,7 @@ private:
     FakeSpec spec_;
     mutable std::mutex mutex_;
     mutable int count_ = 0;
+    mutable int ws_queries_ = 0;
 };
 
 }  // namespace
@@ -73,7 +83,13 @@ double FakeBackend::time_ms(const std::function<void()>& fn) const {
 
 DeviceBuffer FakeBackend::allocate(std::size_t bytes) const {
     if (memory_limit && bytes > memory_limit) return {};
+    ++allocations_;
     return HostBackend::allocate(bytes);
+}
+
+int FakeBackend::workspace_queries(const std::string& id) const {
+    const Algorithm* a = find(id);
+    return a ? static_cast<const FakeAlgorithm*>(a)->workspace_queries() : 0;
 }
 
 int FakeBackend::runs(const std::string& id) const {

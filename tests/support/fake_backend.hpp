@@ -42,6 +42,9 @@ public:
     // Virtual clock (ms) advanced by every run, and how many times each algorithm ran.
     double clock_ms() const { return clock_ms_; }
     int runs(const std::string& id) const;
+    // How often an algorithm's workspace_size() was asked, and how many allocations succeeded.
+    int workspace_queries(const std::string& id) const;
+    int allocations() const { return allocations_; }
     void reset_counters();
     void advance(double ms) const { clock_ms_ += ms; }
     // Allocations larger than this fail (out of memory), 0 = unlimited.
@@ -53,6 +56,7 @@ private:
     std::vector<const Algorithm*> list_;
     std::string fallback_id_, fixed_id_;
     mutable double clock_ms_ = 0;
+    mutable std::atomic<int> allocations_{0};
 };
 
 }  // namespace convtune::test

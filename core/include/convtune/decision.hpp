@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +39,11 @@ struct Candidate {
     Notes notes;
     State state = State::not_timed;
     std::string reason;
-    std::size_t workspace = 0;
+    // Bytes of workspace; nullopt when not asked: with an unlimited workspace_limit the selector
+    // asks only candidates it times or chooses (asking can build a plan, which compiles a kernel
+    // for cuDNN's runtime-compiled engines).
+    std::optional<std::size_t> workspace;
+    double first_ms = 0;             // the warm-up run before the samples (0 when not timed)
     std::vector<double> samples_ms;  // timed runs after the warm-up(s)
     double median_ms = 0;
     double spread = 0;  // (max - min) / median of the samples
@@ -53,5 +59,10 @@ struct Decision {
     bool provisional = false; // adaptive policy: heuristic pick until the shape recurs enough
     std::vector<Candidate> candidates;
 };
+
+// The document `convtune tune --json` prints per problem and the Python module returns:
+// {algorithm, source, search_ms, median_ms, key, candidates: [{id, state, reason, notes,
+// workspace (null when not asked), first_ms, samples_ms, median_ms, spread}]}.
+nlohmann::json to_json(const Decision& d);
 
 }  // namespace convtune

@@ -56,7 +56,13 @@ public:
     Status run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f);
 
 private:
-    Decision search(const ConvProblem& p, const FlagValues& f, std::vector<Candidate> cands, const std::string& key) const;
+    // `t`, when given, are the caller's tensors (run()): a search times candidates on them
+    // instead of allocating and filling scratch tensors, as PyTorch's benchmark mode does (the
+    // output is overwritten, and the chosen algorithm computes it afterwards).
+    std::shared_ptr<const Decision> select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t);
+    Decision decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t) const;
+    Decision search(const ConvProblem& p, const FlagValues& f, std::vector<Candidate> cands, const std::string& key,
+                    const ConvTensors* t) const;
 
     const Backend& backend_;
     TuningCache& cache_;
