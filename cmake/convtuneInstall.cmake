@@ -8,7 +8,7 @@
 #
 # A consumer writes find_package(convtune) and links convtune::convtune (plus convtune::sim for
 # the simulator). The libraries are static, so the package finds their dependencies again
-# (OpenMP, fmt, nlohmann_json, Eigen3, oneDNN, cuDNN) through find_dependency.
+# (OpenMP, fmt, nlohmann_json, Eigen3, OpenBLAS, oneDNN, cuDNN) through find_dependency.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

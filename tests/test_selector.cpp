@@ -504,6 +504,9 @@ BOOST_AUTO_TEST_CASE(flag_defaults_guards_and_threads) {
     BOOST_CHECK_THROW(parse_flags("benchmark_limit=-1"), ParseError);
     BOOST_CHECK_THROW(parse_flags("speed=11"), ParseError);
     BOOST_CHECK_THROW(parse_flags("policy=fastest"), ParseError);
+    // Every knob the Python module accepts is a flag here too.
+    BOOST_TEST(parse_flags("stable_rel=0.05").stable_rel == 0.05);
+    BOOST_CHECK_THROW(parse_flags("stable_rel=-0.1"), ParseError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

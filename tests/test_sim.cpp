@@ -515,6 +515,16 @@ BOOST_AUTO_TEST_CASE(bad_recordings_are_reported) {
     bad.replace(bad.find("\"samples_ms\":[1.0]"), 18, "\"samples_ms\":[-1.0]");
     BOOST_CHECK_EXCEPTION(Recording::from_json(bad, "f"), ParseError,
                           [](const ParseError& e) { return std::string(e.what()).find("negative") != std::string::npos; });
+    // Integers out of range or written as floats are refused, not cast (a float too large for
+    // int was undefined behaviour: found by fuzz_recording).
+    const std::string version = "\"version\":1";
+    BOOST_REQUIRE(good.find(version) != std::string::npos);
+    for (const char* v : {"\"version\":1.18e20", "\"version\":18446744073709551615", "\"version\":-9223372036854775808", "\"version\":1.0"}) {
+        std::string b = good;
+        b.replace(b.find(version), version.size(), v);
+        BOOST_CHECK_EXCEPTION(Recording::from_json(b, "f"), ParseError,
+                              [](const ParseError& e) { return std::string(e.what()).find("must be an integer") != std::string::npos; });
+    }
 }
 
 BOOST_AUTO_TEST_CASE(recording_from_a_tuning_database_cannot_judge) {

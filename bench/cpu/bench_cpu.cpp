@@ -517,12 +517,39 @@ std::string comparison_text(const Comparison& c, bool markdown) {
     return s;
 }
 
+// The cpu backend's cost model (its heuristic order, what benchmark off runs) against the
+// measurement: per layer, its first choice and the fastest own algorithm measured.
+struct CostModelPick {
+    std::string layer, pick, best;
+    double pick_ms = 0, best_ms = 0;
+};
+
 struct Summary {
     Config cfg;
     std::vector<Comparison> comparisons;
     // best own algorithm per 3x3 layer: (layer, algo, % of peak, % of the highest peak sample)
     std::vector<std::tuple<std::string, std::string, double, double>> best_own;
+    std::vector<CostModelPick> cost_model;  // layers where the model's pick and the best were both measured
 };
+
+std::string cost_model_text(const Summary& s, bool markdown) {
+    if (s.cost_model.empty()) return "";
+    int right = 0;
+    double pick = 0, best = 0;
+    std::vector<double> ratios;
+    std::string wrong;
+    for (const CostModelPick& c : s.cost_model) {
+        right += c.pick == c.best;
+        pick += c.pick_ms;
+        best += c.best_ms;
+        ratios.push_back(c.pick_ms / c.best_ms);
+        if (c.pick != c.best) wrong += fmt::format("{}{} {} {:.2f}x", wrong.empty() ? "" : ", ", c.layer, c.pick.substr(4), c.pick_ms / c.best_ms);
+    }
+    return fmt::format("{}cost model (benchmark off) picks the fastest own algorithm on {}/{} layers; its picks take {:.2f}x the "
+                       "fastest in total (worst {:.2f}x){}\n",
+                       markdown ? "- **" : "  ", right, s.cost_model.size(), pick / best, *std::max_element(ratios.begin(), ratios.end()),
+                       wrong.empty() ? std::string(markdown ? "**" : "") : fmt::format("{}: {}", markdown ? "**" : "", wrong));
+}
 
 std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<Config>& cfgs, const std::map<int, PeakRecord>& peaks,
                                const std::vector<Candidate>& cands) {
@@ -602,6 +629,25 @@ std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<
                     best = &r;
             if (best) s.best_own.emplace_back(l, best->algo, pct(*best, peaks), pct_high(*best, peaks));
         }
+        // The cost model: the first algorithm of the cpu backend's heuristic order, if measured,
+        // against the fastest own algorithm measured (naive reference excluded: rarely timed).
+        const Backend* cpu = nullptr;
+        for (const Backend* b : backends())
+            if (b->name() == "cpu") cpu = b;
+        if (cpu)
+            for (const std::string& l : layers) {
+                const ConvProblem* p = problem_of(l);
+                if (!p) continue;
+                const auto order = cpu->heuristic_order(*p);
+                if (order.empty()) continue;
+                const Result* pick = find(rs, cfg, l, std::string(order.front()->id()));
+                const Result* best = nullptr;
+                for (const Result& r : rs)
+                    if (r.threads == cfg.threads && r.dir == cfg.dir && r.layout == cfg.layout && r.layer == l && r.backend == "cpu" &&
+                        r.algo != "cpu.direct" && r.kind == Kind::ok && (!best || r.ms < best->ms))
+                        best = &r;
+                if (pick && best && pick->kind == Kind::ok) s.cost_model.push_back({l, pick->algo, best->algo, pick->ms, best->ms});
+            }
         out.push_back(s);
     }
     return out;
@@ -803,6 +849,7 @@ int main(int argc, char** argv) {
             fmt::print("{}:\n", config_title(s.cfg));
             for (const Comparison& c : s.comparisons) fmt::print("{}", comparison_text(c, false));
             fmt::print("{}", best_own_text(s, false));
+            fmt::print("{}", cost_model_text(s, false));
         }
 
         if (!o.csv.empty()) {
@@ -863,6 +910,8 @@ int main(int argc, char** argv) {
                 for (const Comparison& c : s.comparisons) js["comparisons"].push_back(comparison_json(c));
                 for (auto& [l, a, x, xh] : s.best_own)
                     js["best_own_3x3"].push_back({{"layer", l}, {"algorithm", a}, {"percent_peak", x}, {"percent_highest_peak", xh}});
+                for (const CostModelPick& c : s.cost_model)
+                    js["cost_model"].push_back({{"layer", c.layer}, {"pick", c.pick}, {"pick_ms", c.pick_ms}, {"best", c.best}, {"best_ms", c.best_ms}});
                 doc["summary"].push_back(js);
             }
             std::ofstream(o.json) << doc.dump(1) << "\n";
@@ -915,7 +964,7 @@ int main(int argc, char** argv) {
             for (const Summary& s : sums) {
                 f << fmt::format("{}:\n\n", config_title(s.cfg));
                 for (const Comparison& c : s.comparisons) f << comparison_text(c, true);
-                f << best_own_text(s, true) << "\n";
+                f << best_own_text(s, true) << cost_model_text(s, true) << "\n";
             }
         }
     } catch (const std::exception& e) {

@@ -74,11 +74,12 @@ FlagValues parse_flags(std::string_view text, FlagValues f) {
         else if (key == "search_budget_ms") f.search_budget_ms = parse_number<double>(key, v, 0.0);
         else if (key == "min_samples") f.min_samples = parse_number<int>(key, v, 1);
         else if (key == "max_samples") f.max_samples = parse_number<int>(key, v, 1);
+        else if (key == "stable_rel") f.stable_rel = parse_number<double>(key, v, 0.0);
         else if (key == "adaptive_after") f.adaptive_after = parse_number<int>(key, v, 0);
         else
             throw ParseError("flags: unknown flag '" + key +
                              "' (known: enabled, benchmark, benchmark_limit, deterministic, allow_tf32, policy, workspace_limit, "
-                             "search_budget_ms, min_samples, max_samples, adaptive_after)");
+                             "search_budget_ms, min_samples, max_samples, stable_rel, adaptive_after)");
     }
     if (f.max_samples < f.min_samples) throw ParseError("max_samples: must be >= min_samples");
     return f;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
@@ -48,6 +50,18 @@ Status::Code parse_code(const std::string& s, const std::string& where) {
 template <class T>
 T get(const json& j, const char* key, const std::string& where) {
     if (!j.contains(key)) throw ParseError(where + ": missing \"" + key + "\"");
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        // nlohmann converts a float to an integer with a plain cast (undefined behaviour out of
+        // range: found by fuzz_recording) and narrows wide integers: only integers in T's range.
+        const json& v = j.at(key);
+        const bool in_range = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                              : v.is_number_integer() ? v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                                            (v.get<int64_t>() < 0 || static_cast<uint64_t>(v.get<int64_t>()) <=
+                                                                                         static_cast<uint64_t>(std::numeric_limits<T>::max()))
+                                                      : false;
+        if (!in_range) throw ParseError(where + ": \"" + key + "\" must be an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+                                        std::to_string(std::numeric_limits<T>::max()) + "]");
+    }
     try {
         return j.at(key).get<T>();
     } catch (const json::exception&) {
@@ -198,7 +212,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
                 a.supported = false;
                 a.reason = get<std::string>(x, "unsupported", wa);
             } else {
-                a.workspace = x.value("workspace", std::size_t{0});
+                if (x.contains("workspace")) a.workspace = get<std::size_t>(x, "workspace", wa);
                 a.status = parse_code(x.value("status", "ok"), wa);
                 a.message = x.value("message", "");
                 if (x.contains("first_ms")) {

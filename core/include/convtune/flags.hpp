@@ -47,7 +47,9 @@ struct FlagValues {
 
 // Applies "key=value,key=value" to `base` (keys: enabled, benchmark, benchmark_limit,
 // deterministic, allow_tf32, policy, workspace_limit, search_budget_ms, min_samples,
-// max_samples, adaptive_after; booleans 0/1/true/false). Throws ParseError naming the key.
+// max_samples, stable_rel, adaptive_after; booleans 0/1/true/false). Throws ParseError naming
+// the key. The Python module (python/src/module.cpp, python/convtune/backends/cudnn.py) checks
+// the same names and ranges with Python's types; a flag added here must be added there.
 FlagValues parse_flags(std::string_view text, FlagValues base = {});
 
 // The flags in effect on this thread: the innermost FlagsGuard's, else the process-wide ones.
