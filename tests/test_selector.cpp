@@ -181,6 +181,16 @@ BOOST_AUTO_TEST_CASE(workspace_asked_only_when_needed_and_one_buffer_per_search)
         }
         BOOST_TEST(cand(*d, "c").first_ms == 2.0);
     }
+    {
+        // run() searches on the caller's tensors: no tensor is allocated, only the workspace.
+        FakeBackend b("fake", specs);
+        TuningCache cache;
+        Selector s(b, cache);
+        HostTensors t = make_host_tensors(kP);
+        BOOST_TEST(s.run(kP, t.views(), flags("benchmark=1,benchmark_limit=0,min_samples=1,max_samples=1")).ok());
+        BOOST_TEST((s.select(kP, flags("benchmark=1,benchmark_limit=0,min_samples=1,max_samples=1"))->algorithm == "d"));
+        BOOST_TEST(b.allocations() == 2);  // the search's workspace (100, grown to 200)
+    }
 }
 
 BOOST_AUTO_TEST_CASE(failing_and_oom_candidates_fall_through) {
