@@ -85,7 +85,7 @@ int tune(const TuneOptions& o) {
                                           {"total_search_ms", total_search}, {"from_database", from_db}}
                                .dump(2));
     } else {
-        fmt::print("\n{} problems, {} from the database, total search {:.1f} ms (flags {}){}\n", lines.size(), from_db, total_search,
+        fmt::print("\n{} problem{}, {} from the database, total search {:.1f} ms (flags {}){}\n", lines.size(), lines.size() == 1 ? "" : "s", from_db, total_search,
                    f.to_string(), db_path.empty() ? "" : ", database " + db_path);
     }
     return ok;
