@@ -555,7 +555,7 @@ std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<
                                const std::vector<Candidate>& cands) {
     std::vector<Summary> out;
     for (const Config& cfg : cfgs) {
-        Summary s{cfg, {}, {}};
+        Summary s{cfg, {}, {}, {}};
         const std::string d(to_string(cfg.dir));
         std::vector<std::string> layers;
         for (const Result& r : rs)
@@ -631,14 +631,12 @@ std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<
         }
         // The cost model: the first algorithm of the cpu backend's heuristic order, if measured,
         // against the fastest own algorithm measured (naive reference excluded: rarely timed).
-        const Backend* cpu = nullptr;
-        for (const Backend* b : backends())
-            if (b->name() == "cpu") cpu = b;
-        if (cpu)
+        {
+            const Backend& cpu = find_backend("cpu");
             for (const std::string& l : layers) {
                 const ConvProblem* p = problem_of(l);
                 if (!p) continue;
-                const auto order = cpu->heuristic_order(*p);
+                const auto order = cpu.heuristic_order(*p);
                 if (order.empty()) continue;
                 const Result* pick = find(rs, cfg, l, std::string(order.front()->id()));
                 const Result* best = nullptr;
@@ -648,6 +646,7 @@ std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<
                         best = &r;
                 if (pick && best && pick->kind == Kind::ok) s.cost_model.push_back({l, pick->algo, best->algo, pick->ms, best->ms});
             }
+        }
         out.push_back(s);
     }
     return out;

@@ -36,6 +36,10 @@ double median_of(std::vector<double> v) {
 std::vector<Candidate> make_candidates(const Backend& b, const ConvProblem& p, const FlagValues& f) {
     std::vector<Candidate> out;
     const std::vector<const Algorithm*> order = b.heuristic_order(p);
+    // The workspace is asked here only when a limit needs it: asking can build a plan (cuDNN
+    // compiles a kernel for a runtime-compiled engine), so otherwise the candidates that are
+    // timed or chosen ask it when they are (workspace_of).
+    const bool limited = f.workspace_limit != FlagValues{}.workspace_limit;
     auto add = [&](const Algorithm* a, bool supported, const std::string& why_not) {
         Candidate c;
         c.id = std::string(a->id());
@@ -46,10 +50,6 @@ std::vector<Candidate> make_candidates(const Backend& b, const ConvProblem& p, c
             out.push_back(std::move(c));
             return;
         }
-        // The workspace is asked here only when a limit needs it: asking can build a plan
-        // (cuDNN compiles a kernel for a runtime-compiled engine), so otherwise the candidates
-        // that are timed or chosen ask it when they are (workspace_of).
-        const bool limited = f.workspace_limit != FlagValues{}.workspace_limit;
         if (limited) c.workspace = a->workspace_size(p);
         if (f.deterministic && c.notes.has(Note::nondeterministic)) {
             c.state = Candidate::State::filtered;

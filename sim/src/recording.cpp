@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
@@ -54,10 +55,8 @@ T get(const json& j, const char* key, const std::string& where) {
         // nlohmann converts a float to an integer with a plain cast (undefined behaviour out of
         // range: found by fuzz_recording) and narrows wide integers: only integers in T's range.
         const json& v = j.at(key);
-        const bool in_range = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
-                              : v.is_number_integer() ? v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-                                                            (v.get<int64_t>() < 0 || static_cast<uint64_t>(v.get<int64_t>()) <=
-                                                                                         static_cast<uint64_t>(std::numeric_limits<T>::max()))
+        const bool in_range = v.is_number_unsigned()  ? std::in_range<T>(v.get<uint64_t>())
+                              : v.is_number_integer() ? std::in_range<T>(v.get<int64_t>())
                                                       : false;
         if (!in_range) throw ParseError(where + ": \"" + key + "\" must be an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
                                         std::to_string(std::numeric_limits<T>::max()) + "]");
@@ -268,24 +267,45 @@ double median(std::vector<double> v) {
     return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The first algorithm of p's heuristic order with tensors and workspace ready; run() times one
+// call of it (nullopt when it fails).
+struct HeuristicPick {
+    const Backend& b;
+    const ConvProblem& p;
+    const Algorithm* a = nullptr;
+    std::unique_ptr<DeviceTensors> t;
+    DeviceBuffer ws;
+    std::size_t wsb = 0;
+
+    HeuristicPick(const Backend& backend, const ConvProblem& problem, uint64_t seed) : b(backend), p(problem) {
+        const auto order = b.heuristic_order(p);
+        if (order.empty()) return;
+        t = std::make_unique<DeviceTensors>(b, p, seed);
+        wsb = order.front()->workspace_size(p);
+        ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
+        if (!wsb || ws) a = order.front();
+    }
+    std::optional<double> run() const {
+        if (!a) return std::nullopt;
+        Status st;
+        const double ms = b.time_ms([&] { st = a->run(p, t->views, {ws.data(), wsb}); });
+        return st.ok() ? std::optional<double>(ms) : std::nullopt;
+    }
+};
+
 // The first call of the process (the heuristic's pick of the first problem) against the same
 // call warm; nullopt when that cannot run.
 std::optional<double> measure_startup(const Backend& b, const ConvProblem& p, uint64_t seed) {
-    const auto order = b.heuristic_order(p);
-    if (order.empty()) return std::nullopt;
-    const Algorithm& a = *order.front();
-    const DeviceTensors t(b, p, seed);
-    const std::size_t wsb = a.workspace_size(p);
-    DeviceBuffer ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
-    if (wsb && !ws) return std::nullopt;
-    Status st;
-    auto once = [&] { st = a.run(p, t.views, {ws.data(), wsb}); };
-    const double cold = b.time_ms(once);
-    if (!st.ok()) return std::nullopt;
+    const HeuristicPick pick(b, p, seed);
+    const auto cold = pick.run();
+    if (!cold) return std::nullopt;
     std::vector<double> warm;
-    for (int i = 0; i < 5 && st.ok(); ++i) warm.push_back(b.time_ms(once));
-    if (!st.ok()) return std::nullopt;
-    return std::max(0.0, cold - median(warm));
+    for (int i = 0; i < 5; ++i) {
+        const auto ms = pick.run();
+        if (!ms) return std::nullopt;
+        warm.push_back(*ms);
+    }
+    return std::max(0.0, *cold - median(warm));
 }
 
 // Runs every recorded problem's heuristic pick one after another (one warm-up pass, then five
@@ -349,18 +369,9 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     // pick's kernels on its first call; timing every algorithm first would load them and hide
     // that cost, so these become the picks' first_ms.
     std::map<std::string, double> cold_first;
-    for (const ConvProblem& p : problems) {
-        const auto order = b.heuristic_order(p);
-        if (order.empty() || cold_first.count(p.to_string())) continue;
-        const Algorithm& a = *order.front();
-        const DeviceTensors t(b, p, o.seed);
-        const std::size_t wsb = a.workspace_size(p);
-        DeviceBuffer ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
-        if (wsb && !ws) continue;
-        Status st;
-        const double ms = b.time_ms([&] { st = a.run(p, t.views, {ws.data(), wsb}); });
-        if (st.ok()) cold_first[p.to_string()] = ms;
-    }
+    for (const ConvProblem& p : problems)
+        if (!cold_first.count(p.to_string()))
+            if (const auto ms = HeuristicPick(b, p, o.seed).run()) cold_first[p.to_string()] = *ms;
     for (const ConvProblem& p : problems) {
         ProblemRecord pr;
         pr.problem = p;
