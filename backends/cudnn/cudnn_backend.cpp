@@ -123,6 +123,7 @@ std::vector<const Algorithm*> cudnn_ranking(const ConvProblem& p, CudnnRanking r
 }
 
 void cudnn_forget_plans() { graph_forget_plans(); }
+void cudnn_refuse_measured_wrong(bool refuse) { graph_refuse_measured_wrong(refuse); }
 
 std::optional<CudnnPlanInfo> cudnn_plan_info(const Algorithm& a, const ConvProblem& p) { return graph_plan_info(a, p); }
 

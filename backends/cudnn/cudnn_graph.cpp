@@ -34,6 +34,7 @@
 //   The probe needs a GPU; without one the notes are empty (the backend is unavailable then).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -381,6 +382,8 @@ constexpr uint32_t kF32Notes = static_cast<uint32_t>(Note::tensor_core) | static
 
 Notes without(Notes n, uint32_t bits) { return Notes(static_cast<Note>(n.bits() & ~bits)); }
 
+std::atomic<bool> g_refuse_measured_wrong{true};
+
 // Engines that finalize but compute wrong results (measured with cuDNN 9.19.0 on an H200 against
 // the f64 oracle; see docs/gpu.md). Empty when none applies.
 std::string measured_wrong(Direction d, int64_t engine, const ConvProblem& p) {
@@ -439,7 +442,8 @@ public:
     Support supports(const ConvProblem& p) const override {
         if (p.direction != dir_) return Support::no("direction: " + id_ + " computes " + std::string(to_string(dir_)));
         if (const std::string& u = unavailable_reason(); !u.empty()) return Support::no("cuDNN unavailable: " + u);
-        if (std::string w = measured_wrong(dir_, engine_, p); !w.empty()) return Support::no(w);
+        if (g_refuse_measured_wrong.load(std::memory_order_relaxed))
+            if (std::string w = measured_wrong(dir_, engine_, p); !w.empty()) return Support::no(w);
         const Notes listed_notes = notes();
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
@@ -776,5 +780,7 @@ std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem&
 }
 
 void graph_forget_plans() { cache().forget(); }
+
+void graph_refuse_measured_wrong(bool refuse) { g_refuse_measured_wrong.store(refuse, std::memory_order_relaxed); }
 
 }  // namespace convtune::cudnn_detail

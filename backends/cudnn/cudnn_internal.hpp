@@ -24,5 +24,6 @@ std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem&
 std::optional<CudnnPlanInfo> graph_plan_info(const Algorithm& a, const ConvProblem& p);
 bool is_graph(const Algorithm& a);
 void graph_forget_plans();
+void graph_refuse_measured_wrong(bool refuse);
 
 }  // namespace convtune::cudnn_detail
