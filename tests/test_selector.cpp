@@ -72,8 +72,11 @@ BOOST_AUTO_TEST_CASE(benchmark_on_one_warmup_one_sample_until_limit) {
         BOOST_TEST(cand(*d, id).samples_ms.size() == 1u);
     }
     BOOST_TEST(b.runs("h4") == 0);
-    BOOST_TEST((cand(*d, "h4").state == Candidate::State::not_timed));
-    BOOST_TEST(cand(*d, "h4").reason.find("benchmark_limit=3") != std::string::npos);
+    // The search stopped at the limit: h4 and h5 were never reached, not even their support.
+    for (const char* id : {"h4", "h5"}) {
+        BOOST_TEST((cand(*d, id).state == Candidate::State::not_checked), id);
+        BOOST_TEST(b.support_queries(id) == 0, id);
+    }
     BOOST_TEST(b.clock_ms() == 2 * (5 + 4 + 6.0));
     // limit 0 = all: h4 wins.
     TuningCache c2;
@@ -158,13 +161,26 @@ BOOST_AUTO_TEST_CASE(workspace_asked_only_when_needed_and_one_buffer_per_search)
         }
     }
     {
-        // A limit needs every size.
+        // A limit needs the size of every candidate reached: a (100 B) is over a limit of 80,
+        // b (50 B) is chosen, and c and d are never reached.
         FakeBackend b("fake", specs);
         TuningCache cache;
         Selector s(b, cache);
-        auto d = s.select(kP, flags("benchmark=0,workspace_limit=150"));
-        BOOST_TEST((cand(*d, "c").state == Candidate::State::over_workspace));
-        BOOST_TEST(cand(*d, "d").workspace.value_or(1) == 0u);
+        auto d = s.select(kP, flags("benchmark=0,workspace_limit=80"));
+        BOOST_TEST((cand(*d, "a").state == Candidate::State::over_workspace));
+        BOOST_TEST(d->algorithm == "b");
+        BOOST_TEST(cand(*d, "b").workspace.value_or(0) == 50u);
+        for (const char* id : {"c", "d"}) {
+            BOOST_TEST((cand(*d, id).state == Candidate::State::not_checked), id);
+            BOOST_TEST(b.workspace_queries(id) == 0, id);
+            BOOST_TEST(b.support_queries(id) == 0, id);
+        }
+        // A search with a limit on the workspace: every size, c over the limit.
+        TuningCache c2;
+        Selector s2(b, c2);
+        auto d2 = s2.select(kP, flags("benchmark=1,benchmark_limit=0,workspace_limit=150"));
+        BOOST_TEST((cand(*d2, "c").state == Candidate::State::over_workspace));
+        BOOST_TEST(cand(*d2, "d").workspace.value_or(1) == 0u);
     }
     {
         // A search: three tensors, then one workspace of 100 bytes grown once to 200 (b fits in
@@ -208,7 +224,11 @@ BOOST_AUTO_TEST_CASE(failing_and_oom_candidates_fall_through) {
     TuningCache c2;
     Selector s2(b, c2);
     const FlagValues off = flags("policy=pytorch,benchmark=0");
-    BOOST_TEST(s2.select(kP, off)->algorithm == "bad");
+    auto d2 = s2.select(kP, off);
+    BOOST_TEST(d2->algorithm == "bad");
+    // Benchmark off stops at its first eligible candidate: the others' support is not decided,
+    // and run() decides it as it falls through to them.
+    BOOST_TEST((cand(*d2, "ok").state == Candidate::State::not_checked));
     HostTensors t = make_host_tensors(kP);
     BOOST_TEST(s2.run(kP, t.views(), off).ok());
     BOOST_TEST(s2.select(kP, off)->algorithm == "ok");
@@ -338,6 +358,24 @@ BOOST_AUTO_TEST_CASE(adaptive_searches_on_the_nth_occurrence) {
     auto d4 = s.select(kP, f);
     BOOST_TEST((d4->source == Source::memory));
     BOOST_TEST(b.clock_ms() == spent);
+}
+
+BOOST_AUTO_TEST_CASE(adaptive_threshold_counts_what_the_search_would_time) {
+    // Five eligible candidates, benchmark_limit=2: the search would time two, so the automatic
+    // threshold is 2 x (1 + max_samples), and the provisional decision decides the support of
+    // no more candidates than that search would reach.
+    FakeBackend b("fake", five());
+    TuningCache cache;
+    Selector s(b, cache);
+    const FlagValues f = flags("policy=adaptive,benchmark=1,benchmark_limit=2,max_samples=4");
+    auto d = s.select(kP, f);
+    BOOST_TEST(d->provisional);
+    BOOST_TEST(adaptive_threshold(*d, f) == 2 * (1 + 4));
+    for (const char* id : {"h3", "h4", "h5"}) BOOST_TEST(b.support_queries(id) == 0, id);
+    const FlagValues all = flags("policy=adaptive,benchmark=1,benchmark_limit=0,max_samples=4");
+    TuningCache c2;
+    Selector s2(b, c2);
+    BOOST_TEST(adaptive_threshold(*s2.select(kP, all), all) == 5 * (1 + 4));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,15 +2,19 @@
 // CUDA device, device memory from cudaMalloc, time from CUDA events on the default stream.
 //
 // availability() says exactly why cuDNN cannot run here (no driver, no device, a cuDNN
-// sub-library that does not load, cudnnCreate failing). heuristic_order(p) is PyTorch's
+// sub-library that does not load, cudnnCreate failing). The ranking is PyTorch's
 // benchmark=False order first: graph heuristics mode A, then the fallback list, then mode B,
-// then every other supporting graph engine by index, then the legacy algorithms in
-// cudnnGet*Algorithm_v7 order and the remaining legacy algorithms in id order.
+// then every other graph engine of the direction by index, then the legacy algorithms in
+// cudnnGet*Algorithm_v7 order and the remaining legacy algorithms of the direction in id
+// order. It is produced lazily (ranking()): each cuDNN query is made when the consumer reaches
+// its stage, and support is decided by the consumer; heuristic_order(p) is the whole ranking
+// filtered by supports().
 #include "cudnn/cudnn_backend.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "cudnn/cudnn_common.hpp"
@@ -56,20 +60,15 @@ public:
 
     std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override {
         std::vector<const Algorithm*> r;
-        if (!unavailable_reason().empty()) return r;
-        auto add = [&](const Algorithm* a) {
-            if (a->backend().name() != name() || std::find(r.begin(), r.end(), a) != r.end()) return;
+        const auto k = ranking(p);
+        while (const Algorithm* a = k->next())
             if (a->supports(p)) r.push_back(a);
-        };
-        for (CudnnRanking k : {CudnnRanking::mode_a, CudnnRanking::fallback, CudnnRanking::mode_b})
-            for (const Algorithm* a : graph_ranking(p, k)) add(a);
-        for (const Algorithm* a : list_)
-            if (is_graph(*a)) add(a);
-        for (const Algorithm* a : legacy_v7_ranking(p)) add(a);
-        for (const Algorithm* a : list_)
-            if (is_legacy(*a)) add(a);
         return r;
     }
+
+    // Each stage's cuDNN query (a heuristics mode, the legacy v7 ranking) is made when the
+    // consumer reaches it, and no support is decided here.
+    std::unique_ptr<Ranking> ranking(const ConvProblem& p) const override { return std::make_unique<Staged>(*this, p); }
 
     DeviceBuffer allocate(std::size_t bytes) const override {
         void* p = nullptr;
@@ -106,6 +105,48 @@ public:
     void synchronize() const override { cudaDeviceSynchronize(); }
 
 private:
+    class Staged final : public Ranking {
+    public:
+        Staged(const CudnnBackend& b, const ConvProblem& p) : b_(b), p_(p) {}
+        const Algorithm* next() override {
+            for (;;) {
+                while (pos_ < stage_list_.size()) {
+                    const Algorithm* a = stage_list_[pos_++];
+                    if (a->backend().name() == b_.name() && seen_.insert(a).second) return a;
+                }
+                if (stage_ == kStages || !unavailable_reason().empty()) return nullptr;
+                stage_list_ = load(stage_++);
+                pos_ = 0;
+            }
+        }
+
+    private:
+        static constexpr int kStages = 6;
+        std::vector<const Algorithm*> load(int stage) const {
+            std::vector<const Algorithm*> v;
+            switch (stage) {
+                case 0: return graph_ranking(p_, CudnnRanking::mode_a);
+                case 1: return graph_ranking(p_, CudnnRanking::fallback);
+                case 2: return graph_ranking(p_, CudnnRanking::mode_b);
+                case 3:
+                    for (const Algorithm* a : b_.list_)
+                        if (is_graph(*a, p_.direction)) v.push_back(a);
+                    return v;
+                case 4: return legacy_v7_ranking(p_);
+                default:
+                    for (const Algorithm* a : b_.list_)
+                        if (is_legacy(*a, p_.direction)) v.push_back(a);
+                    return v;
+            }
+        }
+        const CudnnBackend& b_;
+        ConvProblem p_;
+        int stage_ = 0;
+        std::vector<const Algorithm*> stage_list_;
+        std::size_t pos_ = 0;
+        std::set<const Algorithm*> seen_;
+    };
+
     std::vector<const Algorithm*> list_;
 };
 

@@ -64,7 +64,7 @@ enum class CudnnRanking { mode_a, mode_b, fallback, legacy_v7 };
 void cudnn_forget_plans();
 // Lifts (false) or restores (true, the default) the refusal of graph engines measured to compute
 // wrong results (docs/gpu.md, "Engines refused after measurement"), so the probe that re-measures
-// them (bench_gpu --probe-refused) can run them against the oracle. Process-wide; not for
+// them (test_gpu_cudnn --run_test=gpu/refused_engines_probe) can run them against the oracle. Process-wide; not for
 // production use: with the refusals lifted a selector may pick an engine known to be wrong.
 void cudnn_refuse_measured_wrong(bool refuse);
 std::vector<const Algorithm*> cudnn_ranking(const ConvProblem& p, CudnnRanking r);

@@ -7,10 +7,13 @@
 //   id cudnn.graph.<dir>.eng<N>. The count is read from a probe graph when the backend is built
 //   (it needs no GPU), so the list is the same on every machine with the same cuDNN.
 // Knobs: engine N runs with the knob choices of the first engine configuration for N that
-//   cuDNN's heuristics return for the problem (mode A, then mode B, then the fallback list); an
-//   engine none of them lists runs with its default knobs (an engine configuration without knob
-//   choices). So an id always names one configuration per problem, and the configuration
-//   "benchmark off" would run is the one measured.
+//   cuDNN's heuristics return for the problem (mode A, then the fallback list, then mode B: the
+//   order of the ranking, and PyTorch's configuration wherever PyTorch has one, as it queries
+//   mode A and the fallback list only); an engine none of them lists runs with its default knobs
+//   (an engine configuration without knob choices). So an id always names one configuration
+//   per problem, and the configuration "benchmark off" would run is the one measured. Each
+//   heuristics mode is queried once per problem, when first needed: an engine of mode A's list
+//   needs no other query.
 // Where: supports(p) finalizes the engine and an execution plan for p's graph (cached per
 //   problem and engine, thread-safe); any status other than success is the reason. Exception:
 //   for runtime-compiled engines (CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) supports(p) stops at
@@ -293,15 +296,22 @@ struct ProblemEntry {
     bool graph_built = false;
     OpGraph graph;
     std::string graph_error;  // non-empty when the graph could not be built
-    bool heuristics_done = false;
-    std::array<std::vector<int64_t>, 3> ranking;  // engine indices for mode A, mode B, fallback
-    std::array<std::string, 3> ranking_error;
-    std::map<int64_t, std::pair<Desc, std::string>> heuristic_cfg;  // first configuration per engine
+    // One heuristics query per mode, each made when first needed (kModes order: mode A, the
+    // fallback list, mode B): the engines in cuDNN's order and the first configuration of each.
+    struct Mode {
+        bool queried = false;
+        std::vector<int64_t> engines;
+        std::map<int64_t, Desc> cfg;
+    };
+    std::array<Mode, 3> modes;
     std::map<int64_t, std::unique_ptr<EnginePlan>> plans;
 };
 
-constexpr const char* kRankingName[3] = {"mode_a", "mode_b", "fallback"};
-constexpr cudnnBackendHeurMode_t kRankingMode[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK};
+// The heuristics in the order the ranking uses them and an engine's knobs are taken from: mode A
+// (PyTorch's "instant"), the fallback list (PyTorch's second source), then mode B (which PyTorch
+// never queries).
+constexpr const char* kModeName[3] = {"mode_a", "fallback", "mode_b"};
+constexpr cudnnBackendHeurMode_t kModes[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK, CUDNN_HEUR_MODE_B};
 
 // Entries are never freed: plans and graphs live until the process ends (destroying them at
 // exit could run after the CUDA context is gone).
@@ -346,25 +356,22 @@ bool ensure_graph(ProblemEntry& e, const ConvProblem& p) {
     return e.graph_error.empty();
 }
 
-void ensure_heuristics(ProblemEntry& e) {
-    if (e.heuristics_done) return;
-    e.heuristics_done = true;
-    for (int m = 0; m < 3; ++m) {
-        std::vector<Desc> cfgs;
-        const cudnnStatus_t s = heuristic_configs(e.graph.graph, kRankingMode[m], cfgs);
-        if (s != CUDNN_STATUS_SUCCESS) {
-            e.ranking_error[static_cast<std::size_t>(m)] = status_name(s);
-            continue;
-        }
-        for (Desc& cfg : cfgs) {
-            Desc engine;
-            int64_t index = -1;
-            if (engine_of(cfg, engine, index) != CUDNN_STATUS_SUCCESS || index < 0) continue;
-            auto& r = e.ranking[static_cast<std::size_t>(m)];
-            if (std::find(r.begin(), r.end(), index) == r.end()) r.push_back(index);
-            if (!e.heuristic_cfg.count(index)) e.heuristic_cfg.emplace(index, std::make_pair(std::move(cfg), std::string(kRankingName[m])));
-        }
+// Caller holds e.mutex and the graph is built. A failed query leaves the mode empty: the engines
+// are still reached by index, with their default knobs.
+const ProblemEntry::Mode& ensure_mode(ProblemEntry& e, std::size_t m) {
+    ProblemEntry::Mode& mode = e.modes[m];
+    if (mode.queried) return mode;
+    mode.queried = true;
+    std::vector<Desc> cfgs;
+    if (heuristic_configs(e.graph.graph, kModes[m], cfgs) != CUDNN_STATUS_SUCCESS) return mode;
+    for (Desc& cfg : cfgs) {
+        Desc engine;
+        int64_t index = -1;
+        if (engine_of(cfg, engine, index) != CUDNN_STATUS_SUCCESS || index < 0 || mode.cfg.count(index)) continue;
+        mode.engines.push_back(index);
+        mode.cfg.emplace(index, std::move(cfg));
     }
+    return mode;
 }
 
 // ---- the engine list and its static notes -----------------------------------------------
@@ -599,10 +606,16 @@ private:
             ep.support = Support::no(e.graph_error);
             return;
         }
-        ensure_heuristics(e);
-        if (auto h = e.heuristic_cfg.find(engine_); h != e.heuristic_cfg.end()) {
-            ep.cfg = &h->second.first;
-            ep.knobs = h->second.second;
+        const Desc* listed_cfg = nullptr;
+        for (std::size_t m = 0; m < 3 && !listed_cfg; ++m) {
+            const ProblemEntry::Mode& mode = ensure_mode(e, m);
+            if (auto h = mode.cfg.find(engine_); h != mode.cfg.end()) {
+                listed_cfg = &h->second;
+                ep.knobs = kModeName[m];
+            }
+        }
+        if (listed_cfg) {
+            ep.cfg = listed_cfg;
             int64_t idx = -1;
             if (const cudnnStatus_t s = engine_of(*ep.cfg, ep.engine, idx); s != CUDNN_STATUS_SUCCESS) {
                 ep.support = Support::no("engine " + std::to_string(engine_) + ": cannot read the heuristic configuration: " + status_name(s));
@@ -753,19 +766,21 @@ std::vector<const Algorithm*> graph_algorithms(const Backend& b) {
     return out;
 }
 
-bool is_graph(const Algorithm& a) { return dynamic_cast<const GraphAlgorithm*>(&a) != nullptr; }
+bool is_graph(const Algorithm& a, std::optional<Direction> d) {
+    const auto* g = dynamic_cast<const GraphAlgorithm*>(&a);
+    return g && (!d || g->direction() == *d);
+}
 
 std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking which) {
     std::vector<const Algorithm*> out;
     if (which == CudnnRanking::legacy_v7 || !unavailable_reason().empty()) return out;
-    const std::size_t m = which == CudnnRanking::mode_a ? 0 : which == CudnnRanking::mode_b ? 1 : 2;
+    const std::size_t m = which == CudnnRanking::mode_a ? 0 : which == CudnnRanking::fallback ? 1 : 2;
     std::vector<int64_t> engines;
     {
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
         if (!ensure_graph(e, p)) return out;
-        ensure_heuristics(e);
-        engines = e.ranking[m];
+        engines = ensure_mode(e, m).engines;
     }
     for (int64_t idx : engines)
         for (auto& a : registry().algorithms)

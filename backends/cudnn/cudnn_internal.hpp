@@ -14,7 +14,8 @@ std::vector<const Algorithm*> legacy_algorithms(const Backend& b);
 // cudnnGet*Algorithm_v7's ranking of p mapped to legacy algorithms (not filtered by supports()).
 std::vector<const Algorithm*> legacy_v7_ranking(const ConvProblem& p);
 std::optional<Notes> legacy_reported_notes(const Algorithm& a, const ConvProblem& p);
-bool is_legacy(const Algorithm& a);
+// A legacy algorithm (of direction d, when given).
+bool is_legacy(const Algorithm& a, std::optional<Direction> d = {});
 
 // Graph-API engines: per direction, cudnn.graph.<dir>.eng<N> for N in [0, global engine count).
 std::vector<const Algorithm*> graph_algorithms(const Backend& b);
@@ -22,7 +23,8 @@ std::vector<const Algorithm*> graph_algorithms(const Backend& b);
 std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking r);
 std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem& p);
 std::optional<CudnnPlanInfo> graph_plan_info(const Algorithm& a, const ConvProblem& p);
-bool is_graph(const Algorithm& a);
+// A graph engine (of direction d, when given).
+bool is_graph(const Algorithm& a, std::optional<Direction> d = {});
 void graph_forget_plans();
 void graph_refuse_measured_wrong(bool refuse);
 

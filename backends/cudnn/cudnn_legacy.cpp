@@ -431,7 +431,10 @@ std::vector<const Algorithm*> legacy_algorithms(const Backend& b) {
     return r;
 }
 
-bool is_legacy(const Algorithm& a) { return dynamic_cast<const LegacyAlgorithm*>(&a) != nullptr; }
+bool is_legacy(const Algorithm& a, std::optional<Direction> d) {
+    const auto* l = dynamic_cast<const LegacyAlgorithm*>(&a);
+    return l && (!d || l->direction() == *d);
+}
 
 std::vector<const Algorithm*> legacy_v7_ranking(const ConvProblem& p) {
     std::vector<const Algorithm*> r;

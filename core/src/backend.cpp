@@ -19,6 +19,20 @@ std::vector<const Algorithm*> Backend::heuristic_order(const ConvProblem& p) con
     return r;
 }
 
+namespace {
+class ListRanking final : public Ranking {
+public:
+    explicit ListRanking(std::vector<const Algorithm*> v) : v_(std::move(v)) {}
+    const Algorithm* next() override { return i_ < v_.size() ? v_[i_++] : nullptr; }
+
+private:
+    std::vector<const Algorithm*> v_;
+    std::size_t i_ = 0;
+};
+}  // namespace
+
+std::unique_ptr<Ranking> Backend::ranking(const ConvProblem& p) const { return std::make_unique<ListRanking>(heuristic_order(p)); }
+
 const Algorithm* Backend::find(std::string_view id) const {
     for (const Algorithm* a : algorithms())
         if (a->id() == id) return a;

@@ -31,59 +31,67 @@ double median_of(std::vector<double> v) {
     return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
-// Every algorithm of the backend as a candidate: eligible ones (state not_timed) in heuristic
-// order first, then the ones a filter, the workspace limit or supports() removed, with reasons.
-std::vector<Candidate> make_candidates(const Backend& b, const ConvProblem& p, const FlagValues& f) {
-    std::vector<Candidate> out;
-    const std::vector<const Algorithm*> order = b.heuristic_order(p);
-    // The workspace is asked here only when a limit needs it: asking can build a plan (cuDNN
-    // compiles a kernel for a runtime-compiled engine), so otherwise the candidates that are
-    // timed or chosen ask it when they are (workspace_of).
+// The candidate for algorithm a: its support decided and the flags' filters applied. The
+// workspace is asked here only when a limit needs it: asking can build a plan (cuDNN compiles a
+// kernel for a runtime-compiled engine), so otherwise the candidates that are timed or chosen
+// ask it when they are (workspace_of).
+Candidate evaluate(const Algorithm& a, const ConvProblem& p, const FlagValues& f) {
+    Candidate c;
+    c.id = std::string(a.id());
+    c.notes = a.notes();
+    if (const Support s = a.supports(p); !s) {
+        c.state = Candidate::State::unsupported;
+        c.reason = s.reason;
+        return c;
+    }
     const bool limited = f.workspace_limit != FlagValues{}.workspace_limit;
-    auto add = [&](const Algorithm* a, bool supported, const std::string& why_not) {
+    if (limited) c.workspace = a.workspace_size(p);
+    if (f.deterministic && c.notes.has(Note::nondeterministic)) {
+        c.state = Candidate::State::filtered;
+        c.reason = "deterministic=1 drops NONDETERMINISTIC";
+    } else if (p.dtype == DataType::f32 && !f.allow_tf32 && c.notes.has(Note::tensor_core)) {
+        c.state = Candidate::State::filtered;
+        c.reason = "allow_tf32=0 drops TENSOR_CORE for f32";
+    } else if (c.notes.has(Note::down_convert_inputs)) {
+        c.state = Candidate::State::filtered;
+        c.reason = "DOWN_CONVERT_INPUTS is always dropped";
+    } else if (limited && *c.workspace > f.workspace_limit) {
+        c.state = Candidate::State::over_workspace;
+        c.reason = "workspace " + std::to_string(*c.workspace) + " B > limit " + std::to_string(f.workspace_limit) + " B";
+    }
+    return c;
+}
+
+bool was_eligible(Candidate::State s) {
+    using S = Candidate::State;
+    return s == S::not_timed || s == S::chosen_untimed || s == S::timed || s == S::out_of_memory || s == S::failed;
+}
+
+// A decision's candidate list as reported: the candidates that were eligible first (in heuristic
+// order), then the ones a filter, the workspace limit or supports() removed, then every other
+// algorithm of the backend: unsupported (with supports()' reason) when the ranking was walked to
+// its end (a ranking lists every supporting algorithm), else not checked.
+std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vector<Candidate> cands, bool ranking_ended) {
+    std::stable_partition(cands.begin(), cands.end(), [](const Candidate& c) { return was_eligible(c.state); });
+    for (const Algorithm* a : b.algorithms()) {
+        if (std::any_of(cands.begin(), cands.end(), [&](const Candidate& c) { return c.id == a->id(); })) continue;
         Candidate c;
         c.id = std::string(a->id());
         c.notes = a->notes();
-        if (!supported) {
+        if (ranking_ended) {
             c.state = Candidate::State::unsupported;
-            c.reason = why_not;
-            out.push_back(std::move(c));
-            return;
+            c.reason = a->supports(p).reason;
+        } else {
+            c.state = Candidate::State::not_checked;
+            c.reason = "not reached: the decision ended before it";
         }
-        if (limited) c.workspace = a->workspace_size(p);
-        if (f.deterministic && c.notes.has(Note::nondeterministic)) {
-            c.state = Candidate::State::filtered;
-            c.reason = "deterministic=1 drops NONDETERMINISTIC";
-        } else if (p.dtype == DataType::f32 && !f.allow_tf32 && c.notes.has(Note::tensor_core)) {
-            c.state = Candidate::State::filtered;
-            c.reason = "allow_tf32=0 drops TENSOR_CORE for f32";
-        } else if (c.notes.has(Note::down_convert_inputs)) {
-            c.state = Candidate::State::filtered;
-            c.reason = "DOWN_CONVERT_INPUTS is always dropped";
-        } else if (limited && *c.workspace > f.workspace_limit) {
-            c.state = Candidate::State::over_workspace;
-            c.reason = "workspace " + std::to_string(*c.workspace) + " B > limit " + std::to_string(f.workspace_limit) + " B";
-        }
-        out.push_back(std::move(c));
-    };
-    for (const Algorithm* a : order) add(a, true, "");
-    for (const Algorithm* a : b.algorithms())
-        if (std::find(order.begin(), order.end(), a) == order.end()) add(a, false, a->supports(p).reason);
-    // convtune and adaptive never run a naive reference implementation (Note::reference) when any
-    // other candidate is eligible: timing one costs seconds on a real layer and it never wins.
-    // The PyTorch policies keep them, as PyTorch times whatever the library offers.
-    if (f.policy == Policy::convtune || f.policy == Policy::adaptive) {
-        auto eligible_other = [](const Candidate& c) { return c.state == Candidate::State::not_timed && !c.notes.has(Note::reference); };
-        if (std::any_of(out.begin(), out.end(), eligible_other))
-            for (Candidate& c : out)
-                if (c.state == Candidate::State::not_timed && c.notes.has(Note::reference)) {
-                    c.state = Candidate::State::filtered;
-                    c.reason = "REFERENCE is skipped by the " + std::string(to_string(f.policy)) + " policy while others are eligible";
-                }
+        cands.push_back(std::move(c));
     }
-    std::stable_partition(out.begin(), out.end(), [](const Candidate& c) { return c.state == Candidate::State::not_timed; });
-    return out;
+    return cands;
 }
+
+// How many eligible candidates a search under f times at most (-1: all).
+int search_reach(const FlagValues& f) { return f.policy != Policy::pytorch_v7 && f.benchmark_limit > 0 ? f.benchmark_limit : -1; }
 
 std::string no_candidate_message(const Backend& b, const ConvProblem& p, const std::vector<Candidate>& cands) {
     std::string m = "no algorithm of backend '" + std::string(b.name()) + "' can run " + p.to_string() + " under these flags";
@@ -103,6 +111,76 @@ std::size_t workspace_of(const Backend& b, const ConvProblem& p, Candidate& c) {
 }
 
 }  // namespace
+
+// The candidates of one decision, built only as far as the decision needs them: each algorithm
+// the backend's ranking yields has its support decided and the filters applied when reached.
+// convtune and adaptive never run a naive reference implementation (Note::reference) when any
+// other candidate is eligible (timing one costs seconds on a real layer and it never wins), so
+// an eligible reference candidate is held back and enters the list, filtered or eligible, when
+// the ranking ends. The PyTorch policies keep them, as PyTorch times whatever the library offers.
+class CandidateList {
+public:
+    CandidateList(const Backend& b, const ConvProblem& p, const FlagValues& f)
+        : b_(b), p_(p), f_(f), ranking_(b.ranking(p)), hold_reference_(f.policy == Policy::convtune || f.policy == Policy::adaptive) {}
+
+    std::vector<Candidate>& items() { return items_; }
+    int eligible() const { return eligible_; }
+
+    // Appends the next ranked algorithm as a candidate (or, at the ranking's end, the held-back
+    // reference candidates); false when there is nothing left to append.
+    bool extend() {
+        while (!ended_) {
+            const Algorithm* a = ranking_->next();
+            if (!a) {
+                ended_ = true;
+                break;
+            }
+            Candidate c = evaluate(*a, p_, f_);
+            if (c.state == Candidate::State::not_timed && hold_reference_ && c.notes.has(Note::reference)) {
+                held_.push_back(std::move(c));
+                continue;
+            }
+            eligible_ += c.state == Candidate::State::not_timed;
+            items_.push_back(std::move(c));
+            return true;
+        }
+        if (held_.empty()) return false;
+        for (Candidate& c : held_) {
+            if (eligible_ > 0) skip_reference(c);
+            items_.push_back(std::move(c));
+        }
+        if (eligible_ == 0) eligible_ = static_cast<int>(held_.size());
+        held_.clear();
+        return true;
+    }
+    // Extends until `n` candidates are eligible (n < 0: all) or the ranking has ended.
+    void reach(int n) {
+        while ((n < 0 || eligible_ < n) && extend()) {
+        }
+    }
+    std::vector<Candidate> finish() && {
+        for (Candidate& c : held_) {  // reached, and others are eligible
+            skip_reference(c);
+            items_.push_back(std::move(c));
+        }
+        return complete(b_, p_, std::move(items_), ended_);
+    }
+
+private:
+    void skip_reference(Candidate& c) const {
+        c.state = Candidate::State::filtered;
+        c.reason = "REFERENCE is skipped by the " + std::string(to_string(f_.policy)) + " policy while others are eligible";
+    }
+
+    const Backend& b_;
+    const ConvProblem& p_;
+    const FlagValues& f_;
+    std::unique_ptr<Ranking> ranking_;
+    bool hold_reference_;
+    bool ended_ = false;
+    int eligible_ = 0;
+    std::vector<Candidate> items_, held_;
+};
 
 int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
     if (f.adaptive_after > 0) return f.adaptive_after;
@@ -139,36 +217,44 @@ Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvT
         d.source = Source::fallback;
         return d;
     }
-    std::vector<Candidate> cands = make_candidates(backend_, p, f);
-    const bool any = !cands.empty() && cands.front().state == Candidate::State::not_timed;
-    if (!any) throw Error(no_candidate_message(backend_, p, cands));
+    CandidateList list(backend_, p, f);
+    // benchmark off needs the first eligible candidate; the adaptive policy's provisional
+    // decision counts what a search would time (adaptive_threshold); a search extends the list
+    // itself as it goes.
+    list.reach(f.benchmark ? 1 : f.policy == Policy::adaptive ? search_reach(f) : 1);
+    if (list.eligible() == 0) throw Error(no_candidate_message(backend_, p, std::move(list).finish()));
 
-    if (f.benchmark) return search(p, f, std::move(cands), d.key, t);
+    if (f.benchmark) return search(p, f, list, d.key, t);
 
     if (f.policy == Policy::pytorch_v7 && f.deterministic) {
         if (const Algorithm* fd = backend_.fixed_default(p)) {
-            for (Candidate& c : cands)
+            list.reach(-1);
+            for (Candidate& c : list.items())
                 if (c.id == fd->id() && c.state == Candidate::State::not_timed) {
                     workspace_of(backend_, p, c);
                     c.state = Candidate::State::chosen_untimed;
                     c.reason = "PyTorch v7: deterministic && !benchmark uses the fixed default";
                     d.algorithm = c.id;
                     d.source = Source::fixed;
-                    d.candidates = std::move(cands);
+                    d.candidates = std::move(list).finish();
                     return d;
                 }
         }
     }
-    workspace_of(backend_, p, cands.front());
-    cands.front().state = Candidate::State::chosen_untimed;
-    cands.front().reason = "the heuristic's first eligible choice";
-    d.algorithm = cands.front().id;
+    for (Candidate& c : list.items())
+        if (c.state == Candidate::State::not_timed) {
+            workspace_of(backend_, p, c);
+            c.state = Candidate::State::chosen_untimed;
+            c.reason = "the heuristic's first eligible choice";
+            d.algorithm = c.id;
+            break;
+        }
     d.source = Source::heuristic;
-    d.candidates = std::move(cands);
+    d.candidates = std::move(list).finish();
     return d;
 }
 
-Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector<Candidate> cands, const std::string& key,
+Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateList& list, const std::string& key,
                           const ConvTensors* caller) const {
     Decision d;
     d.key = key;
@@ -199,7 +285,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
     }
 
     const bool robust = f.policy == Policy::convtune || f.policy == Policy::adaptive;
-    const bool use_limit = f.policy != Policy::pytorch_v7 && f.benchmark_limit > 0;
+    const int limit = search_reach(f);
     int succeeded = 0;
     double best = 0;
     // One workspace buffer for the whole search, grown when a candidate needs more: allocating
@@ -207,9 +293,13 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
     DeviceBuffer ws;
     double spent = 0;  // timed on the backend's clock (a simulated one is virtual), warm-ups included
     const auto t0 = Clock::now();
-    for (Candidate& c : cands) {
+    std::vector<Candidate>& cands = list.items();
+    // Candidates in heuristic order, the list extended as the search reaches its end, until
+    // `limit` have been timed or the ranking has ended.
+    for (std::size_t i = 0; i < cands.size() || ((limit < 0 || succeeded < limit) && list.extend()); ++i) {
+        Candidate& c = cands[i];
         if (c.state != Candidate::State::not_timed) continue;
-        if (use_limit && succeeded >= f.benchmark_limit) {
+        if (limit >= 0 && succeeded >= limit) {
             c.reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";
             continue;
         }
@@ -275,13 +365,13 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, std::vector
         ++succeeded;
     }
     d.search_ms = ms_since(t0);
+    d.candidates = std::move(list).finish();
     const Candidate* win = nullptr;
-    for (const Candidate& c : cands)
+    for (const Candidate& c : d.candidates)
         if (c.state == Candidate::State::timed && (!win || c.median_ms < win->median_ms)) win = &c;
-    if (!win) throw Error(no_candidate_message(backend_, p, cands));
+    if (!win) throw Error(no_candidate_message(backend_, p, d.candidates));
     d.algorithm = win->id;
     d.median_ms = win->median_ms;
-    d.candidates = std::move(cands);
     return d;
 }
 
@@ -305,9 +395,9 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
             auto known = [this](const std::string& id) { return backend_.find(id) != nullptr; };
             if (auto rec = db_->find(env, key, known)) {
                 // Use it only if the algorithm is still eligible for this problem and these flags.
-                std::vector<Candidate> cands = make_candidates(backend_, p, f);
-                for (Candidate& c : cands)
-                    if (c.id == rec->algorithm && c.state == Candidate::State::not_timed) {
+                if (const Algorithm* a = backend_.find(rec->algorithm)) {
+                    Candidate c = evaluate(*a, p, f);
+                    if (c.state == Candidate::State::not_timed) {
                         c.state = Candidate::State::chosen_untimed;
                         c.reason = "from the tuning database";
                         c.median_ms = rec->median_ms;
@@ -317,9 +407,10 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
                         d.algorithm = rec->algorithm;
                         d.source = Source::database;
                         d.median_ms = rec->median_ms;
-                        d.candidates = std::move(cands);
+                        d.candidates = complete(backend_, p, {std::move(c)}, false);
                         return d;
                     }
+                }
             }
         }
         if (adaptive_wait) {
@@ -375,29 +466,42 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
     order.insert(order.end(), timed.begin(), timed.end());
     order.insert(order.end(), untimed.begin(), untimed.end());
     Status last = Status::failure("no candidate");
-    for (const Candidate* c : order) {
-        const Algorithm* a = lookup(backend_, c->id);
-        if (!a) continue;
+    // Runs one candidate; true when it ran (and, if it was not the decision's choice, it is now).
+    auto attempt = [&](const Candidate& c) {
+        const Algorithm* a = lookup(backend_, c.id);
+        if (!a) return false;
         const std::size_t wsb = a->workspace_size(p);
         if (std::string m = uses_host_memory(backend_) ? over_memory_budget(p, wsb) : std::string(); !m.empty()) {
             last = Status::out_of_memory(m);
-            continue;
+            return false;
         }
         DeviceBuffer ws = wsb ? backend_.allocate(wsb) : DeviceBuffer{};
         if (wsb && !ws) {
-            last = Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + c->id);
-            continue;
+            last = Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + c.id);
+            return false;
         }
         last = a->run(p, t, {ws.data(), wsb});
-        if (last.ok()) {
-            if (c->id != d->algorithm && f.enabled) {
-                Decision nd = *d;
-                nd.algorithm = c->id;
-                nd.source = Source::fallback;
-                cache_.put(cache_key(backend_, p, f), std::move(nd));
-            }
-            return last;
+        if (!last.ok()) return false;
+        if (c.id != d->algorithm && f.enabled) {
+            Decision nd = *d;
+            nd.algorithm = c.id;
+            nd.source = Source::fallback;
+            cache_.put(cache_key(backend_, p, f), std::move(nd));
         }
+        return true;
+    };
+    for (const Candidate* c : order)
+        if (attempt(*c)) return last;
+    // Then the candidates the decision did not reach, decided as the ranking reaches them.
+    const bool unreached = std::any_of(d->candidates.begin(), d->candidates.end(),
+                                       [](const Candidate& c) { return c.state == Candidate::State::not_checked; });
+    if (!unreached || !f.enabled) return last;
+    CandidateList rest(backend_, p, f);
+    for (std::size_t i = 0; i < rest.items().size() || rest.extend(); ++i) {
+        const Candidate& c = rest.items()[i];
+        if (c.state != Candidate::State::not_timed) continue;
+        if (std::any_of(order.begin(), order.end(), [&](const Candidate* o) { return o->id == c.id; })) continue;
+        if (attempt(c)) return last;
     }
     return last;
 }

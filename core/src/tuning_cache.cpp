@@ -26,6 +26,7 @@ std::string_view to_string(Candidate::State s) {
         case Candidate::State::over_workspace: return "over workspace limit";
         case Candidate::State::out_of_memory: return "out of memory";
         case Candidate::State::failed: return "failed";
+        case Candidate::State::not_checked: return "not checked";
     }
     return "?";
 }

@@ -109,6 +109,19 @@ public:
         for (const Algorithm* a : inner_.heuristic_order(p)) out.push_back(wrap(a));
         return out;
     }
+    // The inner ranking, lazy as it is, with each algorithm wrapped.
+    std::unique_ptr<Ranking> ranking(const ConvProblem& p) const override {
+        struct Wrapped final : Ranking {
+            const MeteredBackend& b;
+            std::unique_ptr<Ranking> inner;
+            Wrapped(const MeteredBackend& mb, std::unique_ptr<Ranking> r) : b(mb), inner(std::move(r)) {}
+            const Algorithm* next() override {
+                const Algorithm* a = inner->next();
+                return a ? b.wrap(a) : nullptr;
+            }
+        };
+        return std::make_unique<Wrapped>(*this, inner_.ranking(p));
+    }
     const Algorithm* native_fallback(const ConvProblem& p) const override { return wrap(inner_.native_fallback(p)); }
     const Algorithm* fixed_default(const ConvProblem& p) const override { return wrap(inner_.fixed_default(p)); }
     DeviceBuffer allocate(std::size_t bytes) const override { return inner_.allocate(bytes); }

@@ -14,6 +14,10 @@ public:
     const Backend& backend() const override { return backend_; }
     Notes notes() const override { return spec_.notes; }
     Support supports(const ConvProblem& p) const override {
+        {
+            std::lock_guard lock(mutex_);
+            ++support_queries_;
+        }
         if (spec_.mode == FakeSpec::Mode::unsupported) return Support::no("scripted: never supported");
         if (spec_.only_direction >= 0 && static_cast<int>(p.direction) != spec_.only_direction)
             return Support::no("scripted: other direction only");
@@ -27,6 +31,10 @@ public:
     int workspace_queries() const {
         std::lock_guard lock(mutex_);
         return ws_queries_;
+    }
+    int support_queries() const {
+        std::lock_guard lock(mutex_);
+        return support_queries_;
     }
     Status run(const ConvProblem& p, const ConvTensors&, Workspace) const override {
         int i = 0;
@@ -49,6 +57,7 @@ public:
         std::lock_guard lock(mutex_);
         count_ = 0;
         ws_queries_ = 0;
+        support_queries_ = 0;
     }
 
 private:
@@ -57,6 +66,17 @@ private:
     mutable std::mutex mutex_;
     mutable int count_ = 0;
     mutable int ws_queries_ = 0;
+    mutable int support_queries_ = 0;
+};
+
+class FixedOrder final : public Ranking {
+public:
+    explicit FixedOrder(std::span<const Algorithm* const> list) : list_(list) {}
+    const Algorithm* next() override { return i_ < list_.size() ? list_[i_++] : nullptr; }
+
+private:
+    std::span<const Algorithm* const> list_;
+    std::size_t i_ = 0;
 };
 
 }  // namespace
@@ -91,6 +111,13 @@ int FakeBackend::workspace_queries(const std::string& id) const {
     const Algorithm* a = find(id);
     return a ? static_cast<const FakeAlgorithm*>(a)->workspace_queries() : 0;
 }
+
+int FakeBackend::support_queries(const std::string& id) const {
+    const Algorithm* a = find(id);
+    return a ? static_cast<const FakeAlgorithm*>(a)->support_queries() : 0;
+}
+
+std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const { return std::make_unique<FixedOrder>(list_); }
 
 int FakeBackend::runs(const std::string& id) const {
     const Algorithm* a = find(id);

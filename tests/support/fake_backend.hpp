@@ -36,6 +36,9 @@ public:
     std::span<const Algorithm* const> algorithms() const override { return list_; }
     const Algorithm* native_fallback(const ConvProblem&) const override;
     const Algorithm* fixed_default(const ConvProblem&) const override;
+    // Every algorithm in the fixed order, support not decided (as cuDNN's ranking does): the
+    // selector decides it for the candidates it reaches (support_queries counts them).
+    std::unique_ptr<Ranking> ranking(const ConvProblem& p) const override;
     double time_ms(const std::function<void()>& fn) const override;
     DeviceBuffer allocate(std::size_t bytes) const override;
 
@@ -44,6 +47,8 @@ public:
     int runs(const std::string& id) const;
     // How often an algorithm's workspace_size() was asked, and how many allocations succeeded.
     int workspace_queries(const std::string& id) const;
+    // How often an algorithm's supports() was asked.
+    int support_queries(const std::string& id) const;
     int allocations() const { return allocations_; }
     void reset_counters();
     void advance(double ms) const { clock_ms_ += ms; }

@@ -45,6 +45,18 @@ private:
     std::size_t bytes_ = 0;
 };
 
+// A backend's heuristic ranking for one problem, produced as it is consumed: next() returns the
+// next algorithm, best first, or nullptr at the end; each algorithm at most once. It decides no
+// support: an algorithm it returns may not support the problem, and the consumer (the Selector)
+// asks supports() only of the algorithms it reaches. On cuDNN a support decision is a plan build
+// and the heuristic queries are separate calls, so a decision that stops at its first eligible
+// candidate pays for little of the ranking.
+class Ranking {
+public:
+    virtual ~Ranking() = default;
+    virtual const Algorithm* next() = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -56,6 +68,10 @@ public:
     // The algorithms that support p, best first by the backend's heuristic (what
     // "benchmark off" runs). The default keeps the fixed order.
     virtual std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const;
+    // The same order, produced lazily and without support decisions (Ranking). The default
+    // walks heuristic_order(p); a backend whose support decisions or ranking queries are costly
+    // overrides it (heuristic_order is then this ranking filtered by supports()).
+    virtual std::unique_ptr<Ranking> ranking(const ConvProblem& p) const;
     // What `enabled=false` runs instead of the tuned path (PyTorch: its native im2col + GEMM
     // kernels); nullptr when the backend has none.
     virtual const Algorithm* native_fallback(const ConvProblem&) const { return nullptr; }

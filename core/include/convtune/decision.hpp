@@ -34,6 +34,8 @@ struct Candidate {
         over_workspace,// workspace above the limit
         out_of_memory, // allocating its workspace or running failed for memory
         failed,        // run() failed
+        not_checked,   // not reached: the decision ended before it, so its support and the
+                       // filters were never decided (a decision checks only what it needs)
     };
     std::string id;
     Notes notes;

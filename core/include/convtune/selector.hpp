@@ -36,6 +36,8 @@ std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& 
 // search costs: eligible candidates x (1 + max_samples).
 int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f);
 
+class CandidateList;  // a decision's candidates, built as far as it needs (selector.cpp)
+
 class Selector {
 public:
     // `cache` is required; `db` may be null (no persistence).
@@ -61,7 +63,7 @@ private:
     // output is overwritten, and the chosen algorithm computes it afterwards).
     std::shared_ptr<const Decision> select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t);
     Decision decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t) const;
-    Decision search(const ConvProblem& p, const FlagValues& f, std::vector<Candidate> cands, const std::string& key,
+    Decision search(const ConvProblem& p, const FlagValues& f, CandidateList& list, const std::string& key,
                     const ConvTensors* t) const;
 
     const Backend& backend_;
