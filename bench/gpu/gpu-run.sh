@@ -2,7 +2,11 @@
 # Runs the GPU tests and/or the GPU benchmark from a package made by scripts/gpu-check, on a
 # machine with an NVIDIA GPU, CUDA 13 and a Python whose site-packages hold nvidia-cudnn-cu13
 # (and PyTorch, for the benchmark's comparison).
-#   gpu-pkg/run.sh tests|bench|probe|sim|all [output-folder]   (default output folder: gpu-pkg/out)
+#   gpu-pkg/run.sh tests|bench|probe|refused|sim|all [output-folder]   (default output folder: gpu-pkg/out)
+# `refused` (not part of `all`) re-measures the engines refused for f32 after measurement (fwd
+# eng72, bwd_filter eng69/eng70) against the f64 oracle: test_gpu_cudnn's disabled case
+# gpu/refused_engines_probe, one "probe: <id> PASS|FAIL|UNSUPPORTED(..)|RUNFAIL(..) ..." line per
+# (engine, problem) in refused.log.
 # Environment: PRECISIONS (default fp32,tf32,fp16), DIRS (default fwd; e.g. fwd,bwd_data,bwd_filter),
 #   BENCH_ARGS (extra bench_gpu options), TEST_ARGS (extra Boost.Test options, e.g.
 #   --run_test=gpu/awkward_shapes_against_oracle), *_TIMEOUT (seconds per step),
@@ -44,6 +48,21 @@ if [ "$what" = probe ]; then
   echo "== probe (log: $OUTDIR/probe.log)"
   timeout "${PROBE_TIMEOUT:-120}" "$PKG/bin/bench_gpu" --shapes "$PKG/shapes/shapes_resnet_50_v1_5" --probe > "$OUTDIR/probe.log" 2>&1
   echo "probe exit $?"; grep -E "^(dir|  supported)" "$OUTDIR/probe.log" | head -40
+fi
+if [ "$what" = refused ]; then
+  echo "== refused engines against the oracle (log: $OUTDIR/refused.log)"
+  start=$(date +%s)
+  timeout "${REFUSED_TIMEOUT:-420}" "$PKG/bin/test_gpu_cudnn" --run_test=gpu/refused_engines_probe --log_level=message \
+    --color_output=no > "$OUTDIR/refused.log" 2>&1
+  frc=$?
+  echo "test_gpu_cudnn --run_test=gpu/refused_engines_probe exit $frc after $(( $(date +%s) - start )) s"
+  [ $frc -eq 124 ] && echo "timed out (REFUSED_TIMEOUT=${REFUSED_TIMEOUT:-420}): the lines so far are in the log, the summary is not"
+  for v in PASS FAIL 'UNSUPPORTED(' 'RUNFAIL('; do
+    echo "${v%(}: $(grep -c "^probe: [^ ]* $v" "$OUTDIR/refused.log")"
+  done
+  grep -E "^probe: [^ ]* FAIL " "$OUTDIR/refused.log"
+  grep -E "^summary: |^skipped: |error: in " "$OUTDIR/refused.log" | tail -20
+  [ $frc -ne 0 ] && rc=$frc
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== bench (logs: $OUTDIR/torch-bm*.log, $OUTDIR/bench.log)"
