@@ -135,7 +135,8 @@ void check_cases(const std::vector<test::Case>& cases, Tally& tally, bool rerun_
                                            << " > bound " << o.bound << " (" << error_detail(o.stats) << ")");
             ++tally.checked[std::string(a->id())];
             ++tally.pairs;
-            if (rerun_deterministic && !a->notes().has(Note::nondeterministic)) {
+            // Deterministic on this problem (what deterministic=1 filters by), listed or not.
+            if (rerun_deterministic && !a->notes_for(p).has(Note::nondeterministic)) {
                 HostTensors t2 = in;
                 const RunResult r2 = execute(*a, t2);
                 BOOST_TEST(r2.status.ok(), a->id() << " rerun on " << p.to_string() << ": " << r2.status.message);
@@ -302,6 +303,14 @@ BOOST_AUTO_TEST_CASE(heuristic_order_is_complete_and_starts_with_mode_a) {
         for (const Algorithm* a : cudnn_algorithms())
             if (a->supports(p)) supported.insert(a);
         BOOST_TEST((in_order == supported), "heuristic_order is not the set of supporting algorithms for " << p.to_string());
+        // The lazy ranking behind it: every algorithm of p's direction once, no other.
+        std::vector<const Algorithm*> ranked;
+        for (auto k = cudnn_backend().ranking(p); const Algorithm* a = k->next();) ranked.push_back(a);
+        std::set<const Algorithm*> in_ranking(ranked.begin(), ranked.end()), of_direction;
+        for (const Algorithm* a : cudnn_algorithms())
+            if (!test::starts_with(a->supports(p).reason, "direction")) of_direction.insert(a);
+        BOOST_TEST(in_ranking.size() == ranked.size(), "duplicates in the ranking for " << p.to_string());
+        BOOST_TEST((in_ranking == of_direction), "the ranking is not every algorithm of the direction for " << p.to_string());
         const Algorithm* first_a = nullptr;
         for (const Algorithm* a : cudnn_ranking(p, CudnnRanking::mode_a))
             if (a->supports(p)) {
@@ -377,13 +386,22 @@ BOOST_AUTO_TEST_CASE(flag_semantics_through_the_selector) {
         for (const Candidate& c : d.candidates) n += !c.samples_ms.empty();
         return n;
     };
+    // The chosen candidate; its notes are the algorithm's notes on the problem (notes_for).
+    auto chosen = [](const Decision& d) -> const Candidate& {
+        return *std::find_if(d.candidates.begin(), d.candidates.end(), [&](const Candidate& c) { return c.id == d.algorithm; });
+    };
     {
         TuningCache cache;
         Selector s(b, cache);
+        cudnn_forget_plans();
         const auto d = s.select(f32, parse_flags("policy=pytorch,benchmark=0"));
         BOOST_TEST((d->source == Source::heuristic));
         BOOST_TEST(timed(*d) == 0);
         BOOST_TEST(d->algorithm == std::string(b.heuristic_order(f32).front()->id()));
+        // Benchmark off decides the support of the candidates up to its choice only.
+        int unchecked = 0;
+        for (const Candidate& c : d->candidates) unchecked += c.state == Candidate::State::not_checked;
+        BOOST_TEST(unchecked > 0);
     }
     {
         TuningCache cache;
@@ -406,11 +424,12 @@ BOOST_AUTO_TEST_CASE(flag_semantics_through_the_selector) {
         const auto det = s.select(p, parse_flags("policy=pytorch,benchmark=1,deterministic=1,benchmark_limit=4"));
         int dropped = 0;
         for (const Candidate& c : det->candidates)
-            if (c.notes.has(Note::nondeterministic) && c.state != Candidate::State::unsupported) {
+            if (c.notes.has(Note::nondeterministic) && c.state != Candidate::State::unsupported && c.state != Candidate::State::not_checked) {
                 BOOST_TEST((c.state == Candidate::State::filtered), c.id << " is NONDETERMINISTIC but " << to_string(c.state));
                 ++dropped;
             }
-        BOOST_TEST(!b.find(det->algorithm)->notes().has(Note::nondeterministic));
+        // Its notes on this problem (what the filter reads), a subset of its listed ones.
+        BOOST_TEST(!chosen(*det).notes.has(Note::nondeterministic));
         BOOST_TEST_MESSAGE(p.to_string() << ": deterministic=1 dropped " << dropped << " NONDETERMINISTIC candidates, chose " << det->algorithm);
         if (p.direction == Direction::bwd_filter) BOOST_TEST(dropped > 0, "cuDNN offers no nondeterministic wgrad here");
     }
@@ -420,7 +439,7 @@ BOOST_AUTO_TEST_CASE(flag_semantics_through_the_selector) {
         const auto off = s.select(f32, parse_flags("policy=pytorch,benchmark=1,allow_tf32=0,benchmark_limit=0"));
         for (const Candidate& c : off->candidates)
             if (c.notes.has(Note::tensor_core)) BOOST_TEST(c.samples_ms.empty(), c.id << " is TENSOR_CORE but was timed with allow_tf32=0");
-        BOOST_TEST(!b.find(off->algorithm)->notes().has(Note::tensor_core));
+        BOOST_TEST(!chosen(*off).notes.has(Note::tensor_core));
         const auto on = s.select(f32, parse_flags("policy=pytorch,benchmark=1,allow_tf32=1,benchmark_limit=0"));
         int tc = 0;
         for (const Candidate& c : on->candidates) tc += c.notes.has(Note::tensor_core) && !c.samples_ms.empty();

@@ -64,8 +64,9 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// As the Selector's filters: on the notes the algorithm has on p (precondition: it supports p).
 bool allowed(const Algorithm& a, const ConvProblem& p, bool allow_tf32) {
-    const Notes n = a.notes();
+    const Notes n = a.notes_for(p);
     if (n.has(Note::down_convert_inputs)) return false;
     if (p.dtype == DataType::f32 && !allow_tf32 && n.has(Note::tensor_core)) return false;
     return true;

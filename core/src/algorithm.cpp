@@ -49,6 +49,8 @@ double default_error_bound(const ConvProblem& p, Notes notes) {
     return bound;
 }
 
+Notes Algorithm::notes_for(const ConvProblem&) const { return notes(); }
+
 double Algorithm::error_bound(const ConvProblem& p) const { return default_error_bound(p, notes()); }
 
 }  // namespace convtune

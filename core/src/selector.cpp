@@ -44,6 +44,7 @@ Candidate evaluate(const Algorithm& a, const ConvProblem& p, const FlagValues& f
         c.reason = s.reason;
         return c;
     }
+    c.notes = a.notes_for(p);
     const bool limited = f.workspace_limit != FlagValues{}.workspace_limit;
     if (limited) c.workspace = a.workspace_size(p);
     if (f.deterministic && c.notes.has(Note::nondeterministic)) {

@@ -82,7 +82,13 @@ public:
     // Stable id, e.g. "cpu.direct", "cpu.winograd_f4x3", "cudnn.fwd.implicit_precomp_gemm.tf32".
     virtual std::string_view id() const = 0;
     virtual const Backend& backend() const = 0;
+    // What the algorithm may do on any problem (the union): a listed "deterministic" or "no
+    // TF32" holds for every problem it supports.
     virtual Notes notes() const = 0;
+    // What it does on p (precondition: supports(p)), a subset of notes(); the flag filters use
+    // these, as PyTorch filters a cuDNN engine configuration by the notes it reports for the
+    // problem. The default: notes().
+    virtual Notes notes_for(const ConvProblem& p) const;
     virtual Support supports(const ConvProblem& p) const = 0;
     virtual std::size_t workspace_size(const ConvProblem& p) const = 0;
     // Computes the direction's output into the tensors (device memory of the backend).
