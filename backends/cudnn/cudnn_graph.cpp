@@ -273,6 +273,54 @@ cudnnStatus_t heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mode, 
     return CUDNN_STATUS_SUCCESS;
 }
 
+// An execution plan for an engine configuration: the finalized plan and its workspace, or the
+// failing status (with cuDNN's last error message).
+struct BuiltPlan {
+    cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+    std::string what;  // the failing step
+    Desc plan;
+    std::size_t workspace = 0;
+};
+
+BuiltPlan build_execution_plan(cudnnHandle_t h, const Desc& cfg) {
+    BuiltPlan b;
+    Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    cudnnStatus_t s = plan ? set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
+                           : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    if (s == CUDNN_STATUS_SUCCESS) s = set_desc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan.get());
+    if (s != CUDNN_STATUS_SUCCESS) {
+        const std::string detail = last_error_message();
+        b.status = s;
+        b.what = "execution plan: " + status_name(s) + (detail.empty() ? "" : " (" + detail + ")");
+        return b;
+    }
+    int64_t bytes = 0, n = 0;
+    s = cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes);
+    if (s != CUDNN_STATUS_SUCCESS || bytes < 0) {
+        b.status = s != CUDNN_STATUS_SUCCESS ? s : CUDNN_STATUS_INTERNAL_ERROR;
+        b.what = "workspace size: " + status_name(b.status);
+        return b;
+    }
+    b.workspace = static_cast<std::size_t>(bytes);
+    b.plan = std::move(plan);
+    return b;
+}
+
+// Runs a plan on x, w, y (uids 'x', 'w', 'y') with workspace ws (nullptr when it needs none).
+cudnnStatus_t execute_plan(cudnnHandle_t h, cudnnBackendDescriptor_t plan, const ConvTensors& t, void* ws) {
+    Desc vp(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    if (!vp) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    int64_t uids[3] = {kUidX, kUidW, kUidY};
+    void* ptrs[3] = {t.x.data, t.w.data, t.y.data};
+    cudnnStatus_t st = set(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    if (st == CUDNN_STATUS_SUCCESS) st = set(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+    if (st == CUDNN_STATUS_SUCCESS) st = set(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp.get());
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(h, plan, vp.get());
+    return st;
+}
+
 // ---- per-problem cache --------------------------------------------------------------------
 
 // Stage 1 (engine + configuration + notes) is cheap and always done; stage 2 (the execution
@@ -504,17 +552,7 @@ public:
         std::string why;
         cudnnHandle_t h = thread_handle(&why);
         if (!h) return Status::failure(why);
-        Desc vp(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-        if (!vp) return Status::out_of_memory(id_ + ": cannot create a variant pack");
-        int64_t uids[3] = {kUidX, kUidW, kUidY};
-        void* ptrs[3] = {t.x.data, t.w.data, t.y.data};
-        void* wsp = need ? ws.data : nullptr;
-        cudnnStatus_t st = set(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-        if (st == CUDNN_STATUS_SUCCESS) st = set(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-        if (st == CUDNN_STATUS_SUCCESS) st = set(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp);
-        if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp.get());
-        if (st != CUDNN_STATUS_SUCCESS) return to_status(st, id_ + ": variant pack");
-        return to_status(cudnnBackendExecute(h, plan, vp.get()), id_ + ": cudnnBackendExecute");
+        return to_status(execute_plan(h, plan, t, need ? ws.data : nullptr), id_ + ": cudnnBackendExecute");
     }
 
     // cudnn_error_bound over the notes reported for p, plus measured refinements:
@@ -663,25 +701,13 @@ private:
             ep.plan_support = Support::no(why);
             return;
         }
-        Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-        cudnnStatus_t s = plan ? set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
-                               : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-        if (s == CUDNN_STATUS_SUCCESS) s = set_desc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *ep.cfg);
-        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(plan.get());
-        if (s != CUDNN_STATUS_SUCCESS) {
-            std::string detail = last_error_message();
-            ep.plan_support = Support::no("engine " + std::to_string(engine_) + " (" + ep.knobs + " knobs): execution plan: " +
-                                          status_name(s) + (detail.empty() ? "" : " (" + detail + ")"));
+        BuiltPlan b = build_execution_plan(h, *ep.cfg);
+        if (b.status != CUDNN_STATUS_SUCCESS) {
+            ep.plan_support = Support::no("engine " + std::to_string(engine_) + " (" + ep.knobs + " knobs): " + b.what);
             return;
         }
-        int64_t bytes = 0, n = 0;
-        s = cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes);
-        if (s != CUDNN_STATUS_SUCCESS || bytes < 0) {
-            ep.plan_support = Support::no("engine " + std::to_string(engine_) + ": workspace size: " + status_name(s));
-            return;
-        }
-        ep.workspace = static_cast<std::size_t>(bytes);
-        ep.plan = std::move(plan);
+        ep.workspace = b.workspace;
+        ep.plan = std::move(b.plan);
         ep.plan_support = Support::yes();
     }
 
@@ -809,6 +835,56 @@ std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem&
 }
 
 void graph_forget_plans() { cache().forget(); }
+
+std::vector<CudnnConfigTiming> graph_time_heuristic_configs(const ConvProblem& p, const ConvTensors& t, int samples) {
+    std::vector<CudnnConfigTiming> out;
+    std::string why;
+    cudnnHandle_t h = unavailable_reason().empty() ? thread_handle(&why) : nullptr;
+    if (!h) return out;
+    OpGraph g = build_graph(p, h);
+    if (!g.ok()) return out;
+    const Backend& b = cudnn_backend();
+    std::map<int64_t, int> seen;  // configurations met so far per engine
+    for (std::size_t m = 0; m < 2; ++m) {  // mode A, the fallback list (kModes order)
+        std::vector<Desc> cfgs;
+        if (heuristic_configs(g.graph, kModes[m], cfgs) != CUDNN_STATUS_SUCCESS) continue;
+        for (const Desc& cfg : cfgs) {
+            CudnnConfigTiming r;
+            r.source = kModeName[m];
+            Desc engine;
+            if (engine_of(cfg, engine, r.engine) != CUDNN_STATUS_SUCCESS) continue;
+            r.nth = seen[r.engine]++;
+            r.notes = read_report(engine.get()).notes;
+            BuiltPlan plan = build_execution_plan(h, cfg);
+            if (plan.status != CUDNN_STATUS_SUCCESS) {
+                r.status = plan.what;
+                out.push_back(std::move(r));
+                continue;
+            }
+            r.workspace = plan.workspace;
+            DeviceBuffer ws = plan.workspace ? b.allocate(plan.workspace) : DeviceBuffer{};
+            if (plan.workspace && !ws) {
+                r.status = "cannot allocate the workspace";
+                out.push_back(std::move(r));
+                continue;
+            }
+            cudnnStatus_t st = execute_plan(h, plan.plan.get(), t, ws.data());
+            b.synchronize();
+            std::vector<double> v;
+            for (int i = 0; i < samples && st == CUDNN_STATUS_SUCCESS; ++i)
+                v.push_back(b.time_ms([&] { st = execute_plan(h, plan.plan.get(), t, ws.data()); }));
+            if (st != CUDNN_STATUS_SUCCESS) {
+                r.status = "cudnnBackendExecute: " + status_name(st);
+            } else {
+                std::sort(v.begin(), v.end());
+                r.ms = v.empty() ? 0 : v[v.size() / 2];
+                r.status = "ok";
+            }
+            out.push_back(std::move(r));
+        }
+    }
+    return out;
+}
 
 void graph_refuse_measured_wrong(bool refuse) { g_refuse_measured_wrong.store(refuse, std::memory_order_relaxed); }
 

@@ -129,6 +129,8 @@ struct Pick {
     // Selector searches: candidates timed, and the sums of their warm-up and sample times.
     int timed = 0;
     double first_sum_ms = 0, samples_sum_ms = 0;
+    // Selector decisions: algorithms whose support was decided (the rest are "not checked").
+    int checked = 0;
 };
 
 // The first call of p through a fresh Selector under `f`, from forgotten plans.
@@ -154,6 +156,7 @@ Pick selector_first_call(Backend& b, const ConvProblem& p, const ConvTensors& t,
     pk.id = d->algorithm;
     pk.ok = true;
     for (const Candidate& c : d->candidates) {
+        pk.checked += c.state != Candidate::State::not_checked;
         if (c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed || c.state == Candidate::State::timed)
             ++pk.candidates;
         if (c.state != Candidate::State::timed) continue;
@@ -202,6 +205,10 @@ int main(int argc, char** argv) {
     app.add_option("--policy-flags", policy_flags, "flags for the benchmark=True selector run (e.g. benchmark_limit=0)");
     bool probe = false;
     app.add_flag("--probe", probe, "print every graph engine's plan (support, knobs, notes, build time) on a few layers, then exit");
+    bool configs = false;
+    app.add_flag("--configs", configs,
+                 "time every engine configuration of heuristics mode A and the fallback list (PyTorch's candidates, several "
+                 "configurations of one engine included) per layer, precision and direction, then exit");
     CLI11_PARSE(app, argc, argv);
 
     Backend& b = cudnn_backend();
@@ -229,6 +236,51 @@ int main(int argc, char** argv) {
                 }
             }
         fmt::print("warm-up (library loading, not counted): {:.0f} ms\n", now_ms() - t0);
+    }
+
+    if (configs) {
+        // Best allowed time per layer over every configuration, and over the first configuration
+        // of each engine only (what convtune's one id per engine can run).
+        double total_all = 0, total_first = 0;
+        int layers = 0;
+        for (const std::string& pname : precisions) {
+            const Precision* pr = nullptr;
+            for (const Precision& x : kPrecisions)
+                if (x.name == pname) pr = &x;
+            if (!pr) continue;
+            for (const std::string& dname : dirs)
+                for (const ShapeLine& l : read_shape_file(shapes)) {
+                    if (limit > 0 && layers >= limit) break;
+                    ConvProblem p = l.problem;
+                    p.n = batch;
+                    p.dtype = pr->dtype;
+                    p.layout = pr->layout;
+                    p.direction = parse_direction(dname);
+                    auto t = make_tensors(b, p);
+                    if (!t) continue;
+                    double best_all = 0, best_first = 0;
+                    std::string id_all, id_first;
+                    for (const CudnnConfigTiming& c : cudnn_time_heuristic_configs(p, t->views, search_samples)) {
+                        const bool ok = c.status == "ok" && !c.notes.has(Note::down_convert_inputs) &&
+                                        !(p.dtype == DataType::f32 && !pr->allow_tf32 && c.notes.has(Note::tensor_core));
+                        fmt::print("  {} {} {} eng{} #{} [{}] ws={} {} {}\n", pname, dname, l.name, c.engine, c.nth, c.notes.to_string(),
+                                   c.workspace, c.status == "ok" ? fmt::format("{:.4f} ms", c.ms) : c.status, ok ? "" : "(not allowed)");
+                        if (!ok) continue;
+                        const std::string id = fmt::format("eng{}#{}", c.engine, c.nth);
+                        if (best_all == 0 || c.ms < best_all) best_all = c.ms, id_all = id;
+                        if (c.nth == 0 && (best_first == 0 || c.ms < best_first)) best_first = c.ms, id_first = id;
+                    }
+                    fmt::print("{} {} {:<32} best of all configurations {} {:.4f} ms | first configuration of each engine {} {:.4f} ms\n",
+                               pname, dname, l.name, id_all, best_all, id_first, best_first);
+                    std::fflush(stdout);
+                    total_all += best_all;
+                    total_first += best_first;
+                    ++layers;
+                }
+        }
+        fmt::print("total over {} layers: every configuration {:.3f} ms, first configuration of each engine {:.3f} ms\n", layers,
+                   total_all, total_first);
+        return 0;
     }
 
     if (probe) {
@@ -429,8 +481,10 @@ int main(int argc, char** argv) {
                            r.policy.search_ms, r.policy.timed, r.policy.first_sum_ms, r.policy.samples_sum_ms, r.search.id,
                            fmt_ms(r.search.steady_ms, r.search.ok), r.search.search_ms, r.search.candidates, fmt_opt(r.torch_off),
                            fmt_opt(r.torch_on));
-                fmt::print("    bm=off parts: mode A {:.1f} ms, fallback {:.1f} ms, mode B {:.1f} ms, support of every algorithm {:.1f} ms\n",
-                           r.heuristics_ms[0], r.heuristics_ms[1], r.heuristics_ms[2], r.heuristics_ms[3]);
+                fmt::print("    bm=off parts: mode A {:.1f} ms, fallback {:.1f} ms, mode B {:.1f} ms, support of every algorithm {:.1f} ms; "
+                           "support decided for {} algorithms (bm=off) and {} (bm=on)\n",
+                           r.heuristics_ms[0], r.heuristics_ms[1], r.heuristics_ms[2], r.heuristics_ms[3], r.heuristic.checked,
+                           r.policy.checked);
                 std::fflush(stdout);
                 rows.push_back(r);
             }
@@ -454,7 +508,7 @@ int main(int argc, char** argv) {
             };
             auto pick_json = [](const Pick& k) {
                 return json{{"id", k.id},       {"ok", k.ok},       {"steady_ms", k.steady_ms},         {"search_ms", k.search_ms},
-                            {"candidates", k.candidates}, {"timed", k.timed}, {"warmups_ms", k.first_sum_ms}, {"samples_ms", k.samples_sum_ms}};
+                            {"candidates", k.candidates}, {"checked", k.checked}, {"timed", k.timed}, {"warmups_ms", k.first_sum_ms}, {"samples_ms", k.samples_sum_ms}};
             };
             json jt = json::array();
             for (const Row& r : rows) {

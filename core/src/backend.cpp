@@ -24,6 +24,7 @@ class ListRanking final : public Ranking {
 public:
     explicit ListRanking(std::vector<const Algorithm*> v) : v_(std::move(v)) {}
     const Algorithm* next() override { return i_ < v_.size() ? v_[i_++] : nullptr; }
+    bool decided() const override { return true; }
 
 private:
     std::vector<const Algorithm*> v_;

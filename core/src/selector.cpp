@@ -79,13 +79,8 @@ std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vec
         Candidate c;
         c.id = std::string(a->id());
         c.notes = a->notes();
-        if (ranking_ended) {
-            c.state = Candidate::State::unsupported;
-            c.reason = a->supports(p).reason;
-        } else {
-            c.state = Candidate::State::not_checked;
-            c.reason = "not reached: the decision ended before it";
-        }
+        c.state = ranking_ended ? Candidate::State::unsupported : Candidate::State::not_checked;
+        c.reason = ranking_ended ? a->supports(p).reason : "not reached: the decision ended before it";
         cands.push_back(std::move(c));
     }
     return cands;
@@ -160,6 +155,19 @@ public:
         }
     }
     std::vector<Candidate> finish() && {
+        if (!ended_ && ranking_->decided()) {
+            // Producing the ranking decided every support already: explain the rest too, in
+            // heuristic order, at no extra cost.
+            while (const Algorithm* a = ranking_->next()) {
+                Candidate c = evaluate(*a, p_, f_);
+                if (c.state == Candidate::State::not_timed) {
+                    if (hold_reference_ && c.notes.has(Note::reference)) skip_reference(c);
+                    else c.reason = "not reached: the decision ended before it";
+                }
+                items_.push_back(std::move(c));
+            }
+            ended_ = true;
+        }
         for (Candidate& c : held_) {  // reached, and others are eligible
             skip_reference(c);
             items_.push_back(std::move(c));
@@ -193,6 +201,7 @@ int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
     int64_t eligible = 0;
     for (const Candidate& c : provisional.candidates)
         eligible += c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed;
+    if (const int limit = search_reach(f); limit > 0) eligible = std::min<int64_t>(eligible, limit);  // what the search times
     return std::max<int64_t>(2, eligible * (1 + f.max_samples));
 }
 

@@ -55,6 +55,10 @@ class Ranking {
 public:
     virtual ~Ranking() = default;
     virtual const Algorithm* next() = 0;
+    // True when producing the ranking already decided every algorithm's support (the default
+    // ranking walks heuristic_order): a decision then explains the candidates it did not reach
+    // too, at no extra cost, instead of listing them as not checked.
+    virtual bool decided() const { return false; }
 };
 
 class Backend {
