@@ -552,6 +552,17 @@ BOOST_AUTO_TEST_CASE(flag_defaults_guards_and_threads) {
     BOOST_TEST(!seen);
     set_global_flags(FlagValues{});
     BOOST_CHECK_THROW(parse_flags("benchmark=maybe"), ParseError);
+    // Every numeric flag is parsed against its bound in the one table: the bound is accepted,
+    // below it and NaN are refused. (The Python module checks against the same table.)
+    BOOST_TEST(numeric_flags().size() == 7u);
+    for (const NumericFlag& n : numeric_flags()) {
+        const std::string key = n.key;
+        BOOST_CHECK_NO_THROW(parse_flags(key + "=" + std::to_string(static_cast<long long>(n.lo)) + ",max_samples=15"));
+        BOOST_CHECK_THROW(parse_flags(key + "=-1"), ParseError);
+        BOOST_TEST(find_numeric_flag(key) == &n);
+    }
+    BOOST_CHECK_THROW(parse_flags("stable_rel=nan"), ParseError);
+    BOOST_TEST(find_numeric_flag("benchmark") == nullptr);
     BOOST_CHECK_THROW(parse_flags("benchmark_limit=-1"), ParseError);
     BOOST_CHECK_THROW(parse_flags("speed=11"), ParseError);
     BOOST_CHECK_THROW(parse_flags("policy=fastest"), ParseError);

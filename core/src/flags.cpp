@@ -3,6 +3,8 @@
 #include <charconv>
 #include <mutex>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "convtune/error.hpp"
 
@@ -44,15 +46,34 @@ T parse_number(const std::string& key, std::string_view v, T lo) {
     T r{};
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
     if (ec != std::errc() || p != v.data() + v.size()) throw ParseError(key + ": '" + std::string(v) + "' is not a number");
-    if (r < lo) throw ParseError(key + ": must be >= " + std::to_string(lo) + " (got " + std::string(v) + ")");
+    if (!(r >= lo)) {
+        std::ostringstream m;
+        m << key << ": must be >= " << lo << " (got " << v << ")";
+        throw ParseError(m.str());
+    }
     return r;
 }
+
+constexpr NumericFlag kNumericFlags[] = {
+    {"benchmark_limit", 0, &FlagValues::benchmark_limit},   {"workspace_limit", 0, &FlagValues::workspace_limit},
+    {"search_budget_ms", 0, &FlagValues::search_budget_ms}, {"min_samples", 1, &FlagValues::min_samples},
+    {"max_samples", 1, &FlagValues::max_samples},           {"stable_rel", 0, &FlagValues::stable_rel},
+    {"adaptive_after", 0, &FlagValues::adaptive_after},
+};
 
 std::mutex g_mutex;
 FlagValues g_flags;
 thread_local const FlagValues* t_override = nullptr;
 
 }  // namespace
+
+std::span<const NumericFlag> numeric_flags() { return kNumericFlags; }
+
+const NumericFlag* find_numeric_flag(std::string_view key) {
+    for (const NumericFlag& n : kNumericFlags)
+        if (key == n.key) return &n;
+    return nullptr;
+}
 
 FlagValues parse_flags(std::string_view text, FlagValues f) {
     while (!text.empty()) {
@@ -66,16 +87,12 @@ FlagValues parse_flags(std::string_view text, FlagValues f) {
         const std::string_view v = item.substr(eq + 1);
         if (key == "enabled") f.enabled = parse_bool(key, v);
         else if (key == "benchmark") f.benchmark = parse_bool(key, v);
-        else if (key == "benchmark_limit") f.benchmark_limit = parse_number<int>(key, v, 0);
         else if (key == "deterministic") f.deterministic = parse_bool(key, v);
         else if (key == "allow_tf32") f.allow_tf32 = parse_bool(key, v);
         else if (key == "policy") f.policy = parse_policy(v);
-        else if (key == "workspace_limit") f.workspace_limit = parse_number<std::size_t>(key, v, 0);
-        else if (key == "search_budget_ms") f.search_budget_ms = parse_number<double>(key, v, 0.0);
-        else if (key == "min_samples") f.min_samples = parse_number<int>(key, v, 1);
-        else if (key == "max_samples") f.max_samples = parse_number<int>(key, v, 1);
-        else if (key == "stable_rel") f.stable_rel = parse_number<double>(key, v, 0.0);
-        else if (key == "adaptive_after") f.adaptive_after = parse_number<int>(key, v, 0);
+        else if (const NumericFlag* n = find_numeric_flag(key))
+            std::visit([&](auto field) { f.*field = parse_number(key, v, static_cast<std::remove_reference_t<decltype(f.*field)>>(n->lo)); },
+                       n->field);
         else
             throw ParseError("flags: unknown flag '" + key +
                              "' (known: enabled, benchmark, benchmark_limit, deterministic, allow_tf32, policy, workspace_limit, "

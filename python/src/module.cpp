@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <type_traits>
+#include <variant>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -83,16 +85,13 @@ FlagValues apply_flags(FlagValues f, const py::dict& d) {
         const std::string key = py::str(k);
         if (key == "enabled") f.enabled = get_bool(key, v);
         else if (key == "benchmark") f.benchmark = get_bool(key, v);
-        else if (key == "benchmark_limit") f.benchmark_limit = get_number<int>(key, v, 0);
         else if (key == "deterministic") f.deterministic = get_bool(key, v);
         else if (key == "allow_tf32") f.allow_tf32 = get_bool(key, v);
         else if (key == "policy") f.policy = parse_policy(py::str(v).cast<std::string>());
-        else if (key == "workspace_limit") f.workspace_limit = v.is_none() ? kUnlimited : get_number<std::size_t>(key, v, 0);
-        else if (key == "search_budget_ms") f.search_budget_ms = get_number<double>(key, v, 0.0);
-        else if (key == "min_samples") f.min_samples = get_number<int>(key, v, 1);
-        else if (key == "max_samples") f.max_samples = get_number<int>(key, v, 1);
-        else if (key == "stable_rel") f.stable_rel = get_number<double>(key, v, 0.0);
-        else if (key == "adaptive_after") f.adaptive_after = get_number<int>(key, v, 0);
+        else if (key == "workspace_limit" && v.is_none()) f.workspace_limit = kUnlimited;
+        else if (const NumericFlag* n = find_numeric_flag(key))
+            std::visit([&](auto field) { f.*field = get_number(key, v, static_cast<std::remove_reference_t<decltype(f.*field)>>(n->lo)); },
+                       n->field);
         else throw Error("flags: unknown flag '" + key + "'");
     }
     if (f.max_samples < f.min_samples) throw Error("max_samples: must be >= min_samples");
@@ -388,6 +387,14 @@ PYBIND11_MODULE(_convtune, m) {
     m.def("set_flags", [](const py::dict& d) { set_global_flags(apply_flags(global_flags(), d)); },
           "Sets the process-wide flags named in the dict (validated first: nothing changes on an error)");
     m.def("default_flags", [] { return flags_to_dict(FlagValues{}); }, "The defaults of every flag");
+    m.def(
+        "flag_lower_bounds",
+        [] {
+            py::dict d;
+            for (const NumericFlag& n : numeric_flags()) d[n.key] = n.lo;
+            return d;
+        },
+        "The lower bound of every numeric flag (convtune::numeric_flags)");
     m.def("flags_string", [](const py::dict& d) { return apply_flags(global_flags(), d).to_string(); },
           "The flags' text form (as the CLI and the trace files write it)");
 

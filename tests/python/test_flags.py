@@ -88,6 +88,12 @@ def test_convtune_knobs():
         cudnn.adaptive_after = -1
     with pytest.raises(TypeError):
         cudnn.search_budget_ms = "10"
+    # The bounds come from the C++ table (convtune::numeric_flags), NaN included.
+    assert _convtune.flag_lower_bounds()["min_samples"] == 1
+    with pytest.raises(ValueError, match="stable_rel must be >= 0"):
+        cudnn.stable_rel = -0.5
+    with pytest.raises(ValueError, match="stable_rel must be >= 0"):
+        cudnn.stable_rel = float("nan")
     # max_samples < min_samples is refused by the C++ side, naming the rule.
     cudnn.min_samples = 3
     with pytest.raises(convtune.Error, match="max_samples: must be >= min_samples"):

@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 
 namespace convtune {
 
@@ -38,18 +40,29 @@ struct FlagValues {
     int max_samples = 15;            // convtune policy: samples per candidate at most
     double stable_rel = 0.02;        // convtune policy: median is stable when it moved less than this
     int adaptive_after = 0;          // adaptive policy: search a shape on its N-th occurrence; 0 = auto
-                                     // (eligible candidates x (1 + max_samples): see adaptive_threshold)
+                                     // (what its search times x (1 + max_samples): see adaptive_threshold)
 
     bool operator==(const FlagValues&) const = default;
     // "enabled=1,benchmark=0,benchmark_limit=10,deterministic=0,allow_tf32=1,policy=convtune"
     std::string to_string() const;
 };
 
+// The numeric flags and their lower bounds, in one place: parse_flags and the Python module
+// (python/src/module.cpp, which exports the bounds to python/convtune/backends/cudnn.py for its
+// PyTorch-style messages) check values against these. Integer flags also fit in their type.
+struct NumericFlag {
+    const char* key;
+    double lo;
+    std::variant<int FlagValues::*, std::size_t FlagValues::*, double FlagValues::*> field;
+};
+std::span<const NumericFlag> numeric_flags();
+const NumericFlag* find_numeric_flag(std::string_view key);  // nullptr when not numeric
+
 // Applies "key=value,key=value" to `base` (keys: enabled, benchmark, benchmark_limit,
 // deterministic, allow_tf32, policy, workspace_limit, search_budget_ms, min_samples,
 // max_samples, stable_rel, adaptive_after; booleans 0/1/true/false). Throws ParseError naming
-// the key. The Python module (python/src/module.cpp, python/convtune/backends/cudnn.py) checks
-// the same names and ranges with Python's types; a flag added here must be added there.
+// the key. The Python module accepts the same names (a boolean or the policy added here must be
+// added there; a numeric flag only to numeric_flags()).
 FlagValues parse_flags(std::string_view text, FlagValues base = {});
 
 // The flags in effect on this thread: the innermost FlagsGuard's, else the process-wide ones.

@@ -54,6 +54,8 @@ _POLICIES = ("pytorch", "pytorch-v7", "convtune", "adaptive")
 _PYTORCH_FLAGS_DEFAULTS = {"enabled": False, "benchmark": False, "benchmark_limit": 10, "deterministic": False,
                            "allow_tf32": True}
 _INT_MAX = 2**31 - 1
+# The numeric flags' lower bounds, from the one table in C++ (convtune::numeric_flags).
+_LOWER_BOUNDS = _convtune.flag_lower_bounds()
 
 
 def _typename(v):
@@ -92,15 +94,16 @@ def _check(name, value):
     if name in ("min_samples", "max_samples", "adaptive_after"):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool):
             raise FlagTypeError(f"{name} expects an int, but got {_typename(value)}")
-        lo = 0 if name == "adaptive_after" else 1  # adaptive_after=0: the automatic rule
+        lo = int(_LOWER_BOUNDS[name])  # adaptive_after=0: the automatic rule
         if value < lo or value > _INT_MAX:
             raise ValueError(f"{name} must be >= {lo}, got {value}")
         return int(value)
     if name in ("search_budget_ms", "stable_rel"):
         if not isinstance(value, numbers.Real) or isinstance(value, bool):
             raise FlagTypeError(f"{name} expects a float, but got {_typename(value)}")
-        if not value >= 0:
-            raise ValueError(f"{name} must be >= 0, got {value}")
+        lo = _LOWER_BOUNDS[name]
+        if not value >= lo:
+            raise ValueError(f"{name} must be >= {lo:g}, got {value}")
         return float(value)
     raise AttributeError(f"convtune.backends.cudnn has no flag '{name}'")
 
