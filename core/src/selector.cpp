@@ -193,9 +193,9 @@ private:
 
 int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
     if (f.adaptive_after > 0) return f.adaptive_after;
-    // Ski rental: a search times each eligible candidate (a warm-up and up to max_samples
-    // runs, each about as long as the heuristic's pick or longer), so it costs about
-    // eligible x (1 + max_samples) calls of the shape. Running the heuristic's pick that many
+    // Ski rental: a search times each eligible candidate up to benchmark_limit of them (a
+    // warm-up and up to max_samples runs, each about as long as the heuristic's pick or
+    // longer), so it costs about timed x (1 + max_samples) calls of the shape. Running the heuristic's pick that many
     // times first keeps the total within about twice the better of "never search" and "search
     // at once", whichever the stream turns out to favour (docs/autotuning.md has the numbers).
     int64_t eligible = 0;

@@ -33,7 +33,7 @@ std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& 
 
 // The occurrence on which the adaptive policy searches a shape whose provisional (heuristic)
 // decision is `provisional`: flags.adaptive_after when set, else (0, auto) the number of calls a
-// search costs: eligible candidates x (1 + max_samples).
+// search costs: the candidates it times (eligible ones, at most benchmark_limit) x (1 + max_samples).
 int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f);
 
 class CandidateList;  // a decision's candidates, built as far as it needs (selector.cpp)
