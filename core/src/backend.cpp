@@ -22,17 +22,22 @@ std::vector<const Algorithm*> Backend::heuristic_order(const ConvProblem& p) con
 namespace {
 class ListRanking final : public Ranking {
 public:
-    explicit ListRanking(std::vector<const Algorithm*> v) : v_(std::move(v)) {}
+    ListRanking(std::vector<const Algorithm*> v, bool decided) : v_(std::move(v)), decided_(decided) {}
     const Algorithm* next() override { return i_ < v_.size() ? v_[i_++] : nullptr; }
-    bool decided() const override { return true; }
+    bool decided() const override { return decided_; }
 
 private:
     std::vector<const Algorithm*> v_;
+    bool decided_;
     std::size_t i_ = 0;
 };
 }  // namespace
 
-std::unique_ptr<Ranking> Backend::ranking(const ConvProblem& p) const { return std::make_unique<ListRanking>(heuristic_order(p)); }
+std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided) {
+    return std::make_unique<ListRanking>(std::move(order), decided);
+}
+
+std::unique_ptr<Ranking> Backend::ranking(const ConvProblem& p) const { return list_ranking(heuristic_order(p), true); }
 
 const Algorithm* Backend::find(std::string_view id) const {
     for (const Algorithm* a : algorithms())

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <unordered_set>
 
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
@@ -74,8 +75,10 @@ bool was_eligible(Candidate::State s) {
 // its end (a ranking lists every supporting algorithm), else not checked.
 std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vector<Candidate> cands, bool ranking_ended) {
     std::stable_partition(cands.begin(), cands.end(), [](const Candidate& c) { return was_eligible(c.state); });
+    std::unordered_set<std::string> listed;
+    for (const Candidate& c : cands) listed.insert(c.id);
     for (const Algorithm* a : b.algorithms()) {
-        if (std::any_of(cands.begin(), cands.end(), [&](const Candidate& c) { return c.id == a->id(); })) continue;
+        if (listed.count(std::string(a->id()))) continue;
         Candidate c;
         c.id = std::string(a->id());
         c.notes = a->notes();
@@ -195,9 +198,10 @@ int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
     if (f.adaptive_after > 0) return f.adaptive_after;
     // Ski rental: a search times each eligible candidate up to benchmark_limit of them (a
     // warm-up and up to max_samples runs, each about as long as the heuristic's pick or
-    // longer), so it costs about timed x (1 + max_samples) calls of the shape. Running the heuristic's pick that many
-    // times first keeps the total within about twice the better of "never search" and "search
-    // at once", whichever the stream turns out to favour (docs/autotuning.md has the numbers).
+    // longer), so it costs about timed x (1 + max_samples) calls of the shape. Running the
+    // heuristic's pick that many times first keeps the total within about twice the better of
+    // "never search" and "search at once", whichever the stream turns out to favour
+    // (docs/autotuning.md has the numbers).
     int64_t eligible = 0;
     for (const Candidate& c : provisional.candidates)
         eligible += c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed;

@@ -69,16 +69,6 @@ private:
     mutable int support_queries_ = 0;
 };
 
-class FixedOrder final : public Ranking {
-public:
-    explicit FixedOrder(std::span<const Algorithm* const> list) : list_(list) {}
-    const Algorithm* next() override { return i_ < list_.size() ? list_[i_++] : nullptr; }
-
-private:
-    std::span<const Algorithm* const> list_;
-    std::size_t i_ = 0;
-};
-
 }  // namespace
 
 FakeBackend::FakeBackend(std::string name, std::vector<FakeSpec> specs, const Algorithm*, std::string fixed)
@@ -117,7 +107,7 @@ int FakeBackend::support_queries(const std::string& id) const {
     return a ? static_cast<const FakeAlgorithm*>(a)->support_queries() : 0;
 }
 
-std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const { return std::make_unique<FixedOrder>(list_); }
+std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const { return list_ranking(list_, false); }
 
 int FakeBackend::runs(const std::string& id) const {
     const Algorithm* a = find(id);

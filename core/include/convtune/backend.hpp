@@ -61,6 +61,10 @@ public:
     virtual bool decided() const { return false; }
 };
 
+// A Ranking over a fixed list, in its order; `decided`: producing the list decided every
+// algorithm's support (Ranking::decided).
+std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided);
+
 class Backend {
 public:
     virtual ~Backend() = default;
