@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_SUITE(gpu, *utf::precondition(GpuAvailable{}))
 
 BOOST_AUTO_TEST_CASE(ids_are_well_formed_and_unique) {
     const std::regex legacy(R"(cudnn\.(fwd|bwd_data|bwd_filter)\.[a-z0-9_]+\.(default|tensor_op|fma))");
-    const std::regex graph(R"(cudnn\.graph\.(fwd|bwd_data|bwd_filter)\.eng[0-9]+)");
+    const std::regex graph(R"(cudnn\.graph\.(fwd|bwd_data|bwd_filter)\.eng[0-9]+(\.cfg[1-9])?)");
     std::set<std::string> ids;
     std::map<std::string, int> per_family;
     for (const Algorithm* a : cudnn_algorithms()) {

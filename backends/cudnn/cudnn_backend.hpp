@@ -10,10 +10,13 @@
 //                                      allowed), tensor_op (CUDNN_TENSOR_OP_MATH), fma
 //                                      (CUDNN_FMA_MATH: no tensor cores, strict f32)
 //   cudnn.graph.<dir>.eng<N>    graph (backend) API engine with global index N for the single-
-//                               convolution operation graph of the direction. N is cuDNN 9.x's
+//                               convolution operation graph of the direction, with the first
+//                               configuration cuDNN's heuristics return for it. N is cuDNN 9.x's
 //                               engine numbering (CUDNN_ATTR_ENGINE_GLOBAL_INDEX): the ids are
 //                               tied to that numbering, and a cuDNN release that renumbers its
 //                               engines needs new ids, not reused ones.
+//   cudnn.graph.<dir>.eng<N>.cfg<n>  the same engine with the n-th further configuration (knob
+//                               choices) the heuristics return for the problem (n = 1..3).
 // See docs/gpu.md for the knob policy, the notes and the error bounds.
 #pragma once
 

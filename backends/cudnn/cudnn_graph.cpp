@@ -2,18 +2,21 @@
 //
 // What: for each direction, the operation graph holding one
 //   CUDNN_BACKEND_OPERATION_CONVOLUTION_{FORWARD,BACKWARD_DATA,BACKWARD_FILTER}_DESCRIPTOR
-//   (tensors x/dx uid 'x', w/dw uid 'w', y/dy uid 'y'; alpha 1, beta 0), and one algorithm per
-//   engine global index N in [0, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT) of that graph:
-//   id cudnn.graph.<dir>.eng<N>. The count is read from a probe graph when the backend is built
-//   (it needs no GPU), so the list is the same on every machine with the same cuDNN.
-// Knobs: engine N runs with the knob choices of the first engine configuration for N that
-//   cuDNN's heuristics return for the problem (mode A, then the fallback list, then mode B: the
-//   order of the ranking, and PyTorch's configuration wherever PyTorch has one, as it queries
-//   mode A and the fallback list only); an engine none of them lists runs with its default knobs
-//   (an engine configuration without knob choices). So an id always names one configuration
-//   per problem, and the configuration "benchmark off" would run is the one measured. Each
-//   heuristics mode is queried once per problem, when first needed: an engine of mode A's list
-//   needs no other query.
+//   (tensors x/dx uid 'x', w/dw uid 'w', y/dy uid 'y'; alpha 1, beta 0), and per engine global
+//   index N in [0, CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT) of that graph the algorithms
+//   cudnn.graph.<dir>.eng<N> and cudnn.graph.<dir>.eng<N>.cfg<n>, n in [1, kConfigSlots). The
+//   count is read from a probe graph when the backend is built (it needs no GPU), so the list is
+//   the same on every machine with the same cuDNN.
+// Knobs: cuDNN's heuristics return several configurations (knob choices, e.g. split-K) of one
+//   engine, and PyTorch times each. eng<N>.cfg<n> runs the n-th configuration for N (from 0) that
+//   the heuristics return for the problem, in the order mode A, the fallback list, mode B (the
+//   order of the ranking; PyTorch queries mode A and the fallback list only, so wherever PyTorch
+//   has a configuration the same one is reached); eng<N> is n = 0 and, when no heuristic lists N,
+//   runs with its default knobs (an engine configuration without knob choices); eng<N>.cfg<n> is
+//   unsupported where the heuristics list fewer than n + 1 configurations of N. So an id always
+//   names one configuration per problem, and the configuration "benchmark off" would run is the
+//   one measured. Each heuristics mode is queried once per problem, when first needed: an engine
+//   of mode A's list needs no other query.
 // Where: supports(p) finalizes the engine and an execution plan for p's graph (cached per
 //   problem and engine, thread-safe); any status other than success is the reason. Exception:
 //   for runtime-compiled engines (CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) supports(p) stops at
@@ -339,20 +342,31 @@ struct EnginePlan {
     double build_ms = 0;
 };
 
+// An engine configuration of a problem: (engine global index, n), n = 0 for the engine's first
+// configuration in heuristic order (or its default knobs when no heuristic lists it).
+using ConfigKey = std::pair<int64_t, int>;
+
+// Configurations per engine that have an algorithm id: eng<N> (n = 0) and eng<N>.cfg<n> for n in
+// [1, kConfigSlots). cuDNN 9.19's mode A and fallback lists on the ResNet-50 layers held up to 4
+// configurations of one engine (bench_gpu --configs: fwd eng70 #0-#3).
+constexpr int kConfigSlots = 4;
+
 struct ProblemEntry {
     std::mutex mutex;
     bool graph_built = false;
     OpGraph graph;
     std::string graph_error;  // non-empty when the graph could not be built
-    // One heuristics query per mode, each made when first needed (kModes order: mode A, the
-    // fallback list, mode B): the engines in cuDNN's order and the first configuration of each.
+    // One heuristics query per mode, each made when first needed and after the modes before it
+    // (kModes order: mode A, the fallback list, mode B): its configurations in cuDNN's order,
+    // each as (engine, n) = the n-th configuration of that engine met in that order.
     struct Mode {
         bool queried = false;
-        std::vector<int64_t> engines;
-        std::map<int64_t, Desc> cfg;
+        std::vector<ConfigKey> entries;
+        std::map<ConfigKey, Desc> cfg;
     };
     std::array<Mode, 3> modes;
-    std::map<int64_t, std::unique_ptr<EnginePlan>> plans;
+    std::map<int64_t, int> configs_met;  // per engine, over the modes queried so far
+    std::map<ConfigKey, std::unique_ptr<EnginePlan>> plans;
 };
 
 // The heuristics in the order the ranking uses them and an engine's knobs are taken from: mode A
@@ -405,8 +419,10 @@ bool ensure_graph(ProblemEntry& e, const ConvProblem& p) {
 }
 
 // Caller holds e.mutex and the graph is built. A failed query leaves the mode empty: the engines
-// are still reached by index, with their default knobs.
+// are still reached by index, with their default knobs. The modes before m are queried first, so
+// an engine's configurations are numbered in heuristic order.
 const ProblemEntry::Mode& ensure_mode(ProblemEntry& e, std::size_t m) {
+    for (std::size_t before = 0; before < m; ++before) ensure_mode(e, before);
     ProblemEntry::Mode& mode = e.modes[m];
     if (mode.queried) return mode;
     mode.queried = true;
@@ -415,9 +431,10 @@ const ProblemEntry::Mode& ensure_mode(ProblemEntry& e, std::size_t m) {
     for (Desc& cfg : cfgs) {
         Desc engine;
         int64_t index = -1;
-        if (engine_of(cfg, engine, index) != CUDNN_STATUS_SUCCESS || index < 0 || mode.cfg.count(index)) continue;
-        mode.engines.push_back(index);
-        mode.cfg.emplace(index, std::move(cfg));
+        if (engine_of(cfg, engine, index) != CUDNN_STATUS_SUCCESS || index < 0) continue;
+        const ConfigKey key{index, e.configs_met[index]++};
+        mode.entries.push_back(key);
+        mode.cfg.emplace(key, std::move(cfg));
     }
     return mode;
 }
@@ -481,12 +498,17 @@ GraphRegistry& registry();
 
 class GraphAlgorithm final : public Algorithm {
 public:
-    GraphAlgorithm(const Backend& b, Direction d, int64_t engine)
-        : backend_(b), dir_(d), engine_(engine), id_("cudnn.graph." + std::string(to_string(d)) + ".eng" + std::to_string(engine)) {}
+    GraphAlgorithm(const Backend& b, Direction d, int64_t engine, int nth = 0)
+        : backend_(b),
+          dir_(d),
+          engine_(engine),
+          nth_(nth),
+          id_("cudnn.graph." + std::string(to_string(d)) + ".eng" + std::to_string(engine) + (nth ? ".cfg" + std::to_string(nth) : "")) {}
     std::string_view id() const override { return id_; }
     const Backend& backend() const override { return backend_; }
     Direction direction() const { return dir_; }
     int64_t engine() const { return engine_; }
+    int nth() const { return nth_; }
 
     Notes notes() const override {
         GraphRegistry& r = registry();
@@ -636,13 +658,13 @@ private:
     // Caller holds e.mutex. Stage 1 always; stage 2 when `need_plan` or the engine is not
     // runtime-compiled.
     const EnginePlan& stage(ProblemEntry& e, const ConvProblem& p, bool need_plan) const {
-        auto it = e.plans.find(engine_);
+        auto it = e.plans.find(ConfigKey{engine_, nth_});
         if (it == e.plans.end()) {
             auto ep = std::make_unique<EnginePlan>();
             const auto t0 = std::chrono::steady_clock::now();
             build_engine(e, p, *ep);
             ep->build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            it = e.plans.emplace(engine_, std::move(ep)).first;
+            it = e.plans.emplace(ConfigKey{engine_, nth_}, std::move(ep)).first;
         }
         EnginePlan& ep = *it->second;
         if (ep.support && !ep.plan_tried && (need_plan || !ep.report.runtime_compiled)) {
@@ -661,10 +683,15 @@ private:
         const Desc* listed_cfg = nullptr;
         for (std::size_t m = 0; m < 3 && !listed_cfg; ++m) {
             const ProblemEntry::Mode& mode = ensure_mode(e, m);
-            if (auto h = mode.cfg.find(engine_); h != mode.cfg.end()) {
+            if (auto h = mode.cfg.find(ConfigKey{engine_, nth_}); h != mode.cfg.end()) {
                 listed_cfg = &h->second;
                 ep.knobs = kModeName[m];
             }
+        }
+        if (!listed_cfg && nth_ > 0) {
+            ep.support = Support::no("cuDNN's heuristics list fewer than " + std::to_string(nth_ + 1) + " configurations of engine " +
+                                     std::to_string(engine_) + " for this problem");
+            return;
         }
         if (listed_cfg) {
             ep.cfg = listed_cfg;
@@ -714,6 +741,7 @@ private:
     const Backend& backend_;
     Direction dir_;
     int64_t engine_;
+    int nth_;  // which configuration of the engine (ConfigKey)
     std::string id_;
 };
 
@@ -798,7 +826,8 @@ std::vector<const Algorithm*> graph_algorithms(const Backend& b) {
                 continue;
             }
             r.count[di] = global_count(g.graph);
-            for (int64_t i = 0; i < r.count[di]; ++i) r.algorithms.push_back(std::make_unique<GraphAlgorithm>(b, d, i));
+            for (int nth = 0; nth < kConfigSlots; ++nth)
+                for (int64_t i = 0; i < r.count[di]; ++i) r.algorithms.push_back(std::make_unique<GraphAlgorithm>(b, d, i, nth));
         }
     });
     std::vector<const Algorithm*> out;
@@ -815,16 +844,16 @@ std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking w
     std::vector<const Algorithm*> out;
     if (which == CudnnRanking::legacy_v7 || !unavailable_reason().empty()) return out;
     const std::size_t m = which == CudnnRanking::mode_a ? 0 : which == CudnnRanking::fallback ? 1 : 2;
-    std::vector<int64_t> engines;
+    std::vector<ConfigKey> entries;
     {
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
         if (!ensure_graph(e, p)) return out;
-        engines = ensure_mode(e, m).engines;
+        entries = ensure_mode(e, m).entries;
     }
-    for (int64_t idx : engines)
+    for (const ConfigKey& k : entries)  // configurations past the last slot have no id
         for (auto& a : registry().algorithms)
-            if (a->direction() == p.direction && a->engine() == idx) out.push_back(a.get());
+            if (a->direction() == p.direction && a->engine() == k.first && a->nth() == k.second) out.push_back(a.get());
     return out;
 }
 
