@@ -191,6 +191,36 @@ BOOST_AUTO_TEST_CASE(ids_are_well_formed_and_unique) {
     BOOST_TEST(!id.device.empty());
 }
 
+// eng<N>.cfg<n> ids exist because cuDNN's heuristics return several configurations of one engine
+// (docs/gpu.md): each supported id of an engine must run different knob choices, and on the
+// ResNet-50 layers in f32 (where bench_gpu --configs found eng20's second configuration
+// PyTorch's pick) some .cfg id must be supported.
+BOOST_AUTO_TEST_CASE(engine_configurations_are_distinct) {
+    const std::regex graph_id(R"(cudnn\.graph\.[a-z_]+\.eng([0-9]+)(\.cfg[1-9])?)");
+    int cfg_supported = 0;
+    for (const auto& c : resnet_layers(32))
+        for (Direction d : {Direction::fwd, Direction::bwd_filter}) {
+            ConvProblem p = c.problem;
+            p.direction = d;
+            std::map<std::string, std::map<std::string, std::string>> knobs;  // engine -> knob choices -> id
+            for (const Algorithm* a : cudnn_algorithms()) {
+                const std::string id(a->id());
+                std::smatch m;
+                if (!std::regex_match(id, m, graph_id) || !a->supports(p)) continue;
+                const std::optional<CudnnPlanInfo> info = cudnn_plan_info(*a, p);
+                BOOST_TEST_REQUIRE(info.has_value(), id);
+                // "mode_a[3=2 17=1]": where it came from, then the knob choices ("fallback": the
+                // fallback list's configuration with default knobs, distinct from mode A's).
+                const std::string choices = info->knobs.substr(std::min(info->knobs.find('['), info->knobs.size()));
+                if (m[2].matched) ++cfg_supported;
+                const auto [it, fresh] = knobs[m[1].str()].emplace(choices, id);
+                BOOST_TEST(fresh, id << " and " << it->second << " run the same knob choices " << choices << " on " << p.to_string());
+            }
+        }
+    BOOST_TEST_MESSAGE(cfg_supported << " supported (.cfg id, ResNet-50 f32 layer) pairs");
+    BOOST_TEST(cfg_supported > 0, "no eng<N>.cfg<n> id is supported on any ResNet-50 f32 layer");
+}
+
 // A listed note is a promise: cuDNN's own report for each supported problem must not contradict
 // it (graph engines are held to this by supports() itself; this checks that, and the legacy
 // algorithms' static notes against cudnnGet*Algorithm_v7).

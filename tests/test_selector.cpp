@@ -380,6 +380,86 @@ BOOST_AUTO_TEST_CASE(adaptive_threshold_counts_what_the_search_would_time) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+namespace {
+// Suggested s1..s5 (s4 the fastest of them), then unsuggested u1 (the fastest) and u2.
+std::vector<FakeSpec> with_unsuggested() {
+    std::vector<FakeSpec> v{{"s1", {5}}, {"s2", {4}}, {"s3", {6}}, {"s4", {3}}, {"s5", {7}}, {"u1", {1}}, {"u2", {2}}};
+    v[5].suggested = v[6].suggested = false;
+    return v;
+}
+std::vector<std::string> timed_ids(const Decision& d) {
+    std::vector<std::string> r;
+    for (const Candidate& c : d.candidates)
+        if (c.state == Candidate::State::timed) r.push_back(c.id);
+    return r;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(explore_slots)
+
+BOOST_AUTO_TEST_CASE(some_of_the_limit_goes_to_candidates_the_heuristics_do_not_suggest) {
+    FakeBackend b("fake", with_unsuggested());
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("benchmark=1,benchmark_limit=4,explore_slots=2"));
+    BOOST_TEST(timed_ids(*d) == (std::vector<std::string>{"s1", "s2", "u1", "u2"}), boost::test_tools::per_element());
+    BOOST_TEST(d->algorithm == "u1");
+    BOOST_TEST(!cand(*d, "u1").suggested);
+    BOOST_TEST(cand(*d, "u1").reason.find("explored") != std::string::npos);
+    for (const char* id : {"s3", "s4", "s5"}) {
+        BOOST_TEST((cand(*d, id).state == Candidate::State::not_timed), id);
+        BOOST_TEST(cand(*d, id).reason.find("2 kept for candidates the heuristics do not suggest") != std::string::npos, id);
+    }
+    // Without exploration the same limit times the first four in heuristic order.
+    TuningCache c2;
+    Selector s2(b, c2);
+    auto d2 = s2.select(kP, flags("benchmark=1,benchmark_limit=4,explore_slots=0"));
+    BOOST_TEST(timed_ids(*d2) == (std::vector<std::string>{"s1", "s2", "s3", "s4"}), boost::test_tools::per_element());
+    BOOST_TEST(d2->algorithm == "s4");
+}
+
+BOOST_AUTO_TEST_CASE(slots_the_unsuggested_leave_go_back_to_suggested_candidates_in_order) {
+    auto specs = with_unsuggested();
+    specs[6].mode = Mode::unsupported;  // only u1 is left unsuggested
+    FakeBackend b("fake", specs);
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("benchmark=1,benchmark_limit=4,explore_slots=2"));
+    BOOST_TEST(timed_ids(*d) == (std::vector<std::string>{"s1", "s2", "s3", "u1"}), boost::test_tools::per_element());
+    BOOST_TEST(d->algorithm == "u1");
+}
+
+BOOST_AUTO_TEST_CASE(the_heuristic_pick_keeps_its_slot_and_pytorch_does_not_explore) {
+    FakeBackend b("fake", with_unsuggested());
+    TuningCache cache;
+    Selector s(b, cache);
+    // benchmark_limit=1: exploration is capped at limit - 1 = 0.
+    BOOST_TEST(timed_ids(*s.select(kP, flags("benchmark=1,benchmark_limit=1,explore_slots=3"))) == std::vector<std::string>{"s1"},
+               boost::test_tools::per_element());
+    TuningCache c2;
+    Selector s2(b, c2);
+    BOOST_TEST(timed_ids(*s2.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=4,explore_slots=3"))) ==
+                   (std::vector<std::string>{"s1", "s2", "s3", "s4"}),
+               boost::test_tools::per_element());
+    // benchmark_limit=0 times everything, suggested or not.
+    TuningCache c3;
+    Selector s3(b, c3);
+    BOOST_TEST(timed_ids(*s3.select(kP, flags("benchmark=1,benchmark_limit=0"))).size() == 7u);
+}
+
+BOOST_AUTO_TEST_CASE(a_ranking_without_unsuggested_candidates_is_walked_no_further) {
+    // Every candidate suggested: the search times the first benchmark_limit and decides no
+    // support beyond them, exploration or not.
+    FakeBackend b("fake", five());
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("benchmark=1,benchmark_limit=2,explore_slots=1"));
+    BOOST_TEST(timed_ids(*d) == (std::vector<std::string>{"h1", "h2"}), boost::test_tools::per_element());
+    for (const char* id : {"h4", "h5"}) BOOST_TEST(b.support_queries(id) == 0, id);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(database)
 
 BOOST_AUTO_TEST_CASE(second_process_takes_choices_from_the_database) {
@@ -554,7 +634,7 @@ BOOST_AUTO_TEST_CASE(flag_defaults_guards_and_threads) {
     BOOST_CHECK_THROW(parse_flags("benchmark=maybe"), ParseError);
     // Every numeric flag is parsed against its bound in the one table: the bound is accepted,
     // below it and NaN are refused. (The Python module checks against the same table.)
-    BOOST_TEST(numeric_flags().size() == 7u);
+    BOOST_TEST(numeric_flags().size() == 8u);
     for (const NumericFlag& n : numeric_flags()) {
         const std::string key = n.key;
         BOOST_CHECK_NO_THROW(parse_flags(key + "=" + std::to_string(static_cast<long long>(n.lo)) + ",max_samples=15"));
@@ -569,6 +649,8 @@ BOOST_AUTO_TEST_CASE(flag_defaults_guards_and_threads) {
     // Every knob the Python module accepts is a flag here too.
     BOOST_TEST(parse_flags("stable_rel=0.05").stable_rel == 0.05);
     BOOST_CHECK_THROW(parse_flags("stable_rel=-0.1"), ParseError);
+    BOOST_TEST(FlagValues{}.explore_slots == 3);
+    BOOST_TEST(parse_flags("explore_slots=0").explore_slots == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

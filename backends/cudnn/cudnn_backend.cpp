@@ -105,6 +105,11 @@ public:
     void synchronize() const override { cudaDeviceSynchronize(); }
 
 private:
+    // Stages: heuristics mode A, the fallback list, mode B, the other graph engines by index
+    // (runtime-compiled ones held back), the legacy v7 ranking, the other legacy algorithms,
+    // then the held-back runtime-compiled graph engines: timing one of those costs a kernel
+    // compile (0.03-2 s), so a search reaches them only when nothing before them is left. The
+    // heuristics suggest what stages 0, 1, 2 and 4 yield.
     class Staged final : public Ranking {
     public:
         Staged(const CudnnBackend& b, const ConvProblem& p) : b_(b), p_(p) {}
@@ -112,31 +117,46 @@ private:
             for (;;) {
                 while (pos_ < stage_list_.size()) {
                     const Algorithm* a = stage_list_[pos_++];
-                    if (a->backend().name() == b_.name() && seen_.insert(a).second) return a;
+                    if (a->backend().name() != b_.name() || seen_.count(a)) continue;
+                    if (stage_ == kByIndex + 1 && runtime_compiled(*a)) {
+                        held_back_.push_back(a);
+                        continue;
+                    }
+                    seen_.insert(a);
+                    if (kSuggests[stage_ - 1]) suggested_.insert(a);
+                    return a;
                 }
                 if (stage_ == kStages || !unavailable_reason().empty()) return nullptr;
                 stage_list_ = load(stage_++);
                 pos_ = 0;
             }
         }
+        bool explores() const override { return true; }
+        bool suggested(const Algorithm& a) const override { return suggested_.count(&a) > 0; }
 
     private:
-        static constexpr int kStages = 6;
-        std::vector<const Algorithm*> load(int stage) const {
+        static constexpr int kStages = 7, kByIndex = 3;
+        static constexpr bool kSuggests[kStages] = {true, true, true, false, true, false, false};
+        bool runtime_compiled(const Algorithm& a) const {
+            const auto info = cudnn_plan_info(a, p_);
+            return info && info->support && info->runtime_compiled;
+        }
+        std::vector<const Algorithm*> load(int stage) {
             std::vector<const Algorithm*> v;
             switch (stage) {
                 case 0: return graph_ranking(p_, CudnnRanking::mode_a);
                 case 1: return graph_ranking(p_, CudnnRanking::fallback);
                 case 2: return graph_ranking(p_, CudnnRanking::mode_b);
-                case 3:
+                case kByIndex:
                     for (const Algorithm* a : b_.list_)
                         if (is_graph(*a, p_.direction)) v.push_back(a);
                     return v;
                 case 4: return legacy_v7_ranking(p_);
-                default:
+                case 5:
                     for (const Algorithm* a : b_.list_)
                         if (is_legacy(*a, p_.direction)) v.push_back(a);
                     return v;
+                default: return std::move(held_back_);
             }
         }
         const CudnnBackend& b_;
@@ -144,7 +164,8 @@ private:
         int stage_ = 0;
         std::vector<const Algorithm*> stage_list_;
         std::size_t pos_ = 0;
-        std::set<const Algorithm*> seen_;
+        std::set<const Algorithm*> seen_, suggested_;
+        std::vector<const Algorithm*> held_back_;  // runtime-compiled graph engines no heuristic lists
     };
 
     std::vector<const Algorithm*> list_;

@@ -45,6 +45,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -249,6 +250,38 @@ cudnnStatus_t engine_of(const Desc& cfg, Desc& engine, int64_t& index) {
     return cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index);
 }
 
+// The knob choices of an engine configuration as "TYPE=VALUE" pairs sorted by knob type
+// (cuDNN's numeric knob type), e.g. "3=2 17=1"; empty for default knobs, nullopt when they cannot
+// be read.
+std::optional<std::string> knob_choices(const Desc& cfg) {
+    // Room for one choice per knob type (a count query with no room is not relied on).
+    const int64_t count = CUDNN_KNOB_TYPE_COUNTS;
+    std::vector<Desc> choices;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < count; ++i) {
+        choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+        if (!choices.back()) return std::nullopt;
+        raw.push_back(choices.back().get());
+    }
+    int64_t got = 0;
+    if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()) !=
+        CUDNN_STATUS_SUCCESS)
+        return std::nullopt;
+    std::vector<std::pair<int64_t, int64_t>> kv;
+    for (int64_t i = 0; i < std::min(got, count); ++i) {
+        cudnnBackendKnobType_t type{};
+        int64_t value = 0, n = 0;
+        if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type) != CUDNN_STATUS_SUCCESS ||
+            cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &value) != CUDNN_STATUS_SUCCESS)
+            return std::nullopt;
+        kv.emplace_back(static_cast<int64_t>(type), value);
+    }
+    std::sort(kv.begin(), kv.end());
+    std::string out;
+    for (const auto& [k, v] : kv) out += (out.empty() ? "" : " ") + std::to_string(k) + "=" + std::to_string(v);
+    return out;
+}
+
 // Engine configurations of one heuristics mode, in cuDNN's order.
 cudnnStatus_t heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mode, std::vector<Desc>& out) {
     out.clear();
@@ -334,7 +367,7 @@ struct EnginePlan {
     Desc own_cfg, engine;
     const Desc* cfg = nullptr;
     EngineReport report;
-    std::string knobs;  // where the configuration came from: mode_a, mode_b, fallback, default
+    std::string knobs;  // where the configuration came from (mode_a, mode_b, fallback, default) and its knob choices "[TYPE=VALUE ...]"
     bool plan_tried = false;
     Support plan_support;  // stage 2: the execution plan finalized
     Desc plan;
@@ -365,7 +398,9 @@ struct ProblemEntry {
         std::map<ConfigKey, Desc> cfg;
     };
     std::array<Mode, 3> modes;
-    std::map<int64_t, int> configs_met;  // per engine, over the modes queried so far
+    // Per engine, the knob choices of its configurations met so far over the modes queried (a
+    // configuration listed twice, e.g. by mode A and the fallback list, counts once).
+    std::map<int64_t, std::vector<std::string>> configs_met;
     std::map<ConfigKey, std::unique_ptr<EnginePlan>> plans;
 };
 
@@ -432,7 +467,12 @@ const ProblemEntry::Mode& ensure_mode(ProblemEntry& e, std::size_t m) {
         Desc engine;
         int64_t index = -1;
         if (engine_of(cfg, engine, index) != CUDNN_STATUS_SUCCESS || index < 0) continue;
-        const ConfigKey key{index, e.configs_met[index]++};
+        std::vector<std::string>& met = e.configs_met[index];
+        // Unreadable knobs never match: the configuration keeps its own id.
+        std::string knobs = knob_choices(cfg).value_or("unread#" + std::to_string(met.size()));
+        if (std::find(met.begin(), met.end(), knobs) != met.end()) continue;  // the same configuration again
+        const ConfigKey key{index, static_cast<int>(met.size())};
+        met.push_back(std::move(knobs));
         mode.entries.push_back(key);
         mode.cfg.emplace(key, std::move(cfg));
     }
@@ -685,7 +725,8 @@ private:
             const ProblemEntry::Mode& mode = ensure_mode(e, m);
             if (auto h = mode.cfg.find(ConfigKey{engine_, nth_}); h != mode.cfg.end()) {
                 listed_cfg = &h->second;
-                ep.knobs = kModeName[m];
+                const std::string& choices = e.configs_met[engine_][static_cast<std::size_t>(nth_)];
+                ep.knobs = std::string(kModeName[m]) + (choices.empty() ? "" : "[" + choices + "]");
             }
         }
         if (!listed_cfg && nth_ > 0) {

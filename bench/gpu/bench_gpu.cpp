@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <array>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -174,6 +175,10 @@ struct Row {
     Pick heuristic, finder, policy, search;
     std::vector<double> heuristics_ms;  // mode A, fallback, mode B queries, then heuristic_order's support decisions
     std::optional<double> torch_off, torch_on, torch_on_first, torch_off_first;
+    // The exhaustive search's candidates: position in heuristic_order, id, time (null: failed),
+    // and position in each heuristics list (-1: not listed). Lets a ranking rule be replayed
+    // offline against the measured times.
+    json exhaustive_times = json::array();
 };
 
 std::string fmt_ms(double v, bool ok = true) { return ok ? fmt::format("{:.4f}", v) : "-"; }
@@ -439,9 +444,21 @@ int main(int argc, char** argv) {
                     const double t0 = now_ms();
                     double best = 0;
                     std::set<const Algorithm*> listed;
-                    for (CudnnRanking k : {CudnnRanking::mode_a, CudnnRanking::mode_b, CudnnRanking::fallback})
-                        for (const Algorithm* a : cudnn_ranking(p, k)) listed.insert(a);
+                    std::map<const Algorithm*, std::array<int, 3>> where;  // position in mode A, fallback, mode B
+                    int list = 0;
+                    for (CudnnRanking k : {CudnnRanking::mode_a, CudnnRanking::fallback, CudnnRanking::mode_b}) {
+                        int pos = 0;
+                        for (const Algorithm* a : cudnn_ranking(p, k)) {
+                            listed.insert(a);
+                            auto [it, fresh] = where.try_emplace(a, std::array<int, 3>{-1, -1, -1});
+                            if (it->second[list] < 0) it->second[list] = pos;
+                            ++pos;
+                        }
+                        ++list;
+                    }
+                    int rank = -1;
                     for (const Algorithm* a : b.heuristic_order(p)) {
+                        ++rank;
                         if (!allowed(*a, p, pr->allow_tf32)) continue;
                         if (rc_policy != "all") {
                             const auto info = cudnn_plan_info(*a, p);
@@ -449,6 +466,9 @@ int main(int argc, char** argv) {
                         }
                         ++r.search.candidates;
                         const auto ms = time_algorithm(*a, p, *t, search_samples, 1, nullptr);
+                        const auto w = where.count(a) ? where[a] : std::array<int, 3>{-1, -1, -1};
+                        r.exhaustive_times.push_back(json{{"rank", rank}, {"id", a->id()}, {"ms", ms ? json(*ms) : json(nullptr)},
+                                                          {"mode_a", w[0]}, {"fallback", w[1]}, {"mode_b", w[2]}});
                         if (ms && (!r.search.ok || *ms < best)) {
                             best = *ms;
                             r.search.id = a->id();
@@ -533,6 +553,7 @@ int main(int argc, char** argv) {
                               {"finder", pick_json(r.finder)},
                               {"bm_on", pick_json(r.policy)},
                               {"exhaustive", pick_json(r.search)},
+                              {"exhaustive_times", r.exhaustive_times},
                               {"torch_bm_false_ms", r.torch_off ? json(*r.torch_off) : json(nullptr)},
                               {"torch_bm_true_ms", r.torch_on ? json(*r.torch_on) : json(nullptr)},
                               {"torch_bm_false_first_ms", r.torch_off_first ? json(*r.torch_off_first) : json(nullptr)},

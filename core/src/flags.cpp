@@ -58,7 +58,7 @@ constexpr NumericFlag kNumericFlags[] = {
     {"benchmark_limit", 0, &FlagValues::benchmark_limit},   {"workspace_limit", 0, &FlagValues::workspace_limit},
     {"search_budget_ms", 0, &FlagValues::search_budget_ms}, {"min_samples", 1, &FlagValues::min_samples},
     {"max_samples", 1, &FlagValues::max_samples},           {"stable_rel", 0, &FlagValues::stable_rel},
-    {"adaptive_after", 0, &FlagValues::adaptive_after},
+    {"explore_slots", 0, &FlagValues::explore_slots},       {"adaptive_after", 0, &FlagValues::adaptive_after},
 };
 
 std::mutex g_mutex;
@@ -96,7 +96,7 @@ FlagValues parse_flags(std::string_view text, FlagValues f) {
         else
             throw ParseError("flags: unknown flag '" + key +
                              "' (known: enabled, benchmark, benchmark_limit, deterministic, allow_tf32, policy, workspace_limit, "
-                             "search_budget_ms, min_samples, max_samples, stable_rel, adaptive_after)");
+                             "search_budget_ms, min_samples, max_samples, stable_rel, explore_slots, adaptive_after)");
     }
     if (f.max_samples < f.min_samples) throw ParseError("max_samples: must be >= min_samples");
     return f;

@@ -124,6 +124,7 @@ public:
 
     std::vector<Candidate>& items() { return items_; }
     int eligible() const { return eligible_; }
+    bool explores() const { return ranking_->explores(); }
 
     // Appends the next ranked algorithm as a candidate (or, at the ranking's end, the held-back
     // reference candidates); false when there is nothing left to append.
@@ -135,6 +136,7 @@ public:
                 break;
             }
             Candidate c = evaluate(*a, p_, f_);
+            c.suggested = ranking_->suggested(*a);
             if (c.state == Candidate::State::not_timed && hold_reference_ && c.notes.has(Note::reference)) {
                 held_.push_back(std::move(c));
                 continue;
@@ -300,7 +302,12 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
 
     const bool robust = f.policy == Policy::convtune || f.policy == Policy::adaptive;
     const int limit = search_reach(f);
-    int succeeded = 0;
+    // convtune/adaptive keep `explore` of the limit for candidates the heuristics do not
+    // suggest: suggested ones past limit - explore wait (`deferred`) while the walk looks for
+    // unsuggested ones, and get the slots the walk leaves. The heuristic's pick is always timed.
+    const int explore = robust && limit > 0 && list.explores() ? std::clamp(f.explore_slots, 0, limit - 1) : 0;
+    int succeeded = 0, suggested_timed = 0;
+    std::vector<std::size_t> deferred;
     double best = 0;
     // One workspace buffer for the whole search, grown when a candidate needs more: allocating
     // and freeing one per candidate costs a device synchronisation each on a GPU.
@@ -308,21 +315,15 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     double spent = 0;  // timed on the backend's clock (a simulated one is virtual), warm-ups included
     const auto t0 = Clock::now();
     std::vector<Candidate>& cands = list.items();
-    // Candidates in heuristic order, the list extended as the search reaches its end, until
-    // `limit` have been timed or the ranking has ended.
-    for (std::size_t i = 0; i < cands.size() || ((limit < 0 || succeeded < limit) && list.extend()); ++i) {
-        Candidate& c = cands[i];
-        if (c.state != Candidate::State::not_timed) continue;
-        if (limit >= 0 && succeeded >= limit) {
-            c.reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";
-            continue;
-        }
+    const std::string limit_reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";
+    // Times candidate c (a warm-up, then samples); true when it ran.
+    auto time_candidate = [&](Candidate& c) {
         const Algorithm* a = lookup(backend_, c.id);
         const std::size_t need = workspace_of(backend_, p, c);
         if (std::string m = host_memory ? over_memory_budget(p, need) : std::string(); !m.empty()) {
             c.state = Candidate::State::out_of_memory;
             c.reason = m;
-            continue;
+            return false;
         }
         if (need > ws.bytes()) {
             ws = DeviceBuffer{};  // free the smaller one first
@@ -330,7 +331,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             if (!ws) {
                 c.state = Candidate::State::out_of_memory;
                 c.reason = "cannot allocate " + std::to_string(need) + " B of workspace";
-                continue;
+                return false;
             }
         }
         const Workspace w{need ? ws.data() : nullptr, need};
@@ -341,7 +342,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
         if (!st.ok()) {
             c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
             c.reason = st.message;
-            continue;
+            return false;
         }
         const bool over_budget = spent > f.search_budget_ms;
         const int max_samples = !robust || over_budget ? 1 : f.max_samples;
@@ -369,14 +370,42 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
             c.reason = st.message;
             c.samples_ms.clear();
-            continue;
+            return false;
         }
         c.state = Candidate::State::timed;
+        if (!c.suggested && c.reason.empty()) c.reason = "explored: the heuristics do not suggest it";
         c.median_ms = median_of(c.samples_ms);
         const auto [lo, hi] = std::minmax_element(c.samples_ms.begin(), c.samples_ms.end());
         c.spread = c.median_ms > 0 ? (*hi - *lo) / c.median_ms : 0;
         if (best == 0 || c.median_ms < best) best = c.median_ms;
-        ++succeeded;
+        return true;
+    };
+    // Candidates in heuristic order, the list extended as the search reaches its end, until
+    // `limit` have been timed or the ranking has ended.
+    for (std::size_t i = 0; i < cands.size() || ((limit < 0 || succeeded < limit) && list.extend()); ++i) {
+        Candidate& c = cands[i];
+        if (c.state != Candidate::State::not_timed) continue;
+        if (limit >= 0 && succeeded >= limit) {
+            c.reason = limit_reason;
+            continue;
+        }
+        if (explore > 0 && c.suggested && suggested_timed >= limit - explore) {
+            deferred.push_back(i);
+            continue;
+        }
+        if (time_candidate(c)) {
+            ++succeeded;
+            suggested_timed += c.suggested;
+        }
+    }
+    // The slots the unsuggested candidates left, in heuristic order.
+    for (std::size_t i : deferred) {
+        Candidate& c = cands[i];
+        if (succeeded >= limit) {
+            c.reason = limit_reason + " (" + std::to_string(explore) + " kept for candidates the heuristics do not suggest)";
+            continue;
+        }
+        succeeded += time_candidate(c);
     }
     d.search_ms = ms_since(t0);
     d.candidates = std::move(list).finish();

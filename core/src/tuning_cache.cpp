@@ -42,7 +42,8 @@ nlohmann::json to_json(const Decision& d) {
                          {"first_ms", c.first_ms},
                          {"samples_ms", c.samples_ms},
                          {"median_ms", c.median_ms},
-                         {"spread", c.spread}});
+                         {"spread", c.spread},
+                         {"suggested", c.suggested}});
     return {{"algorithm", d.algorithm}, {"source", to_string(d.source)}, {"search_ms", d.search_ms},
             {"median_ms", d.median_ms}, {"key", d.key}, {"candidates", cands}};
 }

@@ -60,6 +60,7 @@ py::dict flags_to_dict(const FlagValues& f) {
     d["min_samples"] = f.min_samples;
     d["max_samples"] = f.max_samples;
     d["stable_rel"] = f.stable_rel;
+    d["explore_slots"] = f.explore_slots;
     d["adaptive_after"] = f.adaptive_after;
     return d;
 }

@@ -86,6 +86,12 @@ def test_convtune_knobs():
     cudnn.adaptive_after = 0
     with pytest.raises(ValueError, match="adaptive_after must be >= 0"):
         cudnn.adaptive_after = -1
+    assert cudnn.explore_slots == 3
+    cudnn.explore_slots = 0
+    assert _convtune.get_flags()["explore_slots"] == 0
+    cudnn.explore_slots = 3
+    with pytest.raises(ValueError, match="explore_slots must be >= 0"):
+        cudnn.explore_slots = -2
     with pytest.raises(TypeError):
         cudnn.search_budget_ms = "10"
     # The bounds come from the C++ table (convtune::numeric_flags), NaN included.

@@ -49,6 +49,7 @@ public:
         backend_.advance(t);
         return Status::success();
     }
+    bool suggested() const { return spec_.suggested; }
     int count() const {
         std::lock_guard lock(mutex_);
         return count_;
@@ -107,7 +108,24 @@ int FakeBackend::support_queries(const std::string& id) const {
     return a ? static_cast<const FakeAlgorithm*>(a)->support_queries() : 0;
 }
 
-std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const { return list_ranking(list_, false); }
+namespace {
+class FakeRanking final : public Ranking {
+public:
+    explicit FakeRanking(const std::vector<const Algorithm*>& list) : list_(list) {
+        for (const Algorithm* a : list_) explores_ |= !static_cast<const FakeAlgorithm*>(a)->suggested();
+    }
+    const Algorithm* next() override { return pos_ < list_.size() ? list_[pos_++] : nullptr; }
+    bool explores() const override { return explores_; }
+    bool suggested(const Algorithm& a) const override { return static_cast<const FakeAlgorithm&>(a).suggested(); }
+
+private:
+    const std::vector<const Algorithm*>& list_;
+    std::size_t pos_ = 0;
+    bool explores_ = false;
+};
+}  // namespace
+
+std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const { return std::make_unique<FakeRanking>(list_); }
 
 int FakeBackend::runs(const std::string& id) const {
     const Algorithm* a = find(id);

@@ -24,6 +24,9 @@ struct FakeSpec {
     // Time as a multiple of the problem's GFLOP instead of times_ms (for simulations over many
     // shapes): ms = ms_per_gflop * flops / 1e9 (0 = use times_ms).
     double ms_per_gflop = 0;
+    // false: the ranking yields it as not suggested by the heuristics (Ranking::suggested); a
+    // backend with such an algorithm has a ranking that explores().
+    bool suggested = true;
 };
 
 class FakeBackend : public HostBackend {

@@ -59,6 +59,13 @@ public:
     // ranking walks heuristic_order): a decision then explains the candidates it did not reach
     // too, at no extra cost, instead of listing them as not checked.
     virtual bool decided() const { return false; }
+    // Whether the backend's heuristics suggest `a` (an algorithm next() returned), as opposed to
+    // listing it only so that the ranking is complete (cuDNN: an engine no heuristics mode lists,
+    // a legacy algorithm cudnnGet*_v7 does not rank). The convtune policy's search keeps
+    // `explore_slots` of its benchmark_limit for candidates that are not suggested, when
+    // explores() says the ranking can yield such candidates (the default ranking cannot).
+    virtual bool explores() const { return false; }
+    virtual bool suggested(const Algorithm&) const { return true; }
 };
 
 // A Ranking over a fixed list, in its order; `decided`: producing the list decided every

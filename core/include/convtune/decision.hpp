@@ -49,6 +49,7 @@ struct Candidate {
     std::vector<double> samples_ms;  // timed runs after the warm-up(s)
     double median_ms = 0;
     double spread = 0;  // (max - min) / median of the samples
+    bool suggested = true;  // the backend's heuristics suggest it (Ranking::suggested)
 };
 std::string_view to_string(Candidate::State s);
 

@@ -39,6 +39,9 @@ struct FlagValues {
     int min_samples = 3;             // convtune policy: samples per candidate before the median can be stable
     int max_samples = 15;            // convtune policy: samples per candidate at most
     double stable_rel = 0.02;        // convtune policy: median is stable when it moved less than this
+    int explore_slots = 3;           // convtune policy: of the benchmark_limit candidates timed, up to this
+                                     // many are kept for candidates the backend's heuristics do not
+                                     // suggest (Ranking::suggested); at most benchmark_limit - 1
     int adaptive_after = 0;          // adaptive policy: search a shape on its N-th occurrence; 0 = auto
                                      // (what its search times x (1 + max_samples): see adaptive_threshold)
 
@@ -60,7 +63,7 @@ const NumericFlag* find_numeric_flag(std::string_view key);  // nullptr when not
 
 // Applies "key=value,key=value" to `base` (keys: enabled, benchmark, benchmark_limit,
 // deterministic, allow_tf32, policy, workspace_limit, search_budget_ms, min_samples,
-// max_samples, stable_rel, adaptive_after; booleans 0/1/true/false). Throws ParseError naming
+// max_samples, stable_rel, explore_slots, adaptive_after; booleans 0/1/true/false). Throws ParseError naming
 // the key. The Python module accepts the same names (a boolean or the policy added here must be
 // added there; a numeric flag only to numeric_flags()).
 FlagValues parse_flags(std::string_view text, FlagValues base = {});

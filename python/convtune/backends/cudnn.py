@@ -12,7 +12,7 @@ convolution convtune runs, from Python or from C++ in this process, reads them.
 
 convtune's own knobs are attributes too: policy ("convtune" by default; "pytorch" and
 "pytorch-v7" emulate PyTorch's selection, "adaptive" searches a shape once it recurs),
-workspace_limit (bytes, None = unlimited), search_budget_ms, min_samples, max_samples, stable_rel,
+workspace_limit (bytes, None = unlimited), search_budget_ms, min_samples, max_samples, stable_rel, explore_slots,
 adaptive_after.
 
 A value of the wrong type raises FlagTypeError with PyTorch's message (PyTorch raises
@@ -48,7 +48,8 @@ _BOOL_FLAGS = {
     "allow_tf32": "set_allow_tf32_cudnn",
 }
 _TORCH_FLAGS = ("enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32")
-_KNOBS = ("policy", "workspace_limit", "search_budget_ms", "min_samples", "max_samples", "stable_rel", "adaptive_after")
+_KNOBS = ("policy", "workspace_limit", "search_budget_ms", "min_samples", "max_samples", "stable_rel", "explore_slots",
+          "adaptive_after")
 _POLICIES = ("pytorch", "pytorch-v7", "convtune", "adaptive")
 # What PyTorch's flags() sets for a parameter that is not passed.
 _PYTORCH_FLAGS_DEFAULTS = {"enabled": False, "benchmark": False, "benchmark_limit": 10, "deterministic": False,
@@ -91,7 +92,7 @@ def _check(name, value):
         if value < 0:
             raise ValueError(f"workspace_limit must be >= 0 bytes, got {value}")
         return int(value)
-    if name in ("min_samples", "max_samples", "adaptive_after"):
+    if name in ("min_samples", "max_samples", "explore_slots", "adaptive_after"):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool):
             raise FlagTypeError(f"{name} expects an int, but got {_typename(value)}")
         lo = int(_LOWER_BOUNDS[name])  # adaptive_after=0: the automatic rule
@@ -211,6 +212,7 @@ class _CudnnModule(types.ModuleType):
     min_samples = _Flag("min_samples", "convtune policy: samples per candidate before the median can be stable.")
     max_samples = _Flag("max_samples", "convtune policy: samples per candidate at most.")
     stable_rel = _Flag("stable_rel", "convtune policy: the median is stable when it moved less than this fraction.")
+    explore_slots = _Flag("explore_slots", "convtune policy: of benchmark_limit, slots kept for candidates the heuristics do not suggest (default 3).")
     adaptive_after = _Flag("adaptive_after", "adaptive policy: search a shape on its N-th occurrence (0 = automatic: as many calls as its search costs).")
 
 
