@@ -253,7 +253,7 @@ cudnnStatus_t engine_of(const Desc& cfg, Desc& engine, int64_t& index) {
 // The knob choices of an engine configuration as "TYPE=VALUE" pairs sorted by knob type
 // (cuDNN's numeric knob type), e.g. "3=2 17=1"; empty for default knobs, nullopt when they cannot
 // be read.
-std::optional<std::string> knob_choices(const Desc& cfg) {
+std::optional<std::string> knob_choices(cudnnBackendDescriptor_t cfg) {
     // Room for one choice per knob type (a count query with no room is not relied on).
     const int64_t count = CUDNN_KNOB_TYPE_COUNTS;
     std::vector<Desc> choices;
@@ -264,7 +264,7 @@ std::optional<std::string> knob_choices(const Desc& cfg) {
         raw.push_back(choices.back().get());
     }
     int64_t got = 0;
-    if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()) !=
+    if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()) !=
         CUDNN_STATUS_SUCCESS)
         return std::nullopt;
     std::vector<std::pair<int64_t, int64_t>> kv;
@@ -398,9 +398,12 @@ struct ProblemEntry {
         std::map<ConfigKey, Desc> cfg;
     };
     std::array<Mode, 3> modes;
-    // Per engine, the knob choices of its configurations met so far over the modes queried (a
-    // configuration listed twice, e.g. by mode A and the fallback list, counts once).
-    std::map<int64_t, std::vector<std::string>> configs_met;
+    // Per engine, its configurations met so far over the modes queried (descriptors held in
+    // modes[].cfg; a configuration listed twice, e.g. by mode A and the fallback list, counts
+    // once), and the knob choices of those read so far: they are read only to tell a second
+    // configuration of an engine from the first, or to show them (CudnnPlanInfo::knobs).
+    std::map<int64_t, std::vector<cudnnBackendDescriptor_t>> configs_met;
+    std::map<cudnnBackendDescriptor_t, std::string> knob_text;
     std::map<ConfigKey, std::unique_ptr<EnginePlan>> plans;
 };
 
@@ -453,6 +456,15 @@ bool ensure_graph(ProblemEntry& e, const ConvProblem& p) {
     return e.graph_error.empty();
 }
 
+// Caller holds e.mutex. The knob choices of configuration cfg (knob_choices), read once;
+// unreadable ones never equal another configuration's.
+const std::string& knobs_of(ProblemEntry& e, cudnnBackendDescriptor_t cfg) {
+    auto it = e.knob_text.find(cfg);
+    if (it == e.knob_text.end())
+        it = e.knob_text.emplace(cfg, knob_choices(cfg).value_or("unread#" + std::to_string(reinterpret_cast<uintptr_t>(cfg)))).first;
+    return it->second;
+}
+
 // Caller holds e.mutex and the graph is built. A failed query leaves the mode empty: the engines
 // are still reached by index, with their default knobs. The modes before m are queried first, so
 // an engine's configurations are numbered in heuristic order.
@@ -467,12 +479,16 @@ const ProblemEntry::Mode& ensure_mode(ProblemEntry& e, std::size_t m) {
         Desc engine;
         int64_t index = -1;
         if (engine_of(cfg, engine, index) != CUDNN_STATUS_SUCCESS || index < 0) continue;
-        std::vector<std::string>& met = e.configs_met[index];
-        // Unreadable knobs never match: the configuration keeps its own id.
-        std::string knobs = knob_choices(cfg).value_or("unread#" + std::to_string(met.size()));
-        if (std::find(met.begin(), met.end(), knobs) != met.end()) continue;  // the same configuration again
+        std::vector<cudnnBackendDescriptor_t>& met = e.configs_met[index];
+        if (!met.empty()) {
+            const std::string& knobs = knobs_of(e, cfg.get());
+            if (std::any_of(met.begin(), met.end(), [&](cudnnBackendDescriptor_t m) { return knobs_of(e, m) == knobs; })) {
+                e.knob_text.erase(cfg.get());  // the same configuration again: dropped with its descriptor
+                continue;
+            }
+        }
         const ConfigKey key{index, static_cast<int>(met.size())};
-        met.push_back(std::move(knobs));
+        met.push_back(cfg.get());
         mode.entries.push_back(key);
         mode.cfg.emplace(key, std::move(cfg));
     }
@@ -725,7 +741,7 @@ private:
             const ProblemEntry::Mode& mode = ensure_mode(e, m);
             if (auto h = mode.cfg.find(ConfigKey{engine_, nth_}); h != mode.cfg.end()) {
                 listed_cfg = &h->second;
-                const std::string& choices = e.configs_met[engine_][static_cast<std::size_t>(nth_)];
+                const std::string& choices = knobs_of(e, h->second.get());
                 ep.knobs = std::string(kModeName[m]) + (choices.empty() ? "" : "[" + choices + "]");
             }
         }
