@@ -9,6 +9,7 @@
 #include <set>
 
 #include "convtune/error.hpp"
+#include "convtune/selector.hpp"
 #include "convtune/sim/options.hpp"
 #include "convtune/sim/recording.hpp"
 #include "convtune/sim/replay_backend.hpp"
@@ -504,6 +505,49 @@ BOOST_AUTO_TEST_CASE(missing_problems_are_scaled_from_the_same_layer_or_refused)
     // ... and says how many it estimated otherwise.
     const Stream s2(spec, parse_workload_text("n=2,c=4,k=4,in=16x8,ker=3x3,pad=1x1\n", "w"), wo);
     BOOST_TEST(simulate(b, s2, o).estimated_problems == 1);
+}
+
+// A recording keeps which algorithms the heuristics do not suggest and the notes an algorithm
+// reports for a problem, so a replayed search explores and filters as the live one does.
+BOOST_AUTO_TEST_CASE(replay_keeps_suggestions_and_per_problem_notes) {
+    std::vector<FakeSpec> specs{{"s1", {5}}, {"s2", {4}}, {"s3", {6}}, {"s4", {3}}, {"u1", {1}}, {"u2", {2}}};
+    specs[4].suggested = specs[5].suggested = false;
+    const ConvProblem p = ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1");
+    const FlagValues f = parse_flags("benchmark=1,benchmark_limit=3,explore_slots=1");
+    auto timed = [&](const Backend& b) {
+        TuningCache cache;
+        Selector s(b, cache);
+        std::vector<std::string> ids;
+        for (const Candidate& c : s.select(p, f)->candidates)
+            if (c.state == Candidate::State::timed) ids.push_back(c.id);
+        return ids;
+    };
+    FakeBackend live("fake", specs);
+    const std::vector<std::string> want{"s1", "s2", "u1"};
+    BOOST_TEST(timed(live) == want, tt::per_element());
+    FakeBackend rec_b("fake", specs);
+    RecordOptions ro;
+    ro.samples = 2;
+    const Recording rec = Recording::from_json(record(rec_b, {p}, ro).to_json(), "memory");
+    BOOST_TEST(rec.problems[0].unsuggested == (std::vector<std::string>{"u1", "u2"}), tt::per_element());
+    ReplayBackend replay(rec, 1);
+    BOOST_TEST(timed(replay) == want, tt::per_element());
+
+    // Listed TENSOR_CORE, none reported on this problem: allow_tf32=0 keeps it, live and replayed.
+    Recording r = hand_recording({1});
+    r.algorithms[0].notes = Notes{} | Note::tensor_core;
+    r.problems[0].algorithms[0].notes = Notes{};
+    const Recording back = Recording::from_json(r.to_json(), "memory");
+    BOOST_TEST(back.problems[0].find("x")->notes.has_value());
+    ReplayBackend rb(back, 1);
+    TuningCache cache;
+    Selector s(rb, cache);
+    BOOST_TEST(s.select(r.problems[0].problem, parse_flags("benchmark=0,allow_tf32=0"))->algorithm == "x");
+    // Unknown ids in "unsuggested" are refused.
+    std::string bad = r.to_json();
+    bad.replace(bad.find("\"heuristic\""), 11, "\"unsuggested\":[\"zz\"],\"heuristic\"");
+    BOOST_CHECK_EXCEPTION(Recording::from_json(bad, "f"), ParseError,
+                          [](const ParseError& e) { return std::string(e.what()).find("unsuggested lists 'zz'") != std::string::npos; });
 }
 
 BOOST_AUTO_TEST_CASE(bad_recordings_are_reported) {

@@ -110,6 +110,7 @@ std::string Recording::to_json() const {
         json jp;
         jp["problem"] = r.problem.to_string();
         jp["heuristic"] = r.heuristic;
+        if (!r.unsuggested.empty()) jp["unsuggested"] = r.unsuggested;
         if (!r.fallback.empty()) jp["fallback"] = r.fallback;
         if (!r.fixed.empty()) jp["fixed"] = r.fixed;
         if (r.db_search_ms > 0) jp["db_search_ms"] = r.db_search_ms;
@@ -126,6 +127,7 @@ std::string Recording::to_json() const {
                 }
                 if (a.first_ms) x["first_ms"] = *a.first_ms;
                 x["samples_ms"] = a.samples_ms;
+                if (a.notes) x["notes"] = a.notes->names();
             }
             ja[a.id] = x;
         }
@@ -196,6 +198,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
             throw ParseError(w + ": " + e.what());
         }
         pr.heuristic = get<std::vector<std::string>>(jp, "heuristic", w);
+        if (jp.contains("unsuggested")) pr.unsuggested = get<std::vector<std::string>>(jp, "unsuggested", w);
         pr.fallback = jp.value("fallback", "");
         pr.fixed = jp.value("fixed", "");
         pr.db_search_ms = jp.value("db_search_ms", 0.0);
@@ -219,6 +222,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
                     if (!(*a.first_ms >= 0)) throw ParseError(wa + ": negative first_ms");
                 }
                 a.samples_ms = get_times(x, "samples_ms", wa);
+                if (x.contains("notes")) a.notes = parse_notes(x["notes"], wa);
                 if (a.status == Status::Code::ok && a.samples_ms.empty()) throw ParseError(wa + ": no samples");
             }
             pr.algorithms.push_back(std::move(a));
@@ -229,6 +233,9 @@ Recording parse_recording(std::string_view text, const std::string& where) {
             const AlgorithmRecord* a = pr.find(id);
             if (!a || !a->supported) throw ParseError(w + ": heuristic lists '" + id + "', which has no supported record");
         }
+        for (const std::string& id : pr.unsuggested)
+            if (std::find(pr.heuristic.begin(), pr.heuristic.end(), id) == pr.heuristic.end())
+                throw ParseError(w + ": unsuggested lists '" + id + "', which is not in \"heuristic\"");
         r.problems.push_back(std::move(pr));
     }
     return r;
@@ -375,7 +382,14 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     for (const ConvProblem& p : problems) {
         ProblemRecord pr;
         pr.problem = p;
-        for (const Algorithm* a : b.heuristic_order(p)) pr.heuristic.push_back(std::string(a->id()));
+        // The supporting algorithms in ranking order (heuristic_order), and which of them the
+        // heuristics do not suggest.
+        const auto ranking = b.ranking(p);
+        while (const Algorithm* a = ranking->next()) {
+            if (!a->supports(p)) continue;
+            pr.heuristic.push_back(std::string(a->id()));
+            if (!ranking->suggested(*a)) pr.unsuggested.push_back(std::string(a->id()));
+        }
         if (const Algorithm* a = b.native_fallback(p)) pr.fallback = std::string(a->id());
         if (const Algorithm* a = b.fixed_default(p)) pr.fixed = std::string(a->id());
         HostTensors host = make_host_tensors(p, o.seed);
@@ -396,6 +410,7 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
                 pr.algorithms.push_back(std::move(ar));
                 continue;
             }
+            if (const Notes n = a->notes_for(p); n != a->notes()) ar.notes = n;
             ar.workspace = a->workspace_size(p);
             DeviceBuffer ws = ar.workspace ? b.allocate(ar.workspace) : DeviceBuffer{};
             if (ar.workspace && !ws) {

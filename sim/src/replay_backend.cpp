@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <limits>
 
 namespace convtune::sim {
@@ -27,6 +28,11 @@ public:
     std::string_view id() const override { return info_.id; }
     const Backend& backend() const override { return backend_; }
     Notes notes() const override { return info_.notes; }
+    Notes notes_for(const ConvProblem& p) const override {
+        const ProblemRecord* r = backend_.lookup(p);
+        const AlgorithmRecord* a = r ? r->find(info_.id) : nullptr;
+        return a && a->notes ? *a->notes : info_.notes;
+    }
     Support supports(const ConvProblem& p) const override {
         const ProblemRecord* r = backend_.lookup(p);
         if (!r) return Support::no("the recording has no timings for this problem");
@@ -112,6 +118,28 @@ std::vector<const Algorithm*> ReplayBackend::heuristic_order(const ConvProblem& 
     for (const std::string& id : r->heuristic)
         if (const Algorithm* a = find(id)) out.push_back(a);
     return out;
+}
+
+std::unique_ptr<Ranking> ReplayBackend::ranking(const ConvProblem& p) const {
+    class Recorded final : public Ranking {
+    public:
+        Recorded(std::vector<const Algorithm*> order, std::set<const Algorithm*> unsuggested)
+            : order_(std::move(order)), unsuggested_(std::move(unsuggested)) {}
+        const Algorithm* next() override { return pos_ < order_.size() ? order_[pos_++] : nullptr; }
+        bool decided() const override { return true; }
+        bool explores() const override { return !unsuggested_.empty(); }
+        bool suggested(const Algorithm& a) const override { return !unsuggested_.count(&a); }
+
+    private:
+        std::vector<const Algorithm*> order_;
+        std::set<const Algorithm*> unsuggested_;
+        std::size_t pos_ = 0;
+    };
+    std::set<const Algorithm*> unsuggested;
+    if (const ProblemRecord* r = lookup(p))
+        for (const std::string& id : r->unsuggested)
+            if (const Algorithm* a = find(id)) unsuggested.insert(a);
+    return std::make_unique<Recorded>(heuristic_order(p), std::move(unsuggested));
 }
 
 const Algorithm* ReplayBackend::native_fallback(const ConvProblem& p) const {

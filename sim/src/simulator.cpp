@@ -80,6 +80,7 @@ public:
     std::string_view id() const override { return inner_.id(); }
     const Backend& backend() const override;
     Notes notes() const override { return inner_.notes(); }
+    Notes notes_for(const ConvProblem& p) const override { return inner_.notes_for(p); }
     Support supports(const ConvProblem& p) const override { return inner_.supports(p); }
     std::size_t workspace_size(const ConvProblem& p) const override { return inner_.workspace_size(p); }
     Status run(const ConvProblem& p, const ConvTensors& t, Workspace w) const override;
@@ -119,6 +120,9 @@ public:
                 const Algorithm* a = inner->next();
                 return a ? b.wrap(a) : nullptr;
             }
+            bool decided() const override { return inner->decided(); }
+            bool explores() const override { return inner->explores(); }
+            bool suggested(const Algorithm& a) const override { return inner->suggested(static_cast<const MeteredAlgorithm&>(a).inner()); }
         };
         return std::make_unique<Wrapped>(*this, inner_.ranking(p));
     }

@@ -28,11 +28,17 @@ struct AlgorithmRecord {
     std::size_t workspace = 0;
     std::optional<double> first_ms;  // the first call of the algorithm on the problem (cold)
     std::vector<double> samples_ms;  // timed calls after it
+    // The notes the algorithm reports for this problem (Algorithm::notes_for) where they are
+    // fewer than its listed notes (cuDNN graph engines); nullopt = the listed notes.
+    std::optional<Notes> notes;
 };
 
 struct ProblemRecord {
     ConvProblem problem;
     std::vector<std::string> heuristic;  // ids that support it, best first (benchmark off's order)
+    // The ids of `heuristic` the backend's heuristics do not suggest (Ranking::suggested; cuDNN:
+    // engines no heuristics mode lists): the convtune policy's search keeps explore_slots for them.
+    std::vector<std::string> unsuggested;
     std::string fallback, fixed;         // native_fallback / fixed_default ids ("" = none)
     std::vector<AlgorithmRecord> algorithms;  // the backend's fixed order
     double db_search_ms = 0;             // recordings built from a tuning database: its search time
