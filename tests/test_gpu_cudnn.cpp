@@ -193,7 +193,7 @@ BOOST_AUTO_TEST_CASE(ids_are_well_formed_and_unique) {
 
 // eng<N>.cfg<n> ids exist because cuDNN's heuristics return several configurations of one engine
 // (docs/gpu.md): each supported id of an engine must run different knob choices, and on the
-// ResNet-50 layers in f32 (where bench_gpu --configs found eng20's second configuration
+// ResNet-50 layers in f32 (where the fallback list's configuration of bwd_filter eng20 is
 // PyTorch's pick) some .cfg id must be supported.
 BOOST_AUTO_TEST_CASE(engine_configurations_are_distinct) {
     const std::regex graph_id(R"(cudnn\.graph\.[a-z_]+\.eng([0-9]+)(\.cfg[1-9])?)");

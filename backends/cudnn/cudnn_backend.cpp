@@ -185,9 +185,6 @@ std::vector<const Algorithm*> cudnn_ranking(const ConvProblem& p, CudnnRanking r
 }
 
 void cudnn_forget_plans() { graph_forget_plans(); }
-std::vector<CudnnConfigTiming> cudnn_time_heuristic_configs(const ConvProblem& p, const ConvTensors& t, int samples) {
-    return graph_time_heuristic_configs(p, t, samples);
-}
 void cudnn_refuse_measured_wrong(bool refuse) { graph_refuse_measured_wrong(refuse); }
 
 std::optional<CudnnPlanInfo> cudnn_plan_info(const Algorithm& a, const ConvProblem& p) { return graph_plan_info(a, p); }

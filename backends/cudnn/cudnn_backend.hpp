@@ -72,23 +72,6 @@ void cudnn_forget_plans();
 void cudnn_refuse_measured_wrong(bool refuse);
 std::vector<const Algorithm*> cudnn_ranking(const ConvProblem& p, CudnnRanking r);
 
-// Every engine configuration cuDNN's heuristics mode A and fallback list return for p, in that
-// order, several configurations (knob settings) of one engine included: what PyTorch's
-// benchmark=True times. convtune's algorithms keep one configuration per engine (its first), so
-// this measures what the others would add (bench_gpu --configs). Each configuration is built, run
-// once (warm-up) and timed as the median of `samples` single runs on the given device tensors
-// (their contents are overwritten).
-struct CudnnConfigTiming {
-    std::string source;  // mode_a | fallback
-    int64_t engine = -1;
-    int nth = 0;         // which configuration of its engine (0 = the one convtune runs)
-    Notes notes;         // what the engine reports for p (TENSOR_CORE, NONDETERMINISTIC, ...)
-    std::string status;  // "ok", or why it did not run
-    std::size_t workspace = 0;
-    double ms = 0;
-};
-std::vector<CudnnConfigTiming> cudnn_time_heuristic_configs(const ConvProblem& p, const ConvTensors& t, int samples);
-
 // The notes cuDNN reports for `a` on p: for a graph engine, its CUDNN_ATTR_ENGINE_NUMERICAL_NOTE
 // for this operation graph; for a legacy algorithm, the determinism and math type of its
 // cudnnGet*Algorithm_v7 entry. nullopt when cuDNN reports nothing for the pair.

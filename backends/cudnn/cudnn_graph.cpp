@@ -381,7 +381,7 @@ using ConfigKey = std::pair<int64_t, int>;
 
 // Configurations per engine that have an algorithm id: eng<N> (n = 0) and eng<N>.cfg<n> for n in
 // [1, kConfigSlots). cuDNN 9.19's mode A and fallback lists on the ResNet-50 layers held up to 4
-// configurations of one engine (bench_gpu --configs: fwd eng70 #0-#3).
+// configurations of one engine (fwd eng70).
 constexpr int kConfigSlots = 4;
 
 struct ProblemEntry {
@@ -542,7 +542,14 @@ class GraphAlgorithm;
 struct GraphRegistry {
     std::array<int64_t, 3> count{};
     std::array<std::string, 3> count_error;
-    std::vector<std::unique_ptr<GraphAlgorithm>> algorithms;
+    // Per direction, in the order ids are listed: the configuration slot n major, the engine
+    // index minor, so (direction, engine, n) is at n * count + engine of its direction.
+    std::array<std::vector<std::unique_ptr<GraphAlgorithm>>, 3> algorithms;
+    const GraphAlgorithm* find(Direction d, int64_t engine, int nth) const {
+        const auto di = static_cast<std::size_t>(dir_index(d));
+        if (engine < 0 || engine >= count[di] || nth < 0 || nth >= kConfigSlots) return nullptr;
+        return algorithms[di][static_cast<std::size_t>(nth * count[di] + engine)].get();
+    }
     std::once_flag probed;
     std::array<std::vector<EngineNotes>, 3> notes;
     std::string probe_error;
@@ -563,8 +570,6 @@ public:
     std::string_view id() const override { return id_; }
     const Backend& backend() const override { return backend_; }
     Direction direction() const { return dir_; }
-    int64_t engine() const { return engine_; }
-    int nth() const { return nth_; }
 
     Notes notes() const override {
         GraphRegistry& r = registry();
@@ -884,11 +889,12 @@ std::vector<const Algorithm*> graph_algorithms(const Backend& b) {
             }
             r.count[di] = global_count(g.graph);
             for (int nth = 0; nth < kConfigSlots; ++nth)
-                for (int64_t i = 0; i < r.count[di]; ++i) r.algorithms.push_back(std::make_unique<GraphAlgorithm>(b, d, i, nth));
+                for (int64_t i = 0; i < r.count[di]; ++i) r.algorithms[di].push_back(std::make_unique<GraphAlgorithm>(b, d, i, nth));
         }
     });
     std::vector<const Algorithm*> out;
-    for (auto& a : r.algorithms) out.push_back(a.get());
+    for (const auto& dir : r.algorithms)
+        for (const auto& a : dir) out.push_back(a.get());
     return out;
 }
 
@@ -909,8 +915,7 @@ std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking w
         entries = ensure_mode(e, m).entries;
     }
     for (const ConfigKey& k : entries)  // configurations past the last slot have no id
-        for (auto& a : registry().algorithms)
-            if (a->direction() == p.direction && a->engine() == k.first && a->nth() == k.second) out.push_back(a.get());
+        if (const GraphAlgorithm* a = registry().find(p.direction, k.first, k.second)) out.push_back(a);
     return out;
 }
 
@@ -921,56 +926,6 @@ std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem&
 }
 
 void graph_forget_plans() { cache().forget(); }
-
-std::vector<CudnnConfigTiming> graph_time_heuristic_configs(const ConvProblem& p, const ConvTensors& t, int samples) {
-    std::vector<CudnnConfigTiming> out;
-    std::string why;
-    cudnnHandle_t h = unavailable_reason().empty() ? thread_handle(&why) : nullptr;
-    if (!h) return out;
-    OpGraph g = build_graph(p, h);
-    if (!g.ok()) return out;
-    const Backend& b = cudnn_backend();
-    std::map<int64_t, int> seen;  // configurations met so far per engine
-    for (std::size_t m = 0; m < 2; ++m) {  // mode A, the fallback list (kModes order)
-        std::vector<Desc> cfgs;
-        if (heuristic_configs(g.graph, kModes[m], cfgs) != CUDNN_STATUS_SUCCESS) continue;
-        for (const Desc& cfg : cfgs) {
-            CudnnConfigTiming r;
-            r.source = kModeName[m];
-            Desc engine;
-            if (engine_of(cfg, engine, r.engine) != CUDNN_STATUS_SUCCESS) continue;
-            r.nth = seen[r.engine]++;
-            r.notes = read_report(engine.get()).notes;
-            BuiltPlan plan = build_execution_plan(h, cfg);
-            if (plan.status != CUDNN_STATUS_SUCCESS) {
-                r.status = plan.what;
-                out.push_back(std::move(r));
-                continue;
-            }
-            r.workspace = plan.workspace;
-            DeviceBuffer ws = plan.workspace ? b.allocate(plan.workspace) : DeviceBuffer{};
-            if (plan.workspace && !ws) {
-                r.status = "cannot allocate the workspace";
-                out.push_back(std::move(r));
-                continue;
-            }
-            cudnnStatus_t st = execute_plan(h, plan.plan.get(), t, ws.data());
-            b.synchronize();
-            std::vector<double> v;
-            for (int i = 0; i < samples && st == CUDNN_STATUS_SUCCESS; ++i)
-                v.push_back(b.time_ms([&] { st = execute_plan(h, plan.plan.get(), t, ws.data()); }));
-            if (st != CUDNN_STATUS_SUCCESS) {
-                r.status = "cudnnBackendExecute: " + status_name(st);
-            } else {
-                std::sort(v.begin(), v.end());
-                r.ms = v.empty() ? 0 : v[v.size() / 2];
-                r.status = "ok";
-            }
-            out.push_back(std::move(r));
-        }
-    }
-    return out;
-}
 
 void graph_refuse_measured_wrong(bool refuse) { g_refuse_measured_wrong.store(refuse, std::memory_order_relaxed); }
 

@@ -26,7 +26,6 @@ std::optional<CudnnPlanInfo> graph_plan_info(const Algorithm& a, const ConvProbl
 // A graph engine (of direction d, when given).
 bool is_graph(const Algorithm& a, std::optional<Direction> d = {});
 void graph_forget_plans();
-std::vector<CudnnConfigTiming> graph_time_heuristic_configs(const ConvProblem& p, const ConvTensors& t, int samples);
 void graph_refuse_measured_wrong(bool refuse);
 
 }  // namespace convtune::cudnn_detail

@@ -210,10 +210,6 @@ int main(int argc, char** argv) {
     app.add_option("--policy-flags", policy_flags, "flags for the benchmark=True selector run (e.g. benchmark_limit=0)");
     bool probe = false;
     app.add_flag("--probe", probe, "print every graph engine's plan (support, knobs, notes, build time) on a few layers, then exit");
-    bool configs = false;
-    app.add_flag("--configs", configs,
-                 "time every engine configuration of heuristics mode A and the fallback list (PyTorch's candidates, several "
-                 "configurations of one engine included) per layer, precision and direction, then exit");
     CLI11_PARSE(app, argc, argv);
 
     Backend& b = cudnn_backend();
@@ -241,51 +237,6 @@ int main(int argc, char** argv) {
                 }
             }
         fmt::print("warm-up (library loading, not counted): {:.0f} ms\n", now_ms() - t0);
-    }
-
-    if (configs) {
-        // Best allowed time per layer over every configuration, and over the first configuration
-        // of each engine only (what convtune's one id per engine can run).
-        double total_all = 0, total_first = 0;
-        int layers = 0;
-        for (const std::string& pname : precisions) {
-            const Precision* pr = nullptr;
-            for (const Precision& x : kPrecisions)
-                if (x.name == pname) pr = &x;
-            if (!pr) continue;
-            for (const std::string& dname : dirs)
-                for (const ShapeLine& l : read_shape_file(shapes)) {
-                    if (limit > 0 && layers >= limit) break;
-                    ConvProblem p = l.problem;
-                    p.n = batch;
-                    p.dtype = pr->dtype;
-                    p.layout = pr->layout;
-                    p.direction = parse_direction(dname);
-                    auto t = make_tensors(b, p);
-                    if (!t) continue;
-                    double best_all = 0, best_first = 0;
-                    std::string id_all, id_first;
-                    for (const CudnnConfigTiming& c : cudnn_time_heuristic_configs(p, t->views, search_samples)) {
-                        const bool ok = c.status == "ok" && !c.notes.has(Note::down_convert_inputs) &&
-                                        !(p.dtype == DataType::f32 && !pr->allow_tf32 && c.notes.has(Note::tensor_core));
-                        fmt::print("  {} {} {} eng{} #{} [{}] ws={} {} {}\n", pname, dname, l.name, c.engine, c.nth, c.notes.to_string(),
-                                   c.workspace, c.status == "ok" ? fmt::format("{:.4f} ms", c.ms) : c.status, ok ? "" : "(not allowed)");
-                        if (!ok) continue;
-                        const std::string id = fmt::format("eng{}#{}", c.engine, c.nth);
-                        if (best_all == 0 || c.ms < best_all) best_all = c.ms, id_all = id;
-                        if (c.nth == 0 && (best_first == 0 || c.ms < best_first)) best_first = c.ms, id_first = id;
-                    }
-                    fmt::print("{} {} {:<32} best of all configurations {} {:.4f} ms | first configuration of each engine {} {:.4f} ms\n",
-                               pname, dname, l.name, id_all, best_all, id_first, best_first);
-                    std::fflush(stdout);
-                    total_all += best_all;
-                    total_first += best_first;
-                    ++layers;
-                }
-        }
-        fmt::print("total over {} layers: every configuration {:.3f} ms, first configuration of each engine {:.3f} ms\n", layers,
-                   total_all, total_first);
-        return 0;
     }
 
     if (probe) {

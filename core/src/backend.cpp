@@ -22,19 +22,23 @@ std::vector<const Algorithm*> Backend::heuristic_order(const ConvProblem& p) con
 namespace {
 class ListRanking final : public Ranking {
 public:
-    ListRanking(std::vector<const Algorithm*> v, bool decided) : v_(std::move(v)), decided_(decided) {}
+    ListRanking(std::vector<const Algorithm*> v, bool decided, std::set<const Algorithm*> unsuggested)
+        : v_(std::move(v)), decided_(decided), unsuggested_(std::move(unsuggested)) {}
     const Algorithm* next() override { return i_ < v_.size() ? v_[i_++] : nullptr; }
     bool decided() const override { return decided_; }
+    bool explores() const override { return !unsuggested_.empty(); }
+    bool suggested(const Algorithm& a) const override { return !unsuggested_.count(&a); }
 
 private:
     std::vector<const Algorithm*> v_;
     bool decided_;
+    std::set<const Algorithm*> unsuggested_;
     std::size_t i_ = 0;
 };
 }  // namespace
 
-std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided) {
-    return std::make_unique<ListRanking>(std::move(order), decided);
+std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided, std::set<const Algorithm*> unsuggested) {
+    return std::make_unique<ListRanking>(std::move(order), decided, std::move(unsuggested));
 }
 
 std::unique_ptr<Ranking> Backend::ranking(const ConvProblem& p) const { return list_ranking(heuristic_order(p), true); }

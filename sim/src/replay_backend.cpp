@@ -121,25 +121,11 @@ std::vector<const Algorithm*> ReplayBackend::heuristic_order(const ConvProblem& 
 }
 
 std::unique_ptr<Ranking> ReplayBackend::ranking(const ConvProblem& p) const {
-    class Recorded final : public Ranking {
-    public:
-        Recorded(std::vector<const Algorithm*> order, std::set<const Algorithm*> unsuggested)
-            : order_(std::move(order)), unsuggested_(std::move(unsuggested)) {}
-        const Algorithm* next() override { return pos_ < order_.size() ? order_[pos_++] : nullptr; }
-        bool decided() const override { return true; }
-        bool explores() const override { return !unsuggested_.empty(); }
-        bool suggested(const Algorithm& a) const override { return !unsuggested_.count(&a); }
-
-    private:
-        std::vector<const Algorithm*> order_;
-        std::set<const Algorithm*> unsuggested_;
-        std::size_t pos_ = 0;
-    };
     std::set<const Algorithm*> unsuggested;
     if (const ProblemRecord* r = lookup(p))
         for (const std::string& id : r->unsuggested)
             if (const Algorithm* a = find(id)) unsuggested.insert(a);
-    return std::make_unique<Recorded>(heuristic_order(p), std::move(unsuggested));
+    return list_ranking(heuristic_order(p), true, std::move(unsuggested));
 }
 
 const Algorithm* ReplayBackend::native_fallback(const ConvProblem& p) const {

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace convtune::test {
 
@@ -108,24 +109,12 @@ int FakeBackend::support_queries(const std::string& id) const {
     return a ? static_cast<const FakeAlgorithm*>(a)->support_queries() : 0;
 }
 
-namespace {
-class FakeRanking final : public Ranking {
-public:
-    explicit FakeRanking(const std::vector<const Algorithm*>& list) : list_(list) {
-        for (const Algorithm* a : list_) explores_ |= !static_cast<const FakeAlgorithm*>(a)->suggested();
-    }
-    const Algorithm* next() override { return pos_ < list_.size() ? list_[pos_++] : nullptr; }
-    bool explores() const override { return explores_; }
-    bool suggested(const Algorithm& a) const override { return static_cast<const FakeAlgorithm&>(a).suggested(); }
-
-private:
-    const std::vector<const Algorithm*>& list_;
-    std::size_t pos_ = 0;
-    bool explores_ = false;
-};
-}  // namespace
-
-std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const { return std::make_unique<FakeRanking>(list_); }
+std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const {
+    std::set<const Algorithm*> unsuggested;
+    for (const Algorithm* a : list_)
+        if (!static_cast<const FakeAlgorithm*>(a)->suggested()) unsuggested.insert(a);
+    return list_ranking(list_, false, std::move(unsuggested));
+}
 
 int FakeBackend::runs(const std::string& id) const {
     const Algorithm* a = find(id);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,8 +70,10 @@ public:
 };
 
 // A Ranking over a fixed list, in its order; `decided`: producing the list decided every
-// algorithm's support (Ranking::decided).
-std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided);
+// algorithm's support (Ranking::decided); `unsuggested`: the algorithms the heuristics do not
+// suggest (the ranking explores() when there are any).
+std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided,
+                                      std::set<const Algorithm*> unsuggested = {});
 
 class Backend {
 public:
