@@ -150,7 +150,7 @@ def _write_text(path, text):
     has one, else through a temporary file renamed over it."""
     atomic = getattr(_convtune, "write_file_atomic", None)
     if atomic is not None:
-        atomic(path, text)
+        atomic(path, text.encode())
         return
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
