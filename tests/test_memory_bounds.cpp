@@ -36,14 +36,17 @@ struct Child {
     double seconds = 0;
 };
 
-std::filesystem::path work_dir() {
-    static const std::filesystem::path d = [] {
-        std::filesystem::path p = std::filesystem::temp_directory_path() / ("convtune_memory_bounds." + std::to_string(::getpid()));
-        std::filesystem::create_directories(p);
-        return p;
-    }();
-    return d;
-}
+// A private folder for the inputs and the child's output, removed at exit.
+struct WorkDir {
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("convtune_memory_bounds." + std::to_string(::getpid()));
+    WorkDir() { std::filesystem::create_directories(path); }
+    ~WorkDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+} g_work;
+
+const std::filesystem::path& work_dir() { return g_work.path; }
 
 std::string write(const std::string& name, const std::string& text) {
     const std::filesystem::path p = work_dir() / name;
