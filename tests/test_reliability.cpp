@@ -414,7 +414,7 @@ BOOST_AUTO_TEST_CASE(memory_budget_is_checked_before_allocating) {
     const ConvProblem p = ConvProblem::parse("n=1,c=64,k=64,in=128x128,ker=3x3,pad=1x1");
     set_memory_budget(std::size_t{1} << 20);
     const std::string e = error_of([&] { make_host_tensors(p); });
-    BOOST_TEST(starts_with(e, "memory budget: tensor x needs 4.0 MiB, w 144.0 KiB, y 4.0 MiB (total 8.1 MiB), above the budget of 1.0 MiB (1048576 B"), e);
+    BOOST_TEST(starts_with(e, "memory budget: tensor x needs 4.0 MiB, w 144.0 KiB, y 4.0 MiB (peak 8.1 MiB), above the budget of 1.0 MiB (1048576 B"), e);
     BOOST_TEST(contains(e, "CONVTUNE_MAX_BYTES"));
     // The selector's search refuses before allocating anything on the backend.
     FakeBackend fb("fake", five());
