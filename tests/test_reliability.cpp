@@ -663,7 +663,7 @@ BOOST_AUTO_TEST_CASE(valid_json_with_wrong_types_or_values) {
         {"null", "top level must be an object"},
         {R"({"format":"convtune-recording","version":1,"environments":[]})", "not a convtune tuning database"},
         {R"({"version":1,"environments":[]})", "not a convtune tuning database"},
-        {R"({"format":"convtune-tuning-db","version":2,"environments":[]})", "unsupported database version"},
+        {R"({"format":"convtune-tuning-db","version":0,"environments":[]})", "unsupported database version"},
         {R"({"format":"convtune-tuning-db","version":"1","environments":[]})", "unsupported database version"},
         {R"({"format":"convtune-tuning-db","version":1.0,"environments":[]})", "unsupported database version"},
         {R"({"format":"convtune-tuning-db","version":1,"environments":{}})", "\"environments\" must be an array"},
