@@ -60,11 +60,21 @@ file(WRITE ${W}/tiny.workload "convtune-workload 1\nname tiny\nlayer a x1 ${P}\n
 
 # ---- outputs: only where a regular file or nothing stands ----------------------------------
 # A character device of our own (a copy of /dev/null's numbers) so that a regression can never
-# replace the system's /dev/null; /dev/null itself where creating one is not permitted.
+# replace the system's /dev/null; /dev/null itself only where this user cannot replace it (/dev
+# not writable). Where neither is possible the character-device case is left out and the test
+# ends with "skipped: ..." (ctest then reports it as skipped, not passed).
 execute_process(COMMAND mknod ${W}/chardev c 1 3 RESULT_VARIABLE rc ERROR_QUIET)
 set(CHARDEV ${W}/chardev)
+set(SKIPPED "")
+set(TARGETS chardev folder fifo link_to_folder)
 if(NOT rc EQUAL 0)
-  set(CHARDEV /dev/null)
+  execute_process(COMMAND sh -c "test -w /dev" RESULT_VARIABLE dev_writable)
+  if(dev_writable EQUAL 0)
+    set(TARGETS folder fifo link_to_folder)
+    set(SKIPPED "the character-device case (mknod not permitted and /dev is writable)")
+  else()
+    set(CHARDEV /dev/null)
+  endif()
 endif()
 file(MAKE_DIRECTORY ${W}/folder)
 file(WRITE ${W}/folder/inside "user data")
@@ -74,7 +84,7 @@ if(NOT rc EQUAL 0)
 endif()
 file(CREATE_LINK ${W}/folder ${W}/link_to_folder SYMBOLIC)
 
-foreach(target chardev folder fifo link_to_folder)
+foreach(target ${TARGETS})
   if(target STREQUAL "chardev")
     set(path ${CHARDEV})
     set(kind "a character device")
@@ -204,3 +214,6 @@ if(NOT FAILURES STREQUAL "")
   message(FATAL_ERROR "file safety: failures among ${CASES} cases:${FAILURES}")
 endif()
 message(STATUS "file safety: ${CASES} CLI cases passed")
+if(NOT SKIPPED STREQUAL "")
+  message(STATUS "skipped: ${SKIPPED}")
+endif()

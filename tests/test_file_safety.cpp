@@ -8,6 +8,7 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,6 +93,29 @@ pid_t gone_pid() {
     return child;
 }
 
+// A character device to write over in tests: a node made in `dir` where mknod is permitted, else
+// /dev/null where this process cannot replace it (its folder is not writable); "" otherwise.
+std::string char_device(const TempDir& dir) {
+    const std::string path = dir.file("chardev");
+    if (::mknod(path.c_str(), S_IFCHR | 0644, ::makedev(1, 3)) == 0) return path;
+    if (::access("/dev", W_OK) != 0) return "/dev/null";
+    return "";
+}
+
+// Every writer refuses `path`, where `kind` stands, naming both, and leaves it as it was.
+void expect_refused_by_every_writer(const std::string& path, const std::string& kind) {
+    const mode_t before = lstat_type(path);
+    const std::string e1 = error_of([&] { write_file_atomic(path, "x"); });
+    BOOST_TEST(contains(e1, path + ": cannot write here: " + kind + " stands there"), e1);
+    const std::string e2 = error_of([&] { TuningDatabase::write_file(path, {}); });
+    BOOST_TEST(contains(e2, kind + " stands there"), e2);
+    const std::string e3 = error_of([&] { TuningDatabase db(path); });
+    BOOST_TEST(contains(e3, kind + " stands there"), e3);
+    const std::string e4 = error_of([&] { check_output_path(path); });
+    BOOST_TEST(contains(e4, kind + " stands there"), e4);
+    BOOST_TEST(lstat_type(path) == before, path);
+}
+
 const Environment kEnv{"0.1.0", "fake", "lib", "dev", ""};
 
 std::string valid_db_text() {
@@ -102,8 +126,8 @@ std::string valid_db_text() {
 
 BOOST_AUTO_TEST_SUITE(outputs)
 
-// A directory, a character device, a FIFO, a socket, a link to a directory and a link to
-// nothing: every writer refuses, naming the path and what stands there, and leaves it as it was.
+// A directory, a FIFO, a socket, a link to a directory and a link to nothing (a character
+// device: below): every writer refuses, naming the path and what stands there, and leaves it as it was.
 BOOST_AUTO_TEST_CASE(only_regular_files_are_replaced) {
     TempDir dir;
     const std::string d = dir.file("a_dir"), fifo = dir.file("a_fifo"), sock = dir.file("a_socket"), to_dir = dir.file("link_to_dir"),
@@ -117,29 +141,31 @@ BOOST_AUTO_TEST_CASE(only_regular_files_are_replaced) {
     struct Case {
         std::string path, kind;
     };
-    const std::vector<Case> cases = {{"/dev/null", "a character device"},
-                                     {d, "a directory"},
+    const std::vector<Case> cases = {{d, "a directory"},
                                      {fifo, "a FIFO"},
                                      {sock, "a socket"},
                                      {to_dir, "a symbolic link to a directory"},
                                      {dangling, "a symbolic link to nothing"}};
-    for (const Case& c : cases) {
-        const mode_t before = lstat_type(c.path);
-        const std::string e1 = error_of([&] { write_file_atomic(c.path, "x"); });
-        BOOST_TEST(contains(e1, c.path + ": cannot write here: " + c.kind + " stands there"), e1);
-        const std::string e2 = error_of([&] { TuningDatabase::write_file(c.path, {}); });
-        BOOST_TEST(contains(e2, c.kind + " stands there"), e2);
-        const std::string e3 = error_of([&] { TuningDatabase db(c.path); });
-        BOOST_TEST(contains(e3, c.kind + " stands there"), e3);
-        const std::string e4 = error_of([&] { check_output_path(c.path); });
-        BOOST_TEST(contains(e4, c.kind + " stands there"), e4);
-        BOOST_TEST(lstat_type(c.path) == before, c.path);
-    }
+    for (const Case& c : cases) expect_refused_by_every_writer(c.path, c.kind);
     BOOST_TEST(read_bytes(d + "/inside") == "user data");
     BOOST_TEST(!fs::exists(dir.file("nothing_here")));
     BOOST_TEST(!fs::exists(d + ".corrupt"));
     BOOST_TEST(temporaries(dir.path).empty());
     ::close(sfd);
+}
+
+// A character device of our own (the numbers of /dev/null), so that a regression never replaces
+// the system's /dev/null; /dev/null itself only where this process cannot replace it. Skipped
+// (and reported as skipped) where neither is possible.
+BOOST_AUTO_TEST_CASE(character_device_is_not_replaced,
+                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
+                         TempDir probe;
+                         return boost::test_tools::assertion_result(!char_device(probe).empty());
+                     })) {
+    TempDir dir;
+    const std::string dev = char_device(dir);
+    expect_refused_by_every_writer(dev, "a character device");
+    BOOST_TEST(temporaries(dir.path).empty());
 }
 
 // A link to a regular file is followed: the file it points to gets the bytes, the link stays.
