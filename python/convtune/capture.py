@@ -135,6 +135,9 @@ class Trace:
 
     def write(self, path):
         text = self.text()
+        if _convtune is not None:  # the CLI's output rules: a regular file or nothing, never through a link
+            _convtune.write_file_atomic(os.fspath(path), text.encode())
+            return
         tmp = f"{path}.tmp{os.getpid()}"
         with open(tmp, "w") as f:
             f.write(text)
