@@ -27,6 +27,7 @@ inline constexpr std::uint64_t kMaxShapeFileBytes = std::uint64_t{64} << 20;  //
 inline constexpr std::uint64_t kMaxTraceBytes = std::uint64_t{256} << 20;     // trace:FILE
 inline constexpr std::uint64_t kMaxDatabaseBytes = std::uint64_t{256} << 20;  // --db, db show/check/merge, --from-db
 inline constexpr std::uint64_t kMaxRecordingBytes = std::uint64_t{256} << 20; // --replay, recordings
+inline constexpr std::uint64_t kMaxMeasurementBytes = std::uint64_t{256} << 20; // simulate --pytorch-measured
 
 // The whole content of `path`. Throws Error "<path>: <what> ..." when it cannot be opened, is not
 // a regular file, or holds more than max_bytes (the limit is named). `what` names the kind of
