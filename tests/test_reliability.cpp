@@ -645,6 +645,8 @@ BOOST_AUTO_TEST_CASE(random_bytes_and_bit_flips) {
             TuningDatabase::write_file(copy, sec);
             BOOST_TEST(same_sections(TuningDatabase::read_file(copy), sec), "flip at " << at);
         } catch (const ParseError&) {
+        } catch (const DatabaseVersionError& e) {  // "version": 1 flipped to a higher digit: refused as newer
+            BOOST_TEST(s.find("\"version\": 1") == std::string::npos, e.what());
         }
     }
     BOOST_TEST_MESSAGE(noise << " random files rejected; " << flips << " single-bit flips, " << flips_read
@@ -663,7 +665,7 @@ BOOST_AUTO_TEST_CASE(valid_json_with_wrong_types_or_values) {
         {"null", "top level must be an object"},
         {R"({"format":"convtune-recording","version":1,"environments":[]})", "not a convtune tuning database"},
         {R"({"version":1,"environments":[]})", "not a convtune tuning database"},
-        {R"({"format":"convtune-tuning-db","version":2,"environments":[]})", "unsupported database version"},
+        {R"({"format":"convtune-tuning-db","version":0,"environments":[]})", "unsupported database version"},
         {R"({"format":"convtune-tuning-db","version":"1","environments":[]})", "unsupported database version"},
         {R"({"format":"convtune-tuning-db","version":1.0,"environments":[]})", "unsupported database version"},
         {R"({"format":"convtune-tuning-db","version":1,"environments":{}})", "\"environments\" must be an array"},

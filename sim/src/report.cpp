@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fmt/core.h>
-#include <fstream>
 
 #include "convtune/error.hpp"
 
@@ -334,30 +333,6 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
     }
     o += "</svg>\n";
     return o;
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-    namespace fs = std::filesystem;
-    const fs::path target(path);
-    const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) throw Error("cannot write '" + path + "': cannot create a file in its folder");
-        f << text;
-        f.flush();
-        if (!f) {
-            f.close();
-            std::error_code ec;
-            fs::remove(tmp, ec);
-            throw Error("cannot write '" + path + "'");
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, target, ec);
-    if (ec) {
-        fs::remove(tmp, ec);
-        throw Error("cannot write '" + path + "': " + ec.message());
-    }
 }
 
 Progress::Progress(std::string label, bool enabled) : label_(std::move(label)), enabled_(enabled) {}
