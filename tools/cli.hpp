@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "convtune/problem.hpp"
 
@@ -20,6 +21,10 @@ struct ProblemOverrides {
     void add_to(CLI::App& app);
     ConvProblem apply(ConvProblem p) const;  // throws convtune::Error on a bad value
 };
+
+// The option that sets a request field ("shapes_dir" -> "--shapes-dir"): how the CLI names the
+// field of an InvalidRequest.
+std::string option_name(std::string_view field);
 
 // The action of a subcommand returns the process exit code.
 using Action = std::function<int()>;

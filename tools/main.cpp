@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
     try {
         if (!max_bytes.empty()) set_memory_budget(parse_byte_size(max_bytes, "--max-bytes"));
         return action ? action() : cli::ok;
+    } catch (const InvalidRequest& e) {
+        fmt::print(stderr, "convtune: error: {}\n", e.message(cli::option_name));
+        return cli::bad_input;
     } catch (const Error& e) {
         fmt::print(stderr, "convtune: error: {}\n", e.what());
         return cli::bad_input;

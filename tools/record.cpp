@@ -29,7 +29,7 @@ struct RecordCliOptions {
 };
 
 int record_command(const RecordCliOptions& o) {
-    if (o.out.empty()) throw Error("--out: required");
+    if (o.out.empty()) throw InvalidRequest("out", "required");
     if (!o.from_db.empty()) {
         const auto sections = TuningDatabase::read_file(o.from_db);
         const sim::Recording r = sim::recording_from_db(sections, o.backend);

@@ -42,16 +42,16 @@ int simulate_command(const SimulateOptions& o) {
     }
     for (std::size_t i = 0; i < settings.size(); ++i)
         for (std::size_t j = 0; j < i; ++j)
-            if (settings[i].name == settings[j].name) throw Error("--flags: setting '" + settings[i].name + "' given twice");
+            if (settings[i].name == settings[j].name) throw InvalidRequest("flags", "setting '" + settings[i].name + "' given twice");
     if (!o.plot.empty() && ::access(std::filesystem::path(o.plot).parent_path().empty() ? "." : std::filesystem::path(o.plot).parent_path().c_str(), W_OK) != 0)
-        throw Error("--plot: cannot write in the folder of '" + o.plot + "'");
+        throw InvalidRequest("plot", "cannot write in the folder of '" + o.plot + "'");
 
     std::unique_ptr<sim::ReplayBackend> replay;
     Backend* backend = nullptr;
     if (!o.replay.empty()) {
         sim::Recording rec = sim::Recording::load(o.replay);
         if (!o.backend.empty() && o.backend != rec.environment.backend)
-            throw Error("--backend: '" + o.backend + "' does not match the recording's backend '" + rec.environment.backend + "'");
+            throw InvalidRequest("backend", "'" + o.backend + "' does not match the recording's backend '" + rec.environment.backend + "'");
         replay = std::make_unique<sim::ReplayBackend>(std::move(rec), o.w.seed, !o.strict);
         backend = replay.get();
     } else {

@@ -45,8 +45,7 @@ int tune(const TuneOptions& o) {
     if (!o.policy.empty()) f.policy = parse_policy(o.policy);
     f = parse_flags(o.flags, f);
     Backend& b = find_backend(o.backend);
-    if (const Availability av = b.availability(); !av.ok)
-        throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    require_available(b);
     std::vector<ShapeLine> lines;
     if (!o.problem.empty()) lines.push_back({0, "", 1, ConvProblem::parse_any(o.problem)});
     else lines = read_shape_file(o.shapes);
@@ -54,9 +53,7 @@ int tune(const TuneOptions& o) {
         if (o.batch > 0) l.problem.n = o.batch;
         l.problem = o.over.apply(l.problem);
     }
-    std::string db_path = o.db;
-    if (db_path.empty())
-        if (const char* e = std::getenv("CONVTUNE_DB")) db_path = e;
+    const std::string db_path = o.db.empty() ? default_db_path() : o.db;
     Context ctx(db_path);
     Selector& sel = ctx.selector(b);
     nlohmann::json out = nlohmann::json::array();

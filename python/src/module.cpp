@@ -49,19 +49,12 @@ constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
 
 py::dict flags_to_dict(const FlagValues& f) {
     py::dict d;
-    d["enabled"] = f.enabled;
-    d["benchmark"] = f.benchmark;
-    d["benchmark_limit"] = f.benchmark_limit;
-    d["deterministic"] = f.deterministic;
-    d["allow_tf32"] = f.allow_tf32;
-    d["policy"] = std::string(to_string(f.policy));
-    d["workspace_limit"] = f.workspace_limit == kUnlimited ? py::object(py::none()) : py::int_(f.workspace_limit);
-    d["search_budget_ms"] = f.search_budget_ms;
-    d["min_samples"] = f.min_samples;
-    d["max_samples"] = f.max_samples;
-    d["stable_rel"] = f.stable_rel;
-    d["explore_slots"] = f.explore_slots;
-    d["adaptive_after"] = f.adaptive_after;
+    for (const char* key : flag_names()) {
+        if (const BoolFlag* b = find_bool_flag(key)) d[key] = f.*(b->field);
+        else if (std::string_view(key) == "policy") d[key] = std::string(to_string(f.policy));
+        else if (std::string_view(key) == "workspace_limit" && f.workspace_limit == kUnlimited) d[key] = py::none();
+        else if (const NumericFlag* n = find_numeric_flag(key)) std::visit([&](auto field) { d[key] = f.*field; }, n->field);
+    }
     return d;
 }
 
@@ -84,10 +77,7 @@ bool get_bool(const std::string& key, py::handle v) {
 FlagValues apply_flags(FlagValues f, const py::dict& d) {
     for (auto [k, v] : d) {
         const std::string key = py::str(k);
-        if (key == "enabled") f.enabled = get_bool(key, v);
-        else if (key == "benchmark") f.benchmark = get_bool(key, v);
-        else if (key == "deterministic") f.deterministic = get_bool(key, v);
-        else if (key == "allow_tf32") f.allow_tf32 = get_bool(key, v);
+        if (const BoolFlag* b = find_bool_flag(key)) f.*(b->field) = get_bool(key, v);
         else if (key == "policy") f.policy = parse_policy(py::str(v).cast<std::string>());
         else if (key == "workspace_limit" && v.is_none()) f.workspace_limit = kUnlimited;
         else if (const NumericFlag* n = find_numeric_flag(key))
@@ -126,9 +116,7 @@ ConvProblem make_problem(const std::string& direction, const std::string& dtype,
     ConvProblem p;
     p.direction = parse_direction(direction);
     p.dtype = parse_dtype(dtype);
-    if (layout == "nchw" || layout == layout_name(Layout::nchw, static_cast<int>(nd))) p.layout = Layout::nchw;
-    else if (layout == "nhwc" || layout == layout_name(Layout::nhwc, static_cast<int>(nd))) p.layout = Layout::nhwc;
-    else throw ParseError("layout: unknown layout '" + layout + "' (expected nchw or nhwc)");
+    p.layout = parse_layout(layout, static_cast<int>(nd));
     p.spatial_dims = static_cast<int>(nd);
     p.n = n;
     p.c = c;
@@ -215,8 +203,7 @@ void convolution_numpy(const std::string& problem, const py::array& x, const py:
                   view_of(p, "w", w, p.w_dims(), p.direction == Direction::bwd_filter),
                   view_of(p, "y", y, p.y_dims(), p.direction == Direction::fwd)};
     Backend& b = find_backend(backend);
-    if (const Availability av = b.availability(); !av.ok)
-        throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    require_available(b);
     Status s;
     {
         py::gil_scoped_release release;
@@ -273,8 +260,7 @@ std::string tune(const std::vector<std::string>& problems, const std::string& sh
     f = flags_arg(f, flags);
     if (batch < 0) throw Error("batch: must be >= 1 (got " + std::to_string(batch) + ")");
     Backend& b = find_backend(backend);
-    if (const Availability av = b.availability(); !av.ok)
-        throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    require_available(b);
     std::vector<ShapeLine> lines;
     if (!problems.empty())
         for (const std::string& s : problems) lines.push_back({0, "", 1, ConvProblem::parse_any(s)});
@@ -283,9 +269,7 @@ std::string tune(const std::vector<std::string>& problems, const std::string& sh
         if (batch > 0) l.problem.n = batch;
         l.problem = apply_overrides(l.problem, dir, dtype, layout);
     }
-    std::string db_path;
-    if (db) db_path = *db;
-    else if (const char* e = std::getenv("CONVTUNE_DB")) db_path = e;
+    const std::string db_path = db ? *db : default_db_path();
 
     py::gil_scoped_release release;
     Context ctx(db_path);
@@ -323,10 +307,10 @@ std::string simulate(const sim::WorkloadArgs& w, int iterations, const std::vect
     }
     for (std::size_t i = 0; i < settings.size(); ++i)
         for (std::size_t j = 0; j < i; ++j)
-            if (settings[i].name == settings[j].name) throw Error("--flags: setting '" + settings[i].name + "' given twice");
+            if (settings[i].name == settings[j].name) throw InvalidRequest("flags", "setting '" + settings[i].name + "' given twice");
     if (!plot.empty()) {
         const std::filesystem::path dir = std::filesystem::path(plot).parent_path();
-        if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw Error("--plot: cannot write in the folder of '" + plot + "'");
+        if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw InvalidRequest("plot", "cannot write in the folder of '" + plot + "'");
     }
 
     std::unique_ptr<sim::ReplayBackend> replay;
@@ -334,7 +318,7 @@ std::string simulate(const sim::WorkloadArgs& w, int iterations, const std::vect
     if (!replay_path.empty()) {
         sim::Recording rec = sim::Recording::load(replay_path);
         if (!backend_name.empty() && backend_name != rec.environment.backend)
-            throw Error("--backend: '" + backend_name + "' does not match the recording's backend '" + rec.environment.backend + "'");
+            throw InvalidRequest("backend", "'" + backend_name + "' does not match the recording's backend '" + rec.environment.backend + "'");
         replay = std::make_unique<sim::ReplayBackend>(std::move(rec), w.seed, !strict);
         backend = replay.get();
     } else {
@@ -452,7 +436,7 @@ PYBIND11_MODULE(_convtune, m) {
               w.dtype = dtype;
               w.layout = layout;
               w.seed = seed;
-              if (batch < 0) throw Error("--batch: must be >= 1 (got " + std::to_string(batch) + ")");
+              if (batch < 0) throw InvalidRequest("batch", "must be >= 1 (got " + std::to_string(batch) + ")");
               return simulate(w, iterations, flags, compare, backend, replay, strict, min_saving, plot);
           },
           py::arg("workload"), py::arg("shapes_dir"), py::arg("stream"), py::arg("iterations"), py::arg("mode"), py::arg("batch"),

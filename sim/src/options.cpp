@@ -16,59 +16,63 @@ std::vector<std::string> split_commas(const std::string& text) {
     return out;
 }
 
+// Runs a parser whose errors read "<field>: <rule>" and throws them as this request's field.
+template <class F>
+auto as_field(const std::string& field, F parse) {
+    try {
+        return parse();
+    } catch (const Error& e) {
+        std::string rule = e.what();
+        if (rule.rfind(field + ": ", 0) == 0) rule.erase(0, field.size() + 2);
+        throw InvalidRequest(field, rule);
+    }
+}
+
 }  // namespace
 
-std::vector<int64_t> parse_int_list(const std::string& text, const std::string& option) {
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field) {
     std::vector<int64_t> v;
     for (const std::string& s : split_commas(text)) {
         char* end = nullptr;
         const long long x = std::strtoll(s.c_str(), &end, 10);
         if (s.empty() || *end != '\0' || x < 1 || x > (1 << 20))
-            throw Error(option + ": '" + s + "' is not an integer in [1, 1048576] (expected a comma-separated list)");
+            throw InvalidRequest(field, "'" + s + "' is not an integer in [1, 1048576] (expected a comma-separated list)");
         v.push_back(x);
     }
-    if (v.empty()) throw Error(option + ": empty list");
+    if (v.empty()) throw InvalidRequest(field, "empty list");
     return v;
 }
 
-std::vector<double> parse_double_list(const std::string& text, const std::string& option) {
+std::vector<double> parse_double_list(const std::string& text, const std::string& field) {
     std::vector<double> v;
     for (const std::string& s : split_commas(text)) {
         char* end = nullptr;
         const double x = std::strtod(s.c_str(), &end);
         if (s.empty() || *end != '\0' || !(x > 0) || x > 64)
-            throw Error(option + ": '" + s + "' is not a number in (0, 64] (expected a comma-separated list)");
+            throw InvalidRequest(field, "'" + s + "' is not a number in (0, 64] (expected a comma-separated list)");
         v.push_back(x);
     }
-    if (v.empty()) throw Error(option + ": empty list");
+    if (v.empty()) throw InvalidRequest(field, "empty list");
     return v;
 }
 
 Stream WorkloadArgs::make_stream() const {
     StreamSpec spec = StreamSpec::parse(stream);
     spec.seed = seed;
-    if (!batches.empty()) spec.batches = parse_int_list(batches, "--batches");
-    if (!scales.empty()) spec.scales = parse_double_list(scales, "--scales");
+    if (!batches.empty()) spec.batches = parse_int_list(batches, "batches");
+    if (!scales.empty()) spec.scales = parse_double_list(scales, "scales");
     WorkloadOptions o;
     o.mode = parse_mode(mode);
-    if (batch < 0) throw Error("--batch: must be >= 1");
+    if (batch < 0) throw InvalidRequest("batch", "must be >= 1");
     o.batch = batch;
-    try {
-        if (!dtype.empty()) o.dtype = parse_dtype(dtype);
-    } catch (const Error& e) {
-        throw Error(std::string("--dtype: ") + e.what());
-    }
-    if (!layout.empty()) {
-        if (layout == "nchw" || layout == "ncw" || layout == "ncdhw") o.layout = Layout::nchw;
-        else if (layout == "nhwc" || layout == "nwc" || layout == "ndhwc") o.layout = Layout::nhwc;
-        else throw Error("--layout: unknown layout '" + layout + "' (expected nchw or nhwc)");
-    }
+    if (!dtype.empty()) o.dtype = as_field("dtype", [&] { return parse_dtype(dtype); });
+    if (!layout.empty()) o.layout = as_field("layout", [&] { return parse_layout(layout); });
     Workload w;
     if (spec.kind != StreamKind::trace) {
-        if (workload.empty()) throw Error("--workload: required (a built-in name or a file) unless the stream is a trace");
+        if (workload.empty()) throw InvalidRequest("workload", "required (a built-in name or a file) unless the stream is a trace");
         w = load_workload(workload, shapes_dir);
     } else if (!workload.empty()) {
-        throw Error("--workload: a trace stream brings its own problems; leave --workload out");
+        throw InvalidRequest("workload", "a trace stream brings its own problems; leave {workload} out");
     }
     return Stream(spec, std::move(w), o);
 }

@@ -31,14 +31,14 @@ Setting parse_setting(std::string_view text) {
     if (const auto colon = text.find(':'); colon != std::string_view::npos) {
         label = std::string(text.substr(0, colon));
         spec = std::string(text.substr(colon + 1));
-        if (label.empty()) throw Error("--flags: empty label in '" + std::string(text) + "'");
+        if (label.empty()) throw InvalidRequest("flags", "empty label in '" + std::string(text) + "'");
     } else if (text.find('=') == std::string_view::npos) {
-        throw Error("--flags: unknown setting '" + std::string(text) + "' (expected off, on, on+det, adaptive, pytorch, key=value,... or LABEL:key=value,...)");
+        throw InvalidRequest("flags", "unknown setting '" + std::string(text) + "' (expected off, on, on+det, adaptive, pytorch, key=value,... or LABEL:key=value,...)");
     }
     try {
         return {label, parse_flags(spec)};
     } catch (const Error& e) {
-        throw Error(std::string("--flags: ") + e.what());
+        throw InvalidRequest("flags", e.what());
     }
 }
 
@@ -225,9 +225,8 @@ std::string percent(double f) { return fmt::format("{:.1f}%", 100 * f); }
 }  // namespace
 
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o) {
-    if (o.iterations < 1) throw Error("--iterations: must be >= 1");
-    const Availability av = b.availability();
-    if (!av.ok) throw Error("--backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    if (o.iterations < 1) throw InvalidRequest("iterations", "must be >= 1");
+    require_available(b);
     auto* replay = dynamic_cast<ReplayBackend*>(&b);
     std::vector<Iteration> its;
     its.reserve(static_cast<std::size_t>(o.iterations));
@@ -252,7 +251,7 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
                 }
             }
         if (!missing.empty())
-            throw Error("--replay: the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
+            throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
                         " problems this simulation needs, and no recorded problem of the same layer to scale from; e.g. " + missing.front() +
                         " (record them with `convtune record` and the same workload and stream options)");
         res.judgeable = replay->recording().source == "measured";

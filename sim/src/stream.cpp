@@ -30,7 +30,7 @@ StreamSpec StreamSpec::parse(std::string_view text) {
         s.kind = StreamKind::trace;
         s.trace_path = std::string(text.substr(6));
     } else {
-        throw Error("--stream: unknown stream '" + std::string(text) + "' (expected fixed, batch, resolution, mixed or trace:FILE)");
+        throw InvalidRequest("stream", "unknown stream '" + std::string(text) + "' (expected fixed, batch, resolution, mixed or trace:FILE)");
     }
     return s;
 }
@@ -101,7 +101,7 @@ std::vector<Iteration> parse_trace(std::string_view text) {
 
 std::vector<Iteration> read_trace(const std::string& path) {
     std::ifstream f(path);
-    if (!f) throw Error("--stream: cannot read trace file '" + path + "'");
+    if (!f) throw InvalidRequest("stream", "cannot read trace file '" + path + "'");
     std::stringstream ss;
     ss << f.rdbuf();
     try {
@@ -129,13 +129,13 @@ Stream::Stream(StreamSpec spec, Workload w, WorkloadOptions o) : spec_(std::move
         trace_ = read_trace(spec_.trace_path);
         return;
     }
-    if (workload_.layers.empty()) throw Error("--workload: a " + std::string(to_string(spec_.kind)) + " stream needs a workload");
+    if (workload_.layers.empty()) throw InvalidRequest("workload", "a " + std::string(to_string(spec_.kind)) + " stream needs a workload");
     if (spec_.batches.empty()) spec_.batches = default_batches(base_batch());
     if (spec_.scales.empty()) spec_.scales = default_scales();
     for (int64_t b : spec_.batches)
-        if (b < 1) throw Error("--batches: batch sizes must be >= 1 (got " + std::to_string(b) + ")");
+        if (b < 1) throw InvalidRequest("batches", "batch sizes must be >= 1 (got " + std::to_string(b) + ")");
     for (double s : spec_.scales)
-        if (!(s > 0) || s > 64) throw Error("--scales: scales must be in (0, 64] (got " + std::to_string(s) + ")");
+        if (!(s > 0) || s > 64) throw InvalidRequest("scales", "scales must be in (0, 64] (got " + std::to_string(s) + ")");
     // Every variant must give valid problems; instantiate the extremes now so bad input fails early.
     for (double s : {*std::min_element(spec_.scales.begin(), spec_.scales.end()), *std::max_element(spec_.scales.begin(), spec_.scales.end())})
         instantiate(workload_, options_, Variant{0, {s, s, s}});

@@ -1,5 +1,5 @@
 // The workload and stream options that `convtune simulate` and `convtune record` share, as plain
-// values, and how they become a Stream. Every error names the option (--workload, --batches...).
+// values, and how they become a Stream. Every error is an InvalidRequest naming the field (workload, batches...).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@ struct WorkloadArgs {
     std::string describe(const Stream& s) const;
 };
 
-std::vector<int64_t> parse_int_list(const std::string& text, const std::string& option);
-std::vector<double> parse_double_list(const std::string& text, const std::string& option);
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field);
+std::vector<double> parse_double_list(const std::string& text, const std::string& field);
 
 }  // namespace convtune::sim
