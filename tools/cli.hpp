@@ -35,6 +35,7 @@ void add_demo(CLI::App& app, Action& action);
 void add_simulate(CLI::App& app, Action& action);
 void add_record(CLI::App& app, Action& action);
 void add_tune(CLI::App& app, Action& action);
+void add_explain(CLI::App& app, Action& action);
 void add_db(CLI::App& app, Action& action);
 
 }  // namespace convtune::cli

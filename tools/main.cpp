@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     cli::add_simulate(app, action);
     cli::add_record(app, action);
     cli::add_tune(app, action);
+    cli::add_explain(app, action);
     cli::add_db(app, action);
     // An unknown first word would otherwise be reported as "A subcommand is required".
     if (argc > 1 && argv[1][0] != '-') {
