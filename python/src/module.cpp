@@ -325,7 +325,7 @@ PYBIND11_MODULE(_convtune, m) {
              int64_t batch, const std::string& batches, const std::string& scales, const std::string& dtype, const std::string& layout,
              uint64_t seed, const std::vector<std::string>& flags, bool compare, const std::string& backend, const std::string& replay,
              bool strict, double min_saving, const std::string& plot) {
-              const sim::WorkloadArgs w{.workload = workload, .shapes_dir = shapes_dir, .mode = mode, .stream = stream, .dtype = dtype,
+              const app::WorkloadRequest w{.workload = workload, .shapes_dir = shapes_dir, .mode = mode, .stream = stream, .dtype = dtype,
                                         .layout = layout, .batches = batches, .scales = scales, .batch = batch, .seed = seed};
               app::SimulateRequest r{.workload = w, .iterations = iterations, .flags = flags, .compare = compare, .backend = backend,
                                      .replay = replay, .strict = strict, .min_saving = min_saving, .plot = plot, .progress = {}};

@@ -8,14 +8,14 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "convtune/app/report.hpp"
-#include "convtune/sim/options.hpp"
+#include "convtune/app/workload.hpp"
 #include "convtune/sim/report.hpp"
 #include "convtune/sim/simulator.hpp"
 
 namespace convtune::app {
 
 struct SimulateRequest {
-    sim::WorkloadArgs workload;      // workload, shapes_dir, stream, mode, batch, batches, scales, dtype, layout, seed
+    WorkloadRequest workload;        // workload, shapes_dir, stream, mode, batch, batches, scales, dtype, layout, seed
     int iterations = 100;
     std::vector<std::string> flags;  // settings: a standard name, "key=value,..." or "LABEL:key=value,..."
     bool compare = false;            // the five standard settings too (always when flags is empty)
@@ -40,7 +40,7 @@ SimulateReport simulate(const SimulateRequest& r);
 nlohmann::json to_json(const SimulateReport& r);
 
 struct RecordRequest {
-    sim::WorkloadArgs workload;
+    WorkloadRequest workload;
     int iterations = 1;  // of the stream, whose problems are recorded too
     int samples = 5;
     double max_ms = 3000;
