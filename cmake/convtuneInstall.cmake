@@ -1,13 +1,13 @@
 # Install rules: `cmake --install BUILD [--prefix P]` installs
 #   bin/convtune                              the CLI
-#   include/convtune/...                      the public headers (core and sim)
+#   include/convtune/...                      the public headers (core, sim and app)
 #   lib/libconvtune*.a                        the static libraries
 #   lib/cmake/convtune/                       convtuneConfig.cmake, its version file and the targets
 #   <CONVTUNE_PYTHON_INSTALL_DIR>/convtune/   the Python package (when CONVTUNE_BUILD_PYTHON=ON;
 #                                             its rules live in python/CMakeLists.txt)
 #
 # A consumer writes find_package(convtune) and links convtune::convtune (plus convtune::sim for
-# the simulator). The libraries are static, so the package finds their dependencies again
+# the simulator, convtune::app for the application operations the CLI runs). The libraries are static, so the package finds their dependencies again
 # (OpenMP, fmt, nlohmann_json, Eigen3, OpenBLAS, oneDNN, cuDNN) through find_dependency.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -20,8 +20,9 @@ set_target_properties(convtune_core PROPERTIES EXPORT_NAME core)
 set_target_properties(convtune_cpu PROPERTIES EXPORT_NAME cpu)
 set_target_properties(convtune PROPERTIES EXPORT_NAME convtune)
 set_target_properties(convtune_sim PROPERTIES EXPORT_NAME sim)
+set_target_properties(convtune_app PROPERTIES EXPORT_NAME app)
 set_target_properties(convtune_options PROPERTIES EXPORT_NAME options)
-set(_convtune_targets convtune_core convtune_cpu convtune convtune_sim convtune_options)
+set(_convtune_targets convtune_core convtune_cpu convtune convtune_sim convtune_app convtune_options)
 if(CONVTUNE_WITH_ONEDNN)
   set_target_properties(convtune_onednn PROPERTIES EXPORT_NAME onednn)
   list(APPEND _convtune_targets convtune_onednn)
@@ -36,7 +37,7 @@ install(TARGETS ${_convtune_targets} EXPORT convtuneTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS convtune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/ ${PROJECT_SOURCE_DIR}/sim/include/
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/ ${PROJECT_SOURCE_DIR}/sim/include/ ${PROJECT_SOURCE_DIR}/app/include/
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT devel FILES_MATCHING PATTERN "*.hpp")
 
 install(EXPORT convtuneTargets NAMESPACE convtune:: DESTINATION ${CONVTUNE_INSTALL_CMAKEDIR} COMPONENT devel)

@@ -10,7 +10,7 @@
 
 #include "convtune/error.hpp"
 #include "convtune/selector.hpp"
-#include "convtune/sim/options.hpp"
+#include "convtune/app/workload.hpp"
 #include "convtune/sim/recording.hpp"
 #include "convtune/sim/replay_backend.hpp"
 #include "convtune/sim/report.hpp"
@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(resnet50_builtin_has_23_layers_and_53_convolutions) {
 
 BOOST_AUTO_TEST_CASE(unknown_names_and_bad_files_are_named) {
     BOOST_CHECK_EXCEPTION(load_workload("no_such_net", CONVTUNE_PEER_SHAPES_DIR), Error,
-                          [](const Error& e) { return std::string(e.what()).find("--workload") != std::string::npos; });
+                          [](const Error& e) { return std::string(e.what()).find("workload: ") == 0; });
     BOOST_CHECK_EXCEPTION(parse_workload_text("convtune-workload 1\nlayer a x0 c=1,k=1,in=4,ker=1\n", "t"), ParseError,
                           [](const Error& e) { return std::string(e.what()).find("line 2") != std::string::npos; });
     BOOST_CHECK_THROW(parse_workload_text("convtune-workload 1\nfoo bar\n", "t"), ParseError);
@@ -215,25 +215,36 @@ BOOST_AUTO_TEST_CASE(bad_stream_options_name_the_option) {
         }
         return std::string("no error");
     };
-    BOOST_TEST(msg([] { StreamSpec::parse("sometimes"); }).find("--stream") == 0u);
-    WorkloadArgs a;
+    BOOST_TEST(msg([] { StreamSpec::parse("sometimes"); }).find("stream: ") == 0u);
+    app::WorkloadRequest a;
     a.workload = "resnet50";
     a.shapes_dir = CONVTUNE_PEER_SHAPES_DIR;
     a.batches = "1,x";
     a.stream = "batch";
-    BOOST_TEST(msg([&] { a.make_stream(); }).find("--batches") == 0u);
+    BOOST_TEST(msg([&] { a.make_stream(); }).find("batches: ") == 0u);
     a.batches = "";
     a.scales = "0.5,-1";
-    BOOST_TEST(msg([&] { a.make_stream(); }).find("--scales") == 0u);
+    BOOST_TEST(msg([&] { a.make_stream(); }).find("scales: ") == 0u);
     a.scales = "";
     a.mode = "sleep";
-    BOOST_TEST(msg([&] { a.make_stream(); }).find("--mode") == 0u);
+    BOOST_TEST(msg([&] { a.make_stream(); }).find("mode: ") == 0u);
     a.mode = "train";
     a.dtype = "f8";
-    BOOST_TEST(msg([&] { a.make_stream(); }).find("--dtype") == 0u);
-    BOOST_TEST(msg([] { parse_setting("sometimes"); }).find("--flags") == 0u);
-    BOOST_TEST(msg([] { parse_setting("x:benchmark=maybe"); }).find("--flags") == 0u);
+    BOOST_TEST(msg([&] { a.make_stream(); }).find("dtype: ") == 0u);
+    BOOST_TEST(msg([] { parse_setting("sometimes"); }).find("flags: ") == 0u);
+    BOOST_TEST(msg([] { parse_setting("x:benchmark=maybe"); }).find("flags: ") == 0u);
     BOOST_TEST(parse_setting("lim2:benchmark=1,benchmark_limit=2").flags.benchmark_limit == 2);
+    // They name the request's field, not a command-line option; the CLI renders its option.
+    try {
+        a.dtype = "";
+        a.shapes_dir = "/nonexistent";
+        a.make_stream();
+        BOOST_FAIL("no error");
+    } catch (const InvalidRequest& e) {
+        BOOST_TEST(e.field() == "workload");
+        BOOST_TEST(std::string(e.what()).find("(set shapes_dir or CONVTUNE_SHAPES_DIR)") != std::string::npos);
+        BOOST_TEST(e.message([](std::string_view f) { return "--" + std::string(f); }).find("(set --shapes_dir or") != std::string::npos);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -541,7 +552,7 @@ BOOST_AUTO_TEST_CASE(missing_problems_are_scaled_from_the_same_layer_or_refused)
     const Stream s(spec, parse_workload_text("n=1,c=4,k=8,in=8x8,ker=3x3,pad=1x1\n", "w"), wo);
     SimulationOptions o;
     o.iterations = 2;
-    BOOST_CHECK_EXCEPTION(simulate(b, s, o), Error, [](const Error& e) { return std::string(e.what()).find("--replay") == 0; });
+    BOOST_CHECK_EXCEPTION(simulate(b, s, o), Error, [](const Error& e) { return std::string(e.what()).find("replay: ") == 0; });
     // ... and says how many it estimated otherwise.
     const Stream s2(spec, parse_workload_text("n=2,c=4,k=4,in=16x8,ker=3x3,pad=1x1\n", "w"), wo);
     BOOST_TEST(simulate(b, s2, o).estimated_problems == 1);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "convtune/problem.hpp"
 
@@ -21,6 +22,10 @@ struct ProblemOverrides {
     ConvProblem apply(ConvProblem p) const;  // throws convtune::Error on a bad value
 };
 
+// The option that sets a request field ("shapes_dir" -> "--shapes-dir"): how the CLI names the
+// field of an InvalidRequest.
+std::string option_name(std::string_view field);
+
 // The action of a subcommand returns the process exit code.
 using Action = std::function<int()>;
 void add_list(CLI::App& app, Action& action);
@@ -30,6 +35,7 @@ void add_demo(CLI::App& app, Action& action);
 void add_simulate(CLI::App& app, Action& action);
 void add_record(CLI::App& app, Action& action);
 void add_tune(CLI::App& app, Action& action);
+void add_explain(CLI::App& app, Action& action);
 void add_db(CLI::App& app, Action& action);
 
 }  // namespace convtune::cli

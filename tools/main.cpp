@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     cli::add_simulate(app, action);
     cli::add_record(app, action);
     cli::add_tune(app, action);
+    cli::add_explain(app, action);
     cli::add_db(app, action);
     // An unknown first word would otherwise be reported as "A subcommand is required".
     if (argc > 1 && argv[1][0] != '-') {
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
     try {
         if (!max_bytes.empty()) set_memory_budget(parse_byte_size(max_bytes, "--max-bytes"));
         return action ? action() : cli::ok;
+    } catch (const InvalidRequest& e) {
+        fmt::print(stderr, "convtune: error: {}\n", e.message(cli::option_name));
+        return cli::bad_input;
     } catch (const Error& e) {
         fmt::print(stderr, "convtune: error: {}\n", e.what());
         return cli::bad_input;

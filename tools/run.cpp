@@ -45,8 +45,7 @@ int run_command(const RunOptions& o) {
     } else if (!o.flags.empty()) {
         const FlagValues f = parse_flags(o.flags);
         Backend& b = find_backend(o.backend);
-        if (const Availability av = b.availability(); !av.ok)
-            throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+        require_available(b);
         Context ctx(o.db);
         const auto d = ctx.selector(b).select(p, f);
         algo = b.find(d->algorithm);
@@ -54,14 +53,12 @@ int run_command(const RunOptions& o) {
         selected_by = std::string(to_string(d->source));
     } else {
         Backend& b = find_backend(o.backend);
-        const Availability av = b.availability();
-        if (!av.ok) throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+        require_available(b);
         const auto order = b.heuristic_order(p);
         if (order.empty()) throw Error("algo: no algorithm of backend '" + std::string(b.name()) + "' supports " + p.to_string());
         algo = order.front();
     }
-    const Availability av = algo->backend().availability();
-    if (!av.ok) throw Error("backend: '" + std::string(algo->backend().name()) + "' is unavailable here: " + av.reason);
+    require_available(algo->backend());
     if (const Support s = algo->supports(p); !s)
         throw Error("algo: " + std::string(algo->id()) + " does not support this problem: " + s.reason);
 

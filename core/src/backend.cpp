@@ -1,5 +1,7 @@
 #include "convtune/backend.hpp"
 
+#include "convtune/error.hpp"
+
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -11,6 +13,11 @@
 #endif
 
 namespace convtune {
+
+void require_available(const Backend& b) {
+    if (const Availability av = b.availability(); !av.ok)
+        throw InvalidRequest("backend", "'" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+}
 
 std::vector<const Algorithm*> Backend::heuristic_order(const ConvProblem& p) const {
     std::vector<const Algorithm*> r;

@@ -18,18 +18,19 @@ Selector& Context::selector(const Backend& b) {
     return *selectors_.back();
 }
 
+std::string default_db_path() {
+    const char* p = std::getenv("CONVTUNE_DB");
+    return p ? p : "";
+}
+
 Context& default_context() {
-    static Context c([] {
-        const char* p = std::getenv("CONVTUNE_DB");
-        return std::string(p ? p : "");
-    }());
+    static Context c(default_db_path());
     return c;
 }
 
 Status convolution(const ConvProblem& p, const ConvTensors& t, std::string_view backend) {
     Backend& b = find_backend(backend);
-    if (const Availability av = b.availability(); !av.ok)
-        throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    require_available(b);
     return default_context().selector(b).run(p, t, current_flags());
 }
 

@@ -61,6 +61,17 @@ constexpr NumericFlag kNumericFlags[] = {
     {"explore_slots", 0, &FlagValues::explore_slots},       {"adaptive_after", 0, &FlagValues::adaptive_after},
 };
 
+constexpr BoolFlag kBoolFlags[] = {
+    {"enabled", &FlagValues::enabled},
+    {"benchmark", &FlagValues::benchmark},
+    {"deterministic", &FlagValues::deterministic},
+    {"allow_tf32", &FlagValues::allow_tf32},
+};
+
+constexpr const char* kFlagNames[] = {"enabled",  "benchmark",       "benchmark_limit",  "deterministic", "allow_tf32",
+                                      "policy",   "workspace_limit", "search_budget_ms", "min_samples",   "max_samples",
+                                      "stable_rel", "explore_slots", "adaptive_after"};
+
 std::mutex g_mutex;
 FlagValues g_flags;
 thread_local std::optional<FlagValues> t_override;  // set_thread_flags / FlagsGuard
@@ -75,6 +86,16 @@ const NumericFlag* find_numeric_flag(std::string_view key) {
     return nullptr;
 }
 
+std::span<const BoolFlag> bool_flags() { return kBoolFlags; }
+
+const BoolFlag* find_bool_flag(std::string_view key) {
+    for (const BoolFlag& b : kBoolFlags)
+        if (key == b.key) return &b;
+    return nullptr;
+}
+
+std::span<const char* const> flag_names() { return kFlagNames; }
+
 FlagValues parse_flags(std::string_view text, FlagValues f) {
     while (!text.empty()) {
         const auto comma = text.find(',');
@@ -85,18 +106,16 @@ FlagValues parse_flags(std::string_view text, FlagValues f) {
         if (eq == std::string_view::npos) throw ParseError("flags: entry '" + std::string(item) + "' is not key=value");
         const std::string key(item.substr(0, eq));
         const std::string_view v = item.substr(eq + 1);
-        if (key == "enabled") f.enabled = parse_bool(key, v);
-        else if (key == "benchmark") f.benchmark = parse_bool(key, v);
-        else if (key == "deterministic") f.deterministic = parse_bool(key, v);
-        else if (key == "allow_tf32") f.allow_tf32 = parse_bool(key, v);
+        if (const BoolFlag* b = find_bool_flag(key)) f.*(b->field) = parse_bool(key, v);
         else if (key == "policy") f.policy = parse_policy(v);
         else if (const NumericFlag* n = find_numeric_flag(key))
             std::visit([&](auto field) { f.*field = parse_number(key, v, static_cast<std::remove_reference_t<decltype(f.*field)>>(n->lo)); },
                        n->field);
-        else
-            throw ParseError("flags: unknown flag '" + key +
-                             "' (known: enabled, benchmark, benchmark_limit, deterministic, allow_tf32, policy, workspace_limit, "
-                             "search_budget_ms, min_samples, max_samples, stable_rel, explore_slots, adaptive_after)");
+        else {
+            std::string known;
+            for (const char* name : flag_names()) known += (known.empty() ? "" : ", ") + std::string(name);
+            throw ParseError("flags: unknown flag '" + key + "' (known: " + known + ")");
+        }
     }
     if (f.max_samples < f.min_samples) throw ParseError("max_samples: must be >= min_samples");
     return f;

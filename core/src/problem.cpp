@@ -324,15 +324,14 @@ ConvProblem ConvProblem::parse(std::string_view text) {
     if (pad) p.pad_begin = *pad;
     p.pad_end = pad_end ? *pad_end : p.pad_begin;
     if (layout) {
-        bool found = false;
-        for (Layout l : {Layout::nchw, Layout::nhwc})
-            if (*layout == layout_name(l, nd)) p.layout = l, found = true;
-        if (!found) {
-            for (Layout l : {Layout::nchw, Layout::nhwc})
-                for (int d2 = 1; d2 <= 3; ++d2)
-                    if (*layout == layout_name(l, d2))
-                        throw ParseError("layout: '" + *layout + "' is a " + std::to_string(d2) + "-D layout but the problem has " +
-                                         std::to_string(nd) + " spatial dims (use " + layout_name(l, nd) + ")");
+        // The canonical form names the layout for its own number of spatial dims.
+        const std::optional<Layout> l = find_layout(*layout, nd);
+        if (l && *layout == layout_name(*l, nd)) {
+            p.layout = *l;
+        } else if (const std::optional<Layout> other = find_layout(*layout, 0)) {
+            throw ParseError("layout: '" + *layout + "' is a " + std::to_string(layout->size() - 2) + "-D layout but the problem has " +
+                             std::to_string(nd) + " spatial dims (use " + layout_name(*other, nd) + ")");
+        } else {
             throw ParseError("layout: unknown layout '" + *layout + "' (expected " + layout_name(Layout::nchw, nd) + " or " +
                              layout_name(Layout::nhwc, nd) + ")");
         }
@@ -346,14 +345,24 @@ ConvProblem ConvProblem::parse_any(std::string_view text) {
     return parse_benchdnn(text);
 }
 
+std::optional<Layout> find_layout(std::string_view text, int spatial_dims) {
+    for (Layout l : {Layout::nchw, Layout::nhwc}) {
+        if (text == layout_name(l, 2)) return l;
+        for (int d = 1; d <= 3; ++d)
+            if ((spatial_dims == 0 || spatial_dims == d) && text == layout_name(l, d)) return l;
+    }
+    return std::nullopt;
+}
+
+Layout parse_layout(std::string_view text, int spatial_dims) {
+    if (const std::optional<Layout> l = find_layout(text, spatial_dims)) return *l;
+    throw ParseError("layout: unknown layout '" + std::string(text) + "' (expected nchw or nhwc)");
+}
+
 ConvProblem with_overrides(ConvProblem p, std::string_view dir, std::string_view dtype, std::string_view layout) {
     if (!dir.empty()) p.direction = parse_direction(dir);
     if (!dtype.empty()) p.dtype = parse_dtype(dtype);
-    if (!layout.empty()) {
-        if (layout == "nchw" || layout == layout_name(Layout::nchw, p.spatial_dims)) p.layout = Layout::nchw;
-        else if (layout == "nhwc" || layout == layout_name(Layout::nhwc, p.spatial_dims)) p.layout = Layout::nhwc;
-        else throw ParseError("layout: unknown layout '" + std::string(layout) + "' (expected nchw or nhwc)");
-    }
+    if (!layout.empty()) p.layout = parse_layout(layout, p.spatial_dims);
     p.validate();
     return p;
 }

@@ -1,5 +1,7 @@
 """convtune.tune and convtune.simulate: the CLI's `tune --json` and `simulate --json` as functions
-returning the same documents as plain Python data."""
+returning the same documents as plain Python data. Both run convtune's application layer
+(convtune::app), which writes the JSON text the CLI prints; these functions parse it.
+Errors name the arguments (``shapes_dir: ...``) where the CLI names its options (``--shapes-dir``)."""
 
 import json
 import os
@@ -34,17 +36,9 @@ def _int(name, v, default=0, minimum=1, maximum=INT64_MAX):
     return default if v is None else to_int(name, v, minimum, maximum)
 
 
-def tune(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, db=None, batch=None, dir=None, dtype=None,
-         layout=None):
-    """Choose an algorithm for each problem and explain the choice, like ``convtune tune --json``.
-
-    problems: one problem string (canonical or benchdnn) or a list of them; or ``shapes``: a shape
-    file. Flags start from the defaults with benchmark=1 (as in the CLI), then ``policy``
-    ("pytorch", "pytorch-v7", "convtune", "adaptive"), then ``flags`` ("key=value,..." or a dict).
-    ``db``: tuning database file (default: $CONVTUNE_DB; none when unset).
-    Returns {"backend", "flags", "problems": [{"problem", "algorithm", "source", "search_ms",
-    "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database"}.
-    """
+def _tune_text(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, db=None, batch=None, dir=None, dtype=None,
+               layout=None):
+    """tune()'s JSON text, byte for byte what ``convtune tune --json`` prints."""
     if problems is None:
         plist = []
     elif isinstance(problems, str):
@@ -54,27 +48,30 @@ def tune(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, 
         for p in plist:
             if not isinstance(p, str):
                 raise TypeError(f"problems must be strings, got {type(p).__name__}")
-    text = _convtune.tune(plist, _opt_str("shapes", shapes and os.fspath(shapes)), backend, _opt_str("policy", policy), flags,
+    return _convtune.tune(plist, _opt_str("shapes", shapes and os.fspath(shapes)), backend, _opt_str("policy", policy), flags,
                           None if db is None else os.fspath(db), _int("batch", batch, minimum=1), _opt_str("dir", dir),
                           _opt_str("dtype", dtype), _opt_str("layout", layout))
-    return json.loads(text)
 
 
-def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode="infer", batch=None, batches=None, scales=None,
-             dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False, min_saving=0.02,
-             shapes_dir=None, plot=None):
-    """Replay a workload's iterations under flag settings, like ``convtune simulate --json``.
+def tune(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, db=None, batch=None, dir=None, dtype=None,
+         layout=None):
+    """Choose an algorithm for each problem and explain the choice, like ``convtune tune --json``.
 
-    workload: a built-in name ("resnet50", ...), a shape file or a workload file; not needed for a
-    trace. stream: "fixed", "batch", "resolution", "mixed" or "trace:FILE"; ``trace`` is a
-    shortcut: a trace file path, or a convtune.capture.Trace. flags: a setting name ("off", "on",
-    "on+det", "adaptive", "pytorch"), "LABEL:key=value,..." or a list of them; the five standard
-    settings when none is given or with compare=True. backend: run live on that backend (default
-    cpu); replay: a recording from `convtune record` to replay instead. batches/scales: lists or
-    comma-separated strings. plot: also write the SVG plot to this file.
-    Returns the CLI's JSON document as a dict (settings, totals, per-iteration series, comparisons
-    and the recommendation).
+    problems: one problem string (canonical or benchdnn) or a list of them; or ``shapes``: a shape
+    file. Flags start from the defaults with benchmark=1 (as in the CLI), then ``policy``
+    ("pytorch", "pytorch-v7", "convtune", "adaptive"), then ``flags`` ("key=value,..." or a dict).
+    ``db``: tuning database file (default: $CONVTUNE_DB; none when unset).
+    Returns {"format", "backend", "flags", "problems": [{"problem", "algorithm", "source", "search_ms",
+    "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database"}.
     """
+    return json.loads(_tune_text(problems, shapes=shapes, backend=backend, policy=policy, flags=flags, db=db, batch=batch, dir=dir,
+                                 dtype=dtype, layout=layout))
+
+
+def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=100, mode="infer", batch=None, batches=None,
+                   scales=None, dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False,
+                   min_saving=0.02, shapes_dir=None, plot=None):
+    """simulate()'s JSON text, byte for byte what ``convtune simulate --json`` prints."""
     tmp = None
     try:
         if trace is not None:
@@ -93,13 +90,33 @@ def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode=
             if not isinstance(f, str):
                 raise TypeError(f"flags must be strings, got {type(f).__name__}")
         iterations = to_int("iterations", iterations, 1, INT_MAX)
-        text = _convtune.simulate(_opt_str("workload", workload and os.fspath(workload)), _opt_str("shapes_dir", shapes_dir),
+        return _convtune.simulate(_opt_str("workload", workload and os.fspath(workload)), _opt_str("shapes_dir", shapes_dir),
                                   stream, iterations, mode, _int("batch", batch, minimum=1), _list_str("batches", batches),
                                   _list_str("scales", scales), _opt_str("dtype", dtype), _opt_str("layout", layout),
                                   _int("seed", seed, 1, 0, UINT64_MAX), flag_list, bool(compare), _opt_str("backend", backend),
                                   _opt_str("replay", replay and os.fspath(replay)), bool(strict), float(min_saving),
                                   _opt_str("plot", plot and os.fspath(plot)))
-        return json.loads(text)
     finally:
         if tmp is not None:
             os.unlink(tmp)
+
+
+def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode="infer", batch=None, batches=None, scales=None,
+             dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False, min_saving=0.02,
+             shapes_dir=None, plot=None):
+    """Replay a workload's iterations under flag settings, like ``convtune simulate --json``.
+
+    workload: a built-in name ("resnet50", ...), a shape file or a workload file; not needed for a
+    trace. stream: "fixed", "batch", "resolution", "mixed" or "trace:FILE"; ``trace`` is a
+    shortcut: a trace file path, or a convtune.capture.Trace. flags: a setting name ("off", "on",
+    "on+det", "adaptive", "pytorch"), "LABEL:key=value,..." or a list of them; the five standard
+    settings when none is given or with compare=True. backend: run live on that backend (default
+    cpu); replay: a recording from `convtune record` to replay instead. batches/scales: lists or
+    comma-separated strings. plot: also write the SVG plot to this file.
+    Returns the CLI's JSON document as a dict ("format", settings, totals, per-iteration series,
+    comparisons and the recommendation).
+    """
+    return json.loads(_simulate_text(workload, stream=stream, trace=trace, iterations=iterations, mode=mode, batch=batch,
+                                     batches=batches, scales=scales, dtype=dtype, layout=layout, seed=seed, flags=flags,
+                                     compare=compare, backend=backend, replay=replay, strict=strict, min_saving=min_saving,
+                                     shapes_dir=shapes_dir, plot=plot))

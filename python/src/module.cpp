@@ -4,38 +4,31 @@
 //   get_flags() / set_flags(dict)      the process-wide flags (convtune::global_flags / set_global_flags)
 //   make_problem(...) / parse_problem  ConvProblem <-> canonical string and a dict of its fields
 //   convolution(problem, x, w, y, be)  convtune::convolution on NumPy buffers (the flags apply)
-//   tune(...) / simulate(...)          what `convtune tune --json` / `convtune simulate --json` print
+//   tune(...) / simulate(...)          convtune::app::tune / simulate: the text `convtune tune --json` /
+//                                      `convtune simulate --json` print
 //   backends(), version()
-// Bad input (convtune::Error) becomes convtune.Error, a ValueError, with the CLI's message.
+// Bad input (convtune::Error) becomes convtune.Error, a ValueError, with the CLI's message; an
+// error in a request field names the field (shapes_dir) where the CLI names its option.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <fmt/core.h>
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <limits>
-#include <memory>
-#include <type_traits>
-#include <variant>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
+#include "convtune/app/simulate.hpp"
+#include "convtune/app/tune.hpp"
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
 #include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
-#include "convtune/sim/options.hpp"
-#include "convtune/sim/replay_backend.hpp"
-#include "convtune/sim/report.hpp"
-#include "convtune/sim/simulator.hpp"
 #include "convtune/tensor.hpp"
 #include "convtune/tuning_db.hpp"
 
@@ -51,19 +44,12 @@ constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
 
 py::dict flags_to_dict(const FlagValues& f) {
     py::dict d;
-    d["enabled"] = f.enabled;
-    d["benchmark"] = f.benchmark;
-    d["benchmark_limit"] = f.benchmark_limit;
-    d["deterministic"] = f.deterministic;
-    d["allow_tf32"] = f.allow_tf32;
-    d["policy"] = std::string(to_string(f.policy));
-    d["workspace_limit"] = f.workspace_limit == kUnlimited ? py::object(py::none()) : py::int_(f.workspace_limit);
-    d["search_budget_ms"] = f.search_budget_ms;
-    d["min_samples"] = f.min_samples;
-    d["max_samples"] = f.max_samples;
-    d["stable_rel"] = f.stable_rel;
-    d["explore_slots"] = f.explore_slots;
-    d["adaptive_after"] = f.adaptive_after;
+    for (const char* key : flag_names()) {
+        if (const BoolFlag* b = find_bool_flag(key)) d[key] = f.*(b->field);
+        else if (std::string_view(key) == "policy") d[key] = std::string(to_string(f.policy));
+        else if (std::string_view(key) == "workspace_limit" && f.workspace_limit == kUnlimited) d[key] = py::none();
+        else if (const NumericFlag* n = find_numeric_flag(key)) std::visit([&](auto field) { d[key] = f.*field; }, n->field);
+    }
     return d;
 }
 
@@ -94,10 +80,7 @@ bool get_bool(const std::string& key, py::handle v) {
 FlagValues apply_flags(FlagValues f, const py::dict& d) {
     for (auto [k, v] : d) {
         const std::string key = py::str(k);
-        if (key == "enabled") f.enabled = get_bool(key, v);
-        else if (key == "benchmark") f.benchmark = get_bool(key, v);
-        else if (key == "deterministic") f.deterministic = get_bool(key, v);
-        else if (key == "allow_tf32") f.allow_tf32 = get_bool(key, v);
+        if (const BoolFlag* b = find_bool_flag(key)) f.*(b->field) = get_bool(key, v);
         else if (key == "policy") f.policy = parse_policy(py::str(v).cast<std::string>());
         else if (key == "workspace_limit" && v.is_none()) f.workspace_limit = kUnlimited;
         else if (const NumericFlag* n = find_numeric_flag(key))
@@ -107,14 +90,6 @@ FlagValues apply_flags(FlagValues f, const py::dict& d) {
     }
     if (f.max_samples < f.min_samples) throw Error("max_samples: must be >= min_samples");
     return f;
-}
-
-// A flags argument of tune(): None, a "key=value,..." string (parse_flags) or a dict.
-FlagValues flags_arg(FlagValues base, const py::object& arg) {
-    if (arg.is_none()) return base;
-    if (py::isinstance<py::str>(arg)) return parse_flags(arg.cast<std::string>(), base);
-    if (py::isinstance<py::dict>(arg)) return apply_flags(base, arg.cast<py::dict>());
-    throw py::type_error("flags: expected None, a 'key=value,...' string or a dict");
 }
 
 // Problems -------------------------------------------------------------------------------------
@@ -136,9 +111,7 @@ ConvProblem make_problem(const std::string& direction, const std::string& dtype,
     ConvProblem p;
     p.direction = parse_direction(direction);
     p.dtype = parse_dtype(dtype);
-    if (layout == "nchw" || layout == layout_name(Layout::nchw, static_cast<int>(nd))) p.layout = Layout::nchw;
-    else if (layout == "nhwc" || layout == layout_name(Layout::nhwc, static_cast<int>(nd))) p.layout = Layout::nhwc;
-    else throw ParseError("layout: unknown layout '" + layout + "' (expected nchw or nhwc)");
+    p.layout = parse_layout(layout, static_cast<int>(nd));
     p.spatial_dims = static_cast<int>(nd);
     p.n = n;
     p.c = c;
@@ -225,8 +198,7 @@ void convolution_numpy(const std::string& problem, const py::array& x, const py:
                   view_of(p, "w", w, p.w_dims(), p.direction == Direction::bwd_filter),
                   view_of(p, "y", y, p.y_dims(), p.direction == Direction::fwd)};
     Backend& b = find_backend(backend);
-    if (const Availability av = b.availability(); !av.ok)
-        throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    require_available(b);
     Status s;
     {
         py::gil_scoped_release release;
@@ -267,120 +239,31 @@ void convolution_numpy(const std::string& problem, const py::array& x, const py:
 }
 
 // tune / simulate ------------------------------------------------------------------------------
-// The same documents `convtune tune --json` and `convtune simulate --json` print (tools/tune.cpp,
-// tools/simulate.cpp), built the same way.
-
-ConvProblem apply_overrides(ConvProblem p, const std::string& dir, const std::string& dtype, const std::string& layout) {
-    return with_overrides(std::move(p), dir, dtype, layout);
-}
+// convtune::app does the work and writes the JSON; `convtune tune --json` and
+// `convtune simulate --json` print the very same text.
 
 std::string tune(const std::vector<std::string>& problems, const std::string& shapes, const std::string& backend,
                  const std::string& policy, const py::object& flags, const std::optional<std::string>& db, int64_t batch,
                  const std::string& dir, const std::string& dtype, const std::string& layout) {
-    if (problems.empty() == shapes.empty()) throw Error("tune: give exactly one of problems or shapes");
-    FlagValues f = parse_flags("benchmark=1");
-    if (!policy.empty()) f.policy = parse_policy(policy);
-    f = flags_arg(f, flags);
-    if (batch < 0) throw Error("batch: must be >= 1 (got " + std::to_string(batch) + ")");
-    Backend& b = find_backend(backend);
-    if (const Availability av = b.availability(); !av.ok)
-        throw Error("backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
-    std::vector<ShapeLine> lines;
-    if (!problems.empty())
-        for (const std::string& s : problems) lines.push_back({0, "", 1, ConvProblem::parse_any(s)});
-    else lines = read_shape_file(shapes);
-    for (ShapeLine& l : lines) {
-        if (batch > 0) l.problem.n = batch;
-        l.problem = apply_overrides(l.problem, dir, dtype, layout);
-    }
-    std::string db_path;
-    if (db) db_path = *db;
-    else if (const char* e = std::getenv("CONVTUNE_DB")) db_path = e;
-
+    app::TuneRequest r{.problems = problems, .shapes = shapes, .backend = backend, .policy = policy, .flags = "", .flag_values = {},
+                       .db = db, .batch = batch, .dir = dir, .dtype = dtype, .layout = layout, .progress = {}};
+    if (py::isinstance<py::dict>(flags)) r.flag_values = apply_flags(app::tune_flags(r), flags.cast<py::dict>());
+    else if (py::isinstance<py::str>(flags)) r.flags = flags.cast<std::string>();
+    else if (!flags.is_none()) throw py::type_error("flags: expected None, a 'key=value,...' string or a dict");
+    std::ostringstream out;
+    app::TuneJsonWriter w(out);
     py::gil_scoped_release release;
-    Context ctx(db_path);
-    Selector& sel = ctx.selector(b);
-    nlohmann::json out = nlohmann::json::array();
-    double total_search = 0;
-    int from_db = 0;
-    for (const ShapeLine& l : lines) {
-        const auto d = sel.select(l.problem, f);
-        total_search += d->search_ms;
-        from_db += d->source == Source::database;
-        nlohmann::json j = to_json(*d);
-        j["problem"] = l.problem.to_string();
-        if (!l.name.empty()) j["name"] = l.name;
-        out.push_back(j);
-    }
-    return nlohmann::json{{"backend", b.name()}, {"flags", f.to_string()}, {"problems", out}, {"total_search_ms", total_search},
-                          {"from_database", from_db}}
-        .dump();
+    app::tune(r, &w);
+    return out.str();
 }
 
-std::string simulate(const sim::WorkloadArgs& w, int iterations, const std::vector<std::string>& flags, bool compare,
-                     const std::string& backend_name, const std::string& replay_path, bool strict, double min_saving,
-                     const std::string& plot) {
-    if (iterations < 1) throw Error("iterations: must be >= 1 (got " + std::to_string(iterations) + ")");
-    if (!(min_saving >= 0 && min_saving <= 1)) throw Error("min_saving: must be in [0, 1]");
-    // Everything is validated before anything runs or is written, in tools/simulate.cpp's order.
-    const sim::Stream stream = w.make_stream();
-    std::vector<sim::Setting> settings;
-    for (const std::string& f : flags) settings.push_back(sim::parse_setting(f));
-    if (compare || settings.empty()) {
-        std::vector<sim::Setting> all = sim::standard_settings();
-        for (sim::Setting& s : settings) all.push_back(s);
-        settings = all;
-    }
-    for (std::size_t i = 0; i < settings.size(); ++i)
-        for (std::size_t j = 0; j < i; ++j)
-            if (settings[i].name == settings[j].name) throw Error("--flags: setting '" + settings[i].name + "' given twice");
-    if (!plot.empty()) {
-        check_output_path(plot);
-        const std::filesystem::path dir = std::filesystem::path(plot).parent_path();
-        if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw Error("--plot: cannot write in the folder of '" + plot + "'");
-    }
-
-    std::unique_ptr<sim::ReplayBackend> replay;
-    Backend* backend = nullptr;
-    if (!replay_path.empty()) {
-        sim::Recording rec = sim::Recording::load(replay_path);
-        if (!backend_name.empty() && backend_name != rec.environment.backend)
-            throw Error("--backend: '" + backend_name + "' does not match the recording's backend '" + rec.environment.backend + "'");
-        replay = std::make_unique<sim::ReplayBackend>(std::move(rec), w.seed, !strict);
-        backend = replay.get();
-    } else {
-        backend = &find_backend(backend_name.empty() ? "cpu" : backend_name);
-    }
-
-    sim::SimulationOptions so;
-    so.iterations = iterations;
-    so.settings = settings;
-    so.seed = w.seed;
-    so.min_saving = min_saving;
-    sim::SimulationResult r;
+std::string simulate_json(const app::SimulateRequest& r) {
+    app::SimulateReport rep;
     {
         py::gil_scoped_release release;
-        r = sim::simulate(*backend, stream, so);
+        rep = app::simulate(r);
     }
-
-    sim::ReportContext ctx;
-    ctx.title = w.describe(stream) + ", " + std::to_string(iterations) + " iterations";
-    const sim::StreamSpec& sp = stream.spec();
-    std::string streamd;
-    if (sp.kind == sim::StreamKind::batch || sp.kind == sim::StreamKind::mixed) {
-        streamd += "batches";
-        for (int64_t b : sp.batches) streamd += " " + std::to_string(b);
-        streamd += "; ";
-    }
-    if (sp.kind == sim::StreamKind::resolution || sp.kind == sim::StreamKind::mixed) {
-        streamd += "scales";
-        for (double s : sp.scales) streamd += fmt::format(" {:g}", s);
-        streamd += " (per spatial dim); ";
-    }
-    if (sp.kind != sim::StreamKind::fixed && sp.kind != sim::StreamKind::trace) streamd += "stream seed " + std::to_string(sp.seed) + "; ";
-    ctx.details = streamd + r.engine + (replay ? " of " + replay_path : std::string()) + " on backend " + r.backend + " (" + r.environment + ")";
-    if (!plot.empty()) write_file_atomic(plot, sim::to_svg(r, ctx));
-    return sim::to_json(r, ctx).dump();
+    return app::json_text(app::to_json(rep));
 }
 
 }  // namespace
@@ -486,19 +369,12 @@ PYBIND11_MODULE(_convtune, m) {
              int64_t batch, const std::string& batches, const std::string& scales, const std::string& dtype, const std::string& layout,
              uint64_t seed, const std::vector<std::string>& flags, bool compare, const std::string& backend, const std::string& replay,
              bool strict, double min_saving, const std::string& plot) {
-              sim::WorkloadArgs w;
-              w.workload = workload;
-              w.shapes_dir = shapes_dir;
-              w.stream = stream;
-              w.mode = mode;
-              w.batch = batch;
-              w.batches = batches;
-              w.scales = scales;
-              w.dtype = dtype;
-              w.layout = layout;
-              w.seed = seed;
-              if (batch < 0) throw Error("--batch: must be >= 1 (got " + std::to_string(batch) + ")");
-              return simulate(w, iterations, flags, compare, backend, replay, strict, min_saving, plot);
+              const app::WorkloadRequest w{.workload = workload, .shapes_dir = shapes_dir, .mode = mode, .stream = stream, .dtype = dtype,
+                                        .layout = layout, .batches = batches, .scales = scales, .batch = batch, .seed = seed};
+              app::SimulateRequest r{.workload = w, .iterations = iterations, .flags = flags, .compare = compare, .backend = backend,
+                                     .replay = replay, .measured = "", .kernel_cache = "warm", .strict = strict,
+                                     .min_saving = min_saving, .plot = plot, .progress = {}};
+              return simulate_json(r);
           },
           py::arg("workload"), py::arg("shapes_dir"), py::arg("stream"), py::arg("iterations"), py::arg("mode"), py::arg("batch"),
           py::arg("batches"), py::arg("scales"), py::arg("dtype"), py::arg("layout"), py::arg("seed"), py::arg("flags"), py::arg("compare"),

@@ -248,7 +248,7 @@ Recording Recording::load(const std::string& path) {
     try {
         text = read_file_bounded(path, kMaxRecordingBytes, "recording");
     } catch (const Error& e) {
-        throw Error(std::string("--replay: ") + e.what());
+        throw InvalidRequest("replay", e.what());
     }
     return from_json(text, path);
 }
@@ -365,8 +365,7 @@ std::optional<double> measure_sequence_factor(const Backend& b, const Recording&
 }  // namespace
 
 Recording record(const Backend& b, const std::vector<ConvProblem>& problems, const RecordOptions& o) {
-    const Availability av = b.availability();
-    if (!av.ok) throw Error("--backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    require_available(b);
     Recording r;
     r.environment = environment_of(b);
     r.samples = o.samples;
@@ -460,7 +459,7 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
     const DbSection* best = nullptr;
     for (const DbSection& s : sections)
         if (s.env.backend == backend && (!best || s.entries.size() > best->entries.size())) best = &s;
-    if (!best) throw Error("--from-db: the tuning database has no entries for backend '" + backend + "'");
+    if (!best) throw InvalidRequest("from_db", "the tuning database has no entries for backend '" + backend + "'");
     Recording r;
     r.environment = best->env;
     r.source = "tuning-db";
@@ -507,7 +506,7 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
             r.problems.push_back(std::move(pr));
         }
     }
-    if (r.problems.empty()) throw Error("--from-db: no usable entries for backend '" + backend + "'");
+    if (r.problems.empty()) throw InvalidRequest("from_db", "no usable entries for backend '" + backend + "'");
     return r;
 }
 

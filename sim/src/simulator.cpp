@@ -33,14 +33,14 @@ Setting parse_setting(std::string_view text) {
     if (const auto colon = text.find(':'); colon != std::string_view::npos) {
         label = std::string(text.substr(0, colon));
         spec = std::string(text.substr(colon + 1));
-        if (label.empty()) throw Error("--flags: empty label in '" + std::string(text) + "'");
+        if (label.empty()) throw InvalidRequest("flags", "empty label in '" + std::string(text) + "'");
     } else if (text.find('=') == std::string_view::npos) {
-        throw Error("--flags: unknown setting '" + std::string(text) + "' (expected off, on, on+det, adaptive, pytorch, key=value,... or LABEL:key=value,...)");
+        throw InvalidRequest("flags", "unknown setting '" + std::string(text) + "' (expected off, on, on+det, adaptive, pytorch, key=value,... or LABEL:key=value,...)");
     }
     try {
         return {label, parse_flags(spec)};
     } catch (const Error& e) {
-        throw Error(std::string("--flags: ") + e.what());
+        throw InvalidRequest("flags", e.what());
     }
 }
 
@@ -450,9 +450,8 @@ SimulationResult simulate_measured(const Stream& stream, const SimulationOptions
 }
 
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o) {
-    if (o.iterations < 1) throw Error("--iterations: must be >= 1");
-    const Availability av = b.availability();
-    if (!av.ok) throw Error("--backend: '" + std::string(b.name()) + "' is unavailable here: " + av.reason);
+    if (o.iterations < 1) throw InvalidRequest("iterations", "must be >= 1");
+    require_available(b);
     auto* replay = dynamic_cast<ReplayBackend*>(&b);
     const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
     IterationSource its(stream);
@@ -483,12 +482,12 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     }
     const auto n_settings = static_cast<int64_t>(settings.size());
     if (calls > kMaxSimulatedCalls / n_settings)
-        throw Error(fmt::format("--iterations: {} iterations of this stream make {} convolution calls per setting, {} for {} settings: above the "
+        throw InvalidRequest("iterations", fmt::format("{} iterations of this stream make {} convolution calls per setting, {} for {} settings: above the "
                                 "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations or settings",
                                 o.iterations, calls, calls * n_settings, n_settings, kMaxSimulatedCalls,
                                 kMaxSimulatedCalls / kSimulatedCallsPerMinute));
     if (!missing.empty())
-        throw Error("--replay: the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
+        throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
                     " problems this simulation needs, and no recorded problem of the same layer to scale from; e.g. " + missing.front() +
                     " (record them with `convtune record` and the same workload and stream options)");
     if (replay) res.judgeable = replay->recording().source == "measured";

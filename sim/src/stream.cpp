@@ -1,6 +1,7 @@
 #include "convtune/sim/stream.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -9,6 +10,44 @@
 #include "convtune/file_io.hpp"
 
 namespace convtune::sim {
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+    return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field) {
+    std::vector<int64_t> v;
+    for (const std::string& s : split_commas(text)) {
+        char* end = nullptr;
+        const long long x = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end != '\0' || x < 1 || x > (1 << 20))
+            throw InvalidRequest(field, "'" + s + "' is not an integer in [1, 1048576] (expected a comma-separated list)");
+        v.push_back(x);
+    }
+    if (v.empty()) throw InvalidRequest(field, "empty list");
+    return v;
+}
+
+std::vector<double> parse_double_list(const std::string& text, const std::string& field) {
+    std::vector<double> v;
+    for (const std::string& s : split_commas(text)) {
+        char* end = nullptr;
+        const double x = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || !(x > 0) || x > 64)
+            throw InvalidRequest(field, "'" + s + "' is not a number in (0, 64] (expected a comma-separated list)");
+        v.push_back(x);
+    }
+    if (v.empty()) throw InvalidRequest(field, "empty list");
+    return v;
+}
+
 
 std::string_view to_string(StreamKind k) {
     switch (k) {
@@ -31,7 +70,7 @@ StreamSpec StreamSpec::parse(std::string_view text) {
         s.kind = StreamKind::trace;
         s.trace_path = std::string(text.substr(6));
     } else {
-        throw Error("--stream: unknown stream '" + std::string(text) + "' (expected fixed, batch, resolution, mixed or trace:FILE)");
+        throw InvalidRequest("stream", "unknown stream '" + std::string(text) + "' (expected fixed, batch, resolution, mixed or trace:FILE)");
     }
     return s;
 }
@@ -105,7 +144,7 @@ std::vector<Iteration> read_trace(const std::string& path) {
     try {
         text = read_file_bounded(path, kMaxTraceBytes, "trace file");
     } catch (const Error& e) {
-        throw Error(std::string("--stream: ") + e.what());
+        throw InvalidRequest("stream", e.what());
     }
     try {
         return parse_trace(text);
@@ -132,13 +171,13 @@ Stream::Stream(StreamSpec spec, Workload w, WorkloadOptions o) : spec_(std::move
         trace_ = read_trace(spec_.trace_path);
         return;
     }
-    if (workload_.layers.empty()) throw Error("--workload: a " + std::string(to_string(spec_.kind)) + " stream needs a workload");
+    if (workload_.layers.empty()) throw InvalidRequest("workload", "a " + std::string(to_string(spec_.kind)) + " stream needs a workload");
     if (spec_.batches.empty()) spec_.batches = default_batches(base_batch());
     if (spec_.scales.empty()) spec_.scales = default_scales();
     for (int64_t b : spec_.batches)
-        if (b < 1) throw Error("--batches: batch sizes must be >= 1 (got " + std::to_string(b) + ")");
+        if (b < 1) throw InvalidRequest("batches", "batch sizes must be >= 1 (got " + std::to_string(b) + ")");
     for (double s : spec_.scales)
-        if (!(s > 0) || s > 64) throw Error("--scales: scales must be in (0, 64] (got " + std::to_string(s) + ")");
+        if (!(s > 0) || s > 64) throw InvalidRequest("scales", "scales must be in (0, 64] (got " + std::to_string(s) + ")");
     // Every variant must give valid problems; instantiate the extremes now so bad input fails early.
     for (double s : {*std::min_element(spec_.scales.begin(), spec_.scales.end()), *std::max_element(spec_.scales.begin(), spec_.scales.end())})
         instantiate(workload_, options_, Variant{0, {s, s, s}});

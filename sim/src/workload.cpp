@@ -21,7 +21,7 @@ std::string_view to_string(Mode m) { return m == Mode::train ? "train" : "infer"
 Mode parse_mode(std::string_view s) {
     if (s == "infer" || s == "inference") return Mode::infer;
     if (s == "train" || s == "training") return Mode::train;
-    throw ParseError("--mode: unknown mode '" + std::string(s) + "' (expected train or infer)");
+    throw InvalidRequest("mode", "unknown mode '" + std::string(s) + "' (expected train or infer)");
 }
 
 int64_t Workload::convolutions() const {
@@ -160,19 +160,19 @@ Workload load_workload(const std::string& name_or_file, const std::string& shape
             if (w.name == name_or_file) b = &w;
             known += (known.empty() ? "" : ", ") + std::string(w.name);
         }
-        if (!b) throw Error("--workload: '" + name_or_file + "' is neither a file nor a built-in workload (built-in: " + known + ")");
+        if (!b) throw InvalidRequest("workload", "'" + name_or_file + "' is neither a file nor a built-in workload (built-in: " + known + ")");
         const std::string dir = shapes_dir.empty() ? default_shapes_dir() : shapes_dir;
         path = (fs::path(dir) / b->file).string();
         if (!fs::is_regular_file(path, ec))
-            throw Error("--workload: built-in '" + name_or_file + "' needs " + std::string(b->file) + " in the shapes folder '" + dir +
-                        "' (set --shapes-dir or CONVTUNE_SHAPES_DIR)");
+            throw InvalidRequest("workload", "built-in '" + name_or_file + "' needs " + std::string(b->file) + " in the shapes folder '" + dir +
+                        "' (set {shapes_dir} or CONVTUNE_SHAPES_DIR)");
         name = std::string(b->name);
     }
     std::string text;
     try {
         text = read_file_bounded(path, kMaxShapeFileBytes, "workload file");
     } catch (const Error& e) {
-        throw Error(std::string("--workload: ") + e.what());
+        throw InvalidRequest("workload", e.what());
     }
     try {
         Workload w = parse_workload_text(text, name);

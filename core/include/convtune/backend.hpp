@@ -24,6 +24,11 @@ struct Availability {
     std::string reason;  // why not, when !ok
 };
 
+class Backend;
+// Throws InvalidRequest("backend", "'<name>' is unavailable here: <reason>") when `b` cannot run
+// here; the one check every caller that is about to use a backend makes.
+void require_available(const Backend& b);
+
 // Identity of the environment a timing belongs to (the tuning database's validity key).
 struct BackendIdentity {
     std::string library;  // e.g. "reference", "oneDNN 2.6.3", "cuDNN 9.19.0"

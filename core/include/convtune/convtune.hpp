@@ -35,7 +35,11 @@ private:
     std::vector<std::unique_ptr<Selector>> selectors_;
 };
 
-// The process-wide context (database from the CONVTUNE_DB environment variable).
+// The tuning database named by the CONVTUNE_DB environment variable ("" when unset): the
+// default of the process-wide context and of `convtune tune` / convtune.tune().
+std::string default_db_path();
+
+// The process-wide context (database from default_db_path()).
 Context& default_context();
 
 // Selects (per the current flags) and runs. Bad input throws convtune::Error; a run that fails

@@ -6,8 +6,10 @@
 // the wrong size.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace convtune {
 
@@ -25,6 +27,35 @@ public:
     const std::string& rule() const noexcept { return rule_; }
 
 private:
+    std::string field_, rule_;
+};
+
+// A field of a request (an application operation's input: convtune::app, the simulator's
+// options) breaks a rule. what() = "<field>: <rule>". The rule may name other fields as
+// "{name}"; message() renders them, and the field itself, through a naming function, so the CLI
+// prints its option names (--shapes-dir) where Python shows the field names (shapes_dir).
+class InvalidRequest : public Error {
+public:
+    InvalidRequest(std::string field, std::string rule)
+        : Error(render(field, rule, [](std::string_view f) { return std::string(f); })), field_(std::move(field)), rule_(std::move(rule)) {}
+    const std::string& field() const noexcept { return field_; }
+    const std::string& rule() const noexcept { return rule_; }
+    std::string message(const std::function<std::string(std::string_view)>& name) const { return render(field_, rule_, name); }
+
+private:
+    static std::string render(const std::string& field, const std::string& rule, const std::function<std::string(std::string_view)>& name) {
+        std::string out = name(field) + ": ";
+        for (std::size_t i = 0; i < rule.size(); ++i) {
+            const std::size_t close = rule[i] == '{' ? rule.find('}', i) : std::string::npos;
+            if (close == std::string::npos) {
+                out += rule[i];
+                continue;
+            }
+            out += name(std::string_view(rule).substr(i + 1, close - i - 1));
+            i = close;
+        }
+        return out;
+    }
     std::string field_, rule_;
 };
 

@@ -63,12 +63,22 @@ struct NumericFlag {
 };
 std::span<const NumericFlag> numeric_flags();
 const NumericFlag* find_numeric_flag(std::string_view key);  // nullptr when not numeric
+// The boolean flags, likewise, and every flag's name in FlagValues' order (the numeric and
+// boolean ones and "policy"): parse_flags, the Python module's dict of flags and, through it,
+// python/convtune/backends/cudnn.py read their names from here.
+struct BoolFlag {
+    const char* key;
+    bool FlagValues::*field;
+};
+std::span<const BoolFlag> bool_flags();
+const BoolFlag* find_bool_flag(std::string_view key);  // nullptr when not boolean
+std::span<const char* const> flag_names();
 
 // Applies "key=value,key=value" to `base` (keys: enabled, benchmark, benchmark_limit,
 // deterministic, allow_tf32, policy, workspace_limit, search_budget_ms, min_samples,
 // max_samples, stable_rel, explore_slots, adaptive_after; booleans 0/1/true/false). Throws ParseError naming
-// the key. The Python module accepts the same names (a boolean or the policy added here must be
-// added there; a numeric flag only to numeric_flags()).
+// the key. A new flag goes into flag_names() and bool_flags() or numeric_flags(); the Python
+// module takes it from there.
 FlagValues parse_flags(std::string_view text, FlagValues base = {});
 
 // The flags in effect on this thread: its override (thread_flags()) when it has one, else the

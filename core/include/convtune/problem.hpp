@@ -37,6 +37,11 @@ struct ConvProblem;
 // p with its direction, dtype and layout replaced where the text is not empty (layout: nchw or
 // nhwc, or the spatial-rank name such as ncdhw); validated. Throws convtune::Error on a bad value.
 ConvProblem with_overrides(ConvProblem p, std::string_view dir, std::string_view dtype, std::string_view layout);
+// The one reading of a layout name: "nchw" / "nhwc" for any number of spatial dims, or the name
+// of `spatial_dims` (ncw, ndhwc, ...); spatial_dims 0 accepts the name of any. find_layout
+// returns nullopt, parse_layout throws ParseError "layout: unknown layout ..." on anything else.
+std::optional<Layout> find_layout(std::string_view text, int spatial_dims = 0);
+Layout parse_layout(std::string_view text, int spatial_dims = 0);
 std::size_t size_of(DataType t);
 Direction parse_direction(std::string_view s);  // throws ParseError
 DataType parse_dtype(std::string_view s);       // throws ParseError

@@ -45,16 +45,12 @@ class FlagTypeError(TypeError, RuntimeError):
     """A flag set to a value of the wrong type. PyTorch raises RuntimeError with this message."""
 
 
-# Setter names in PyTorch's messages ("set_benchmark_cudnn expects a bool, but got int").
-_BOOL_FLAGS = {
-    "enabled": "set_enabled_cudnn",
-    "benchmark": "set_benchmark_cudnn",
-    "deterministic": "set_deterministic_cudnn",
-    "allow_tf32": "set_allow_tf32_cudnn",
-}
+# PyTorch's five flags, in the order of its set_flags() tuple; the other flags (their names from
+# C++, convtune::flag_names) are convtune's knobs.
 _TORCH_FLAGS = ("enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32")
-_KNOBS = ("policy", "workspace_limit", "search_budget_ms", "min_samples", "max_samples", "stable_rel", "explore_slots",
-          "adaptive_after")
+_KNOBS = tuple(k for k in _convtune.default_flags() if k not in _TORCH_FLAGS)
+# Setter names in PyTorch's messages ("set_benchmark_cudnn expects a bool, but got int").
+_BOOL_FLAGS = {k: f"set_{k}_cudnn" for k, v in _convtune.default_flags().items() if isinstance(v, bool)}
 _POLICIES = ("pytorch", "pytorch-v7", "convtune", "adaptive")
 # What PyTorch's flags() sets for a parameter that is not passed.
 _PYTORCH_FLAGS_DEFAULTS = {"enabled": False, "benchmark": False, "benchmark_limit": 10, "deterministic": False,

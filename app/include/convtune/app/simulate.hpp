@@ -1,0 +1,68 @@
+// simulate and record: does benchmark mode pay for a workload, and the timings to replay it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "convtune/app/report.hpp"
+#include "convtune/app/workload.hpp"
+#include "convtune/sim/report.hpp"
+#include "convtune/sim/simulator.hpp"
+
+namespace convtune::app {
+
+struct SimulateRequest {
+    WorkloadRequest workload;        // workload, shapes_dir, stream, mode, batch, batches, scales, dtype, layout, seed
+    int iterations = 100;
+    std::vector<std::string> flags;  // settings: a standard name, "key=value,..." or "LABEL:key=value,..."
+    bool compare = false;            // the five standard settings too (always when flags is empty)
+    std::string backend;             // live backend (default cpu), or the recording's with replay
+    std::string replay;              // a recording to replay instead of running a backend
+    std::string measured;            // PyTorch's own measurements (pytorch_measure.py): the off and pytorch
+                                     // settings replay them; alone (no replay or backend), only those two run
+    std::string kernel_cache = "warm";  // with measured: the CUDA kernel cache the run starts with (cold, warm)
+    bool strict = false;             // replay: refuse problems the recording lacks
+    double min_saving = 0.02;        // savings below this fraction count as no difference
+    std::string plot;                // also write the SVG plot here
+    ProgressFn progress;
+};
+
+struct SimulateReport {
+    sim::SimulationResult result;
+    sim::ReportContext context;
+    bool failed() const;  // a setting could not run the stream
+};
+
+// Validates the whole request (and that the plot can be written) before anything runs, then
+// simulates and writes the plot. Errors name the request's fields.
+SimulateReport simulate(const SimulateRequest& r);
+// The JSON form: sim::to_json plus "format".
+nlohmann::json to_json(const SimulateReport& r);
+
+struct RecordRequest {
+    WorkloadRequest workload;
+    int iterations = 1;  // of the stream, whose problems are recorded too
+    int samples = 5;
+    double max_ms = 3000;
+    std::string backend = "cpu";
+    std::string out;      // the recording file (required)
+    std::string from_db;  // build the recording from this tuning database instead
+    ProgressFn progress;
+};
+
+struct RecordReport {
+    std::string out;
+    std::string source;  // "measured" or "tuning-db"
+    std::string backend, environment;
+    int64_t problems = 0, algorithms = 0;
+};
+
+// Measures (or reads the database), then writes the recording to `out`.
+RecordReport record(const RecordRequest& r);
+// {"format", "out", "source", "backend", "environment", "problems", "algorithms"}
+nlohmann::json to_json(const RecordReport& r);
+
+}  // namespace convtune::app

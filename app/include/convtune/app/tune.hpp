@@ -1,0 +1,105 @@
+// tune and explain: choose an algorithm per problem under flags and say why.
+//
+// tune() decides the problems of a request one at a time and hands each result to a sink as it
+// is decided; the report keeps only the totals unless asked to keep the results, so the memory a
+// run needs does not grow with the number of problems. TuneJsonWriter is the sink behind the one
+// JSON form (`convtune tune --json`, convtune.tune()).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "convtune/app/report.hpp"
+#include "convtune/decision.hpp"
+#include "convtune/flags.hpp"
+
+namespace convtune::app {
+
+struct TuneRequest {
+    std::vector<std::string> problems;  // problem strings (canonical or benchdnn), or
+    std::string shapes;                 // a shape file: exactly one of the two
+    std::string backend = "cpu";
+    std::string policy;                 // over benchmark=1: pytorch, pytorch-v7, convtune, adaptive
+    std::string flags;                  // "key=value,...", applied after the policy
+    std::optional<FlagValues> flag_values;  // when set, the flags as they are (policy and flags unused)
+    std::optional<std::string> db;      // tuning database file; nullopt = default_db_path(), "" = none
+    int64_t batch = 0;                  // > 0: the batch size of every problem
+    std::string dir, dtype, layout;     // overrides of every problem's fields ("" = as written)
+    ProgressFn progress;
+};
+
+// The flags a request tunes under: benchmark=1, then the policy, then the flags text (or
+// flag_values). Throws on a bad policy or flag.
+FlagValues tune_flags(const TuneRequest& r);
+
+struct TunedProblem {
+    std::string problem;  // canonical form
+    std::string name;     // the shape file's name for it ("" = none)
+    std::shared_ptr<const Decision> decision;
+};
+// {problem, name (when set), algorithm, source, search_ms, median_ms, key, candidates}
+nlohmann::json to_json(const TunedProblem& p);
+// The explain table: the choice, where it came from, and every candidate with its state.
+std::string to_text(const TunedProblem& p);
+
+struct TuneReport {
+    std::string backend, flags;
+    std::string db;  // the database used ("" = none)
+    int64_t count = 0;
+    double total_search_ms = 0;
+    int from_database = 0;
+    std::vector<TunedProblem> problems;  // only when tune() was asked to keep them
+};
+
+class TuneSink {
+public:
+    virtual ~TuneSink() = default;
+    // Backend, flags and db are known, nothing is decided yet (the request is valid).
+    virtual void begin(const TuneReport&) {}
+    virtual void problem(const TunedProblem& p) = 0;
+    virtual void end(const TuneReport&) {}
+};
+
+// Validates the whole request, then decides each problem. Errors name the request's fields.
+TuneReport tune(const TuneRequest& r, TuneSink* sink = nullptr, bool keep = false);
+
+// The JSON form, written while tune() runs:
+// {"format", "backend", "flags", "problems": [to_json(TunedProblem)...], "total_search_ms",
+//  "from_database"}
+class TuneJsonWriter final : public TuneSink {
+public:
+    explicit TuneJsonWriter(std::ostream& out) : out_(out) {}
+    void begin(const TuneReport& r) override;
+    void problem(const TunedProblem& p) override;
+    void end(const TuneReport& r) override;
+
+private:
+    std::ostream& out_;
+    bool first_ = true;
+};
+// The same text for a report that kept its problems.
+void write_json(std::ostream& out, const TuneReport& r);
+
+// explain: one problem's decision.
+struct ExplainRequest {
+    std::string problem;
+    std::string backend = "cpu";
+    std::string policy, flags;  // as in TuneRequest, over benchmark=1
+    std::optional<std::string> db;
+    std::string dir, dtype, layout;
+};
+struct ExplainReport {
+    std::string backend, flags;
+    TunedProblem result;
+};
+ExplainReport explain(const ExplainRequest& r);
+// {"format", "backend", "flags", then the fields of to_json(TunedProblem)}
+nlohmann::json to_json(const ExplainReport& r);
+
+}  // namespace convtune::app

@@ -1,0 +1,137 @@
+#include "convtune/app/simulate.hpp"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <nlohmann/json.hpp>
+
+#include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
+#include "convtune/registry.hpp"
+#include "convtune/sim/recording.hpp"
+#include "convtune/sim/replay_backend.hpp"
+
+namespace convtune::app {
+
+namespace {
+
+// "batches 1 2 4; scales 0.5 1 (per spatial dim); stream seed 1; " for the streams that draw.
+std::string stream_details(const sim::StreamSpec& sp) {
+    std::string d;
+    if (sp.kind == sim::StreamKind::batch || sp.kind == sim::StreamKind::mixed) {
+        d += "batches";
+        for (int64_t b : sp.batches) d += fmt::format(" {}", b);
+        d += "; ";
+    }
+    if (sp.kind == sim::StreamKind::resolution || sp.kind == sim::StreamKind::mixed) {
+        d += "scales";
+        for (double s : sp.scales) d += fmt::format(" {:g}", s);
+        d += " (per spatial dim); ";
+    }
+    if (sp.kind != sim::StreamKind::fixed && sp.kind != sim::StreamKind::trace) d += "stream seed " + std::to_string(sp.seed) + "; ";
+    return d;
+}
+
+}  // namespace
+
+bool SimulateReport::failed() const {
+    for (const sim::ScenarioResult& s : result.scenarios)
+        if (!s.failure.empty()) return true;
+    return false;
+}
+
+SimulateReport simulate(const SimulateRequest& r) {
+    // Everything is validated before anything runs or is written.
+    if (r.iterations < 1) throw InvalidRequest("iterations", "must be >= 1 (got " + std::to_string(r.iterations) + ")");
+    if (!(r.min_saving >= 0 && r.min_saving <= 1)) throw InvalidRequest("min_saving", "must be in [0, 1]");
+    const sim::Stream stream = r.workload.make_stream();
+    std::vector<sim::Setting> settings;
+    for (const std::string& f : r.flags) settings.push_back(sim::parse_setting(f));
+    if (r.compare || settings.empty()) {
+        std::vector<sim::Setting> all = sim::standard_settings();
+        for (sim::Setting& s : settings) all.push_back(s);
+        settings = all;
+    }
+    for (std::size_t i = 0; i < settings.size(); ++i)
+        for (std::size_t j = 0; j < i; ++j)
+            if (settings[i].name == settings[j].name) throw InvalidRequest("flags", "setting '" + settings[i].name + "' given twice");
+    if (!r.plot.empty()) {
+        check_output_path(r.plot);
+        const std::filesystem::path dir = std::filesystem::path(r.plot).parent_path();
+        if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw InvalidRequest("plot", "cannot write in the folder of '" + r.plot + "'");
+    }
+
+    if (r.kernel_cache != "cold" && r.kernel_cache != "warm")
+        throw InvalidRequest("kernel_cache", "'" + r.kernel_cache + "' is neither cold nor warm");
+    std::optional<sim::PyTorchMeasurements> measured;
+    if (!r.measured.empty()) measured = sim::PyTorchMeasurements::load(r.measured);
+    const bool measured_only = measured && r.replay.empty() && r.backend.empty();
+
+    std::unique_ptr<sim::ReplayBackend> replay;
+    Backend* backend = nullptr;
+    if (!r.replay.empty()) {
+        sim::Recording rec = sim::Recording::load(r.replay);
+        if (!r.backend.empty() && r.backend != rec.environment.backend)
+            throw InvalidRequest("backend", "'" + r.backend + "' does not match the recording's backend '" + rec.environment.backend + "'");
+        replay = std::make_unique<sim::ReplayBackend>(std::move(rec), r.workload.seed, !r.strict);
+        backend = replay.get();
+    } else if (!measured_only) {
+        backend = &find_backend(r.backend.empty() ? "cpu" : r.backend);
+    }
+
+    sim::SimulationOptions so;
+    so.iterations = r.iterations;
+    so.settings = settings;
+    so.seed = r.workload.seed;
+    so.min_saving = r.min_saving;
+    if (measured) so.measured = &*measured;
+    so.kernel_cache = r.kernel_cache;
+    so.progress = r.progress;
+    SimulateReport rep;
+    rep.result = measured_only ? sim::simulate_measured(stream, so) : sim::simulate(*backend, stream, so);
+    rep.context.title = r.workload.describe(stream) + ", " + std::to_string(r.iterations) + " iterations";
+    rep.context.details = stream_details(stream.spec()) + rep.result.engine + (replay ? " of " + r.replay : std::string()) + " on backend " +
+                          rep.result.backend + " (" + rep.result.environment + ")";
+    if (!r.plot.empty()) write_file_atomic(r.plot, sim::to_svg(rep.result, rep.context));
+    return rep;
+}
+
+nlohmann::json to_json(const SimulateReport& r) {
+    nlohmann::json j = sim::to_json(r.result, r.context);
+    j["format"] = report_format;
+    return j;
+}
+
+RecordReport record(const RecordRequest& r) {
+    if (r.out.empty()) throw InvalidRequest("out", "required");
+    check_output_path(r.out);  // refused before anything is recorded
+    if (r.iterations < 1) throw InvalidRequest("iterations", "must be >= 1 (got " + std::to_string(r.iterations) + ")");
+    if (r.samples < 0) throw InvalidRequest("samples", "must be >= 0 (got " + std::to_string(r.samples) + ")");
+    if (!(r.max_ms >= 0)) throw InvalidRequest("max_ms", "must be >= 0");
+    sim::Recording rec;
+    if (!r.from_db.empty()) {
+        rec = sim::recording_from_db(TuningDatabase::read_file(r.from_db), r.backend);
+    } else {
+        const sim::Stream stream = r.workload.make_stream();
+        const std::vector<ConvProblem> problems = sim::distinct_problems(stream, r.iterations);
+        const Backend& b = find_backend(r.backend);
+        sim::RecordOptions ro;
+        ro.samples = r.samples;
+        ro.max_ms_per_algorithm = r.max_ms;
+        ro.progress = r.progress;
+        rec = sim::record(b, problems, ro);
+    }
+    rec.save(r.out);
+    return {r.out, rec.source, rec.environment.backend, rec.environment.describe(), static_cast<int64_t>(rec.problems.size()),
+            static_cast<int64_t>(rec.algorithms.size())};
+}
+
+nlohmann::json to_json(const RecordReport& r) {
+    return {{"format", report_format}, {"out", r.out},       {"source", r.source},         {"backend", r.backend},
+            {"environment", r.environment}, {"problems", r.problems}, {"algorithms", r.algorithms}};
+}
+
+}  // namespace convtune::app

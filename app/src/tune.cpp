@@ -1,0 +1,152 @@
+#include "convtune/app/tune.hpp"
+
+#include <fmt/core.h>
+
+#include <ostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "convtune/convtune.hpp"
+#include "convtune/error.hpp"
+#include "convtune/registry.hpp"
+
+namespace convtune::app {
+
+namespace {
+
+// The flags of tune and explain: benchmark=1, the policy, the flags text.
+FlagValues flags_of(const std::string& policy, const std::string& text) {
+    FlagValues f = parse_flags("benchmark=1");
+    if (!policy.empty()) f.policy = parse_policy(policy);
+    return parse_flags(text, f);
+}
+
+// A JSON value written inside an object at nesting depth 1 (four spaces before its lines).
+std::string nested(const nlohmann::json& j) {
+    std::string s = j.dump(2), out;
+    out.reserve(s.size() + s.size() / 8);
+    for (char c : s) {
+        out += c;
+        if (c == '\n') out += "    ";
+    }
+    return out;
+}
+
+std::string scalar(const nlohmann::json& j) { return j.dump(); }
+
+}  // namespace
+
+FlagValues tune_flags(const TuneRequest& r) { return r.flag_values ? *r.flag_values : flags_of(r.policy, r.flags); }
+
+nlohmann::json to_json(const TunedProblem& p) {
+    nlohmann::json j = to_json(*p.decision);
+    j["problem"] = p.problem;
+    if (!p.name.empty()) j["name"] = p.name;
+    return j;
+}
+
+std::string to_text(const TunedProblem& p) {
+    const Decision& d = *p.decision;
+    std::string s = fmt::format("\n{}{}\n", p.problem, p.name.empty() ? "" : "  # " + p.name);
+    s += fmt::format("  chosen {} (from {}), search {:.1f} ms{}\n", d.algorithm, to_string(d.source), d.search_ms,
+                     d.median_ms > 0 ? fmt::format(", median {:.3f} ms", d.median_ms) : "");
+    s += fmt::format("  {:<40} {:<22} {:>9} {:>7} {:>4} {:>11}  {}\n", "candidate", "state", "median ms", "spread", "n", "workspace",
+                     "notes / reason");
+    for (const Candidate& c : d.candidates) {
+        std::string tail = c.notes.to_string();
+        if (!c.reason.empty()) tail += (tail.empty() ? "" : "; ") + c.reason;
+        s += fmt::format("  {:<40} {:<22} {:>9} {:>7} {:>4} {:>11}  {}\n", c.id + (c.id == d.algorithm ? " *" : ""), to_string(c.state),
+                         c.median_ms > 0 ? fmt::format("{:.3f}", c.median_ms) : "-",
+                         c.samples_ms.size() > 1 ? fmt::format("{:.0f}%", 100 * c.spread) : "-", c.samples_ms.size(),
+                         c.workspace ? std::to_string(*c.workspace) : "-", tail);
+    }
+    return s;
+}
+
+TuneReport tune(const TuneRequest& r, TuneSink* sink, bool keep) {
+    // Everything is validated before anything is decided.
+    if (r.problems.empty() == r.shapes.empty()) throw InvalidRequest("problems", "give exactly one of {problems} or {shapes}");
+    const FlagValues f = tune_flags(r);
+    if (r.batch < 0) throw InvalidRequest("batch", "must be >= 1 (got " + std::to_string(r.batch) + ")");
+    Backend& b = find_backend(r.backend);
+    require_available(b);
+    std::vector<ShapeLine> lines;
+    if (!r.problems.empty())
+        for (const std::string& s : r.problems) lines.push_back({0, "", 1, ConvProblem::parse_any(s)});
+    else lines = read_shape_file(r.shapes);
+    for (ShapeLine& l : lines) {
+        if (r.batch > 0) l.problem.n = r.batch;
+        l.problem = with_overrides(l.problem, r.dir, r.dtype, r.layout);
+    }
+
+    TuneReport rep;
+    rep.backend = std::string(b.name());
+    rep.flags = f.to_string();
+    rep.db = r.db ? *r.db : default_db_path();
+    rep.count = static_cast<int64_t>(lines.size());
+    if (sink) sink->begin(rep);
+    Context ctx(rep.db);
+    Selector& sel = ctx.selector(b);
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        const ShapeLine& l = lines[i];
+        TunedProblem t{l.problem.to_string(), l.name, nullptr};
+        if (r.progress) r.progress(static_cast<int64_t>(i), rep.count, l.name.empty() ? t.problem : l.name);
+        t.decision = sel.select(l.problem, f);
+        rep.total_search_ms += t.decision->search_ms;
+        rep.from_database += t.decision->source == Source::database;
+        if (sink) sink->problem(t);
+        if (keep) rep.problems.push_back(std::move(t));
+    }
+    if (r.progress) r.progress(rep.count, rep.count, "");
+    if (sink) sink->end(rep);
+    return rep;
+}
+
+void TuneJsonWriter::begin(const TuneReport& r) {
+    out_ << "{\n  \"format\": " << report_format << ",\n  \"backend\": " << scalar(r.backend) << ",\n  \"flags\": " << scalar(r.flags)
+         << ",\n  \"problems\": [";
+    first_ = true;
+}
+
+void TuneJsonWriter::problem(const TunedProblem& p) {
+    out_ << (first_ ? "\n    " : ",\n    ") << nested(to_json(p));
+    first_ = false;
+}
+
+void TuneJsonWriter::end(const TuneReport& r) {
+    out_ << (first_ ? "]" : "\n  ]") << ",\n  \"total_search_ms\": " << scalar(r.total_search_ms)
+         << ",\n  \"from_database\": " << scalar(r.from_database) << "\n}\n";
+    out_.flush();
+}
+
+void write_json(std::ostream& out, const TuneReport& r) {
+    TuneJsonWriter w(out);
+    w.begin(r);
+    for (const TunedProblem& p : r.problems) w.problem(p);
+    w.end(r);
+}
+
+ExplainReport explain(const ExplainRequest& r) {
+    TuneRequest t;
+    t.problems = {r.problem};
+    if (r.problem.empty()) throw InvalidRequest("problem", "required");
+    t.backend = r.backend;
+    t.policy = r.policy;
+    t.flags = r.flags;
+    t.db = r.db;
+    t.dir = r.dir;
+    t.dtype = r.dtype;
+    t.layout = r.layout;
+    TuneReport rep = tune(t, nullptr, true);
+    return {rep.backend, rep.flags, std::move(rep.problems.front())};
+}
+
+nlohmann::json to_json(const ExplainReport& r) {
+    nlohmann::json j = to_json(r.result);
+    j["format"] = report_format;
+    j["backend"] = r.backend;
+    j["flags"] = r.flags;
+    return j;
+}
+
+}  // namespace convtune::app

@@ -1,0 +1,122 @@
+"""The application layer behind the CLI and the Python module: one JSON text for both, errors that
+name request fields, and a tune report whose memory does not grow with the number of problems."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import convtune
+from convtune import _tools
+from _helpers import cli_error, run_python
+
+PROBLEMS = ["n=2,c=8,k=16,in=12x12,ker=3x3,pad=1x1", "mb2ic16ih6oc16oh6kh1"]
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+
+
+def test_tune_json_is_the_clis_byte_for_byte(cli, tmp_path):
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("ic4ih8oc4oh8kh3ph1n\"a\"\nic4ih8oc8oh4kh3sh2ph1n\"b\"\n" + "\n".join(PROBLEMS) + "\n")
+    # benchmark=0 times nothing: the whole report is deterministic.
+    ours = _tools._tune_text(shapes=shapes, flags="benchmark=0", batch=3, dtype="f16")
+    theirs = cli("tune", "--shapes", str(shapes), "--flags", "benchmark=0", "--batch", "3", "--dtype", "f16", "--json", check=0).stdout
+    assert ours == theirs
+    doc = json.loads(ours)
+    assert doc["format"] == 1 and len(doc["problems"]) == 4
+    assert convtune.tune(shapes=shapes, flags="benchmark=0", batch=3, dtype="f16") == doc
+    # No problem at all is still one document.
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    assert _tools._tune_text(shapes=empty) == cli("tune", "--shapes", str(empty), "--json", check=0).stdout
+    assert json.loads(_tools._tune_text(shapes=empty))["problems"] == []
+
+
+def _without_wall_clock(text):
+    # wall_ms is the host wall clock of the calls, which no two runs share; everything else of a
+    # replay (virtual clock, seeded draws) is deterministic.
+    return re.sub(r'("wall_ms": )[0-9.e+-]+', r"\1<wall>", text)
+
+
+def test_simulate_json_is_the_clis_byte_for_byte(cli, tmp_path):
+    rec = os.path.join(DATA, "resnet50_cpu_infer.json")
+    trace = tmp_path / "t.trace"
+    # Two problems of the recording (ResNet-50's stem and a 3x3 of stage 1, batch 1 and 2).
+    trace.write_text("# convtune-trace 1\n"
+                     "dir=fwd,dtype=f32,layout=nchw,n=1,c=64,k=64,in=56x56,ker=3x3,pad=1x1 x2\n# iteration\n"
+                     "dir=fwd,dtype=f32,layout=nchw,n=2,c=64,k=64,in=56x56,ker=3x3,pad=1x1\n")
+    args = dict(stream=f"trace:{trace}", iterations=6, replay=rec, flags=["off", "on", "lim1:benchmark=1,benchmark_limit=1"])
+    ours = _tools._simulate_text(**args)
+    theirs = cli("simulate", "--stream", f"trace:{trace}", "--iterations", "6", "--replay", rec, "--flags", "off", "--flags", "on",
+                 "--flags", "lim1:benchmark=1,benchmark_limit=1", "--json", check=0).stdout
+    assert '"wall_ms"' in ours
+    assert _without_wall_clock(ours) == _without_wall_clock(theirs)
+    doc = json.loads(ours)
+    assert doc["format"] == 1 and doc["engine"] == "replay"
+    assert [s["name"] for s in doc["settings"]] == ["off", "on", "lim1"]
+
+
+def test_errors_name_the_field_in_python_and_the_option_in_the_cli(cli, tmp_path):
+    with pytest.raises(convtune.Error) as e:
+        convtune.simulate(stream="sideways")
+    assert str(e.value).startswith("stream: unknown stream 'sideways'")
+    assert cli_error(cli("simulate", "--stream", "sideways")) == "--" + str(e.value)
+    with pytest.raises(convtune.Error) as e:
+        convtune.simulate(workload="resnet50", shapes_dir=str(tmp_path))
+    assert str(e.value).startswith("workload: built-in 'resnet50' needs ") and "(set shapes_dir or CONVTUNE_SHAPES_DIR)" in str(e.value)
+    theirs = cli_error(cli("simulate", "--workload", "resnet50", "--shapes-dir", str(tmp_path)))
+    assert theirs.startswith("--workload: built-in 'resnet50' needs ") and "(set --shapes-dir or CONVTUNE_SHAPES_DIR)" in theirs
+    with pytest.raises(convtune.Error) as e:
+        convtune.simulate(workload="tiny", stream="batch", batches="1,x")
+    assert str(e.value).startswith("batches: '")
+    with pytest.raises(convtune.Error) as e:
+        convtune.simulate(replay=tmp_path / "missing.json", stream="fixed", workload=os.path.join(DATA, "tiny.workload"))
+    assert str(e.value).startswith(f"replay: {tmp_path / 'missing.json'}: cannot open recording")
+    with pytest.raises(convtune.Error) as e:
+        convtune.tune()
+    assert str(e.value) == "problems: give exactly one of problems or shapes"
+    assert cli_error(cli("tune")) == "--problem: give exactly one of --problem or --shapes"
+
+
+def test_tune_json_memory_does_not_grow_with_the_problems(cli, tmp_path):
+    """`tune --json` streams its report: 20000 problems need little more memory than 2000."""
+    shapes = tmp_path / "many.txt"
+    # Distinct problems (every one a separate decision): sizes 8..207 x channels 1..100.
+    lines = [f"n=1,c={c},k=4,in={s}x{s},ker=3x3,pad=1x1" for s in range(8, 208) for c in range(1, 101)]
+    shapes.write_text("\n".join(lines) + "\n")
+    small = tmp_path / "few.txt"
+    small.write_text("\n".join(lines[:2000]) + "\n")
+    code = """
+import resource, subprocess, sys
+subprocess.run([sys.argv[1], "tune", "--shapes", sys.argv[2], "--flags", "benchmark=0", "--json"], check=True,
+               stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+    def peak_kib(path):
+        r = subprocess.run([sys.executable, "-c", code, cli.path, str(path)], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        return int(r.stdout)
+
+    few, many = peak_kib(small), peak_kib(shapes)
+    # Before the report was streamed, every decision's JSON was held to the end: about 30 KiB a
+    # problem, over 500 MiB more for the 18000 extra problems.
+    assert many - few < 96 * 1024, (few, many)
+
+
+def test_explain_and_db_reports_have_one_json_form(cli, tmp_path):
+    explained = json.loads(cli("explain", "--problem", PROBLEMS[0], "--flags", "benchmark=0", "--json", check=0).stdout)
+    tuned = convtune.tune(PROBLEMS[0], flags="benchmark=0")
+    assert explained["format"] == 1 and explained["backend"] == "cpu" and explained["flags"] == tuned["flags"]
+    assert {k: v for k, v in explained.items() if k not in ("format", "backend", "flags")} == tuned["problems"][0]
+    db = tmp_path / "db.json"
+    convtune.tune(PROBLEMS, flags={"search_budget_ms": 5.0, "min_samples": 1, "max_samples": 2}, db=db)
+    shown = json.loads(cli("db", "show", str(db), "--json", check=0).stdout)
+    assert shown["format"] == 1 and len(shown["environments"]) == 1
+    assert sorted(e["key"] for e in shown["environments"][0]["entries"]) == sorted(p["key"] for p in convtune.tune(PROBLEMS, db=db)["problems"])
+    checked = json.loads(cli("db", "check", str(db), "--json", check=0).stdout)
+    assert checked == {"format": 1, "path": str(db), "valid": True, "environments": 1, "entries": 2, "unknown": []}
+    merged = json.loads(cli("db", "merge", str(tmp_path / "merged.json"), str(db), "--json", check=0).stdout)
+    assert merged == {"format": 1, "out": str(tmp_path / "merged.json"), "environments": 1, "entries": 2}
