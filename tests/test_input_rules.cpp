@@ -4,12 +4,16 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "convtune/error.hpp"
 #include "convtune/numeric.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/flags.hpp"
+#include "convtune/sim/recording.hpp"
 #include "convtune/sim/stream.hpp"
+#include "convtune/tuning_db.hpp"
 #include "convtune/sim/workload.hpp"
 #include "support/check.hpp"
 #include "support/sweep.hpp"
@@ -120,12 +124,12 @@ BOOST_AUTO_TEST_CASE(repeat_hints_are_bounded_and_never_clamped) {
     // The same limit for a workload layer's and a trace line's xN.
     BOOST_TEST(sim::parse_workload_text("convtune-workload 1\nlayer a x10000 c=1,k=1,in=5,ker=3\n", "w").layers[0].repeat == kMaxRepeat);
     BOOST_TEST(starts_with(error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x10001 c=1,k=1,in=5,ker=3\n", "w"); }),
-                           "workload line 2: repeat: 10001 is above the maximum of 10000"));
+                           "workload line 2: bad repeat 'x10001': 10001 is above the maximum of 10000"));
     BOOST_TEST(starts_with(error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x0 c=1,k=1,in=5,ker=3\n", "w"); }),
-                           "workload line 2: repeat: must be >= 1"));
+                           "workload line 2: bad repeat 'x0': must be >= 1"));
     BOOST_TEST(sim::parse_trace("c=1,k=1,in=5,ker=3 x10000\n")[0][0].count == kMaxRepeat);
     BOOST_TEST(starts_with(error_of([] { sim::parse_trace("c=1,k=1,in=5,ker=3 x2147483647\n"); }),
-                           "trace line 1: count: 2147483647 is above the maximum of 10000"));
+                           "trace line 1: bad count 'x2147483647': 2147483647 is above the maximum of 10000"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -191,3 +195,106 @@ BOOST_AUTO_TEST_CASE(the_floor_is_half_the_subnormal_spacing) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(recordings)
+
+namespace {
+
+// A minimal valid recording; each case replaces one piece of it.
+std::string recording(const std::string& problem_fields, const std::string& samples = "[1.5,2.0]") {
+    return R"({"format":"convtune-recording","version":1,"source":"measured","samples":2,)"
+           R"("environment":{"convtune":"0","backend":"cpu","library":"l","device":"d","driver":""},)"
+           R"("algorithms":[{"id":"cpu.direct","notes":[]},{"id":"cpu.im2col_gemm","notes":[]}],)"
+           R"("problems":[{"problem":"c=1,k=1,in=5,ker=3",)" +
+           problem_fields + R"("algorithms":{"cpu.direct":{"first_ms":3,"samples_ms":)" + samples +
+           R"(},"cpu.im2col_gemm":{"unsupported":"no"}}}]})";
+}
+
+std::string load_error(const std::string& text) {
+    return error_of([&] { sim::Recording::from_json(text, "rec"); });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_valid_recording_loads) {
+    const sim::Recording r = sim::Recording::from_json(recording(R"("heuristic":["cpu.direct"],"fallback":"cpu.direct",)"), "rec");
+    BOOST_TEST(r.problems.size() == 1u);
+    BOOST_TEST(r.problems[0].fallback == "cpu.direct");
+}
+
+BOOST_AUTO_TEST_CASE(every_field_is_validated_at_load) {
+    const std::pair<std::string, std::string> cases[] = {
+        {recording(R"("heuristic":[],)"), "rec: problem 1: \"heuristic\" is empty"},
+        {recording(R"("heuristic":["cpu.direct"],"fallback":"cpu.nope",)"), "rec: problem 1: \"fallback\" names 'cpu.nope', which is not in \"algorithms\""},
+        {recording(R"("heuristic":["cpu.direct"],"fixed":"cpu.nope",)"), "rec: problem 1: \"fixed\" names 'cpu.nope'"},
+        {recording(R"("heuristic":["cpu.direct"],"fallback":7,)"), "rec: problem 1: \"fallback\" has the wrong type"},
+        {recording(R"("heuristic":["cpu.direct"],"db_search_ms":-1,)"), "rec: problem 1: \"db_search_ms\" has a negative or non-finite time (got -1.0)"},
+        // The sample of the issue: finite, but its totals overflow to inf and print as nan.
+        {recording(R"("heuristic":["cpu.direct"],)", "[1e308]"), "rec: problem 1, cpu.direct: \"samples_ms\" has a time of 1e9 ms or more (got 1e+308)"},
+        {recording(R"("heuristic":["cpu.direct"],)", "[1e9]"), "rec: problem 1, cpu.direct: \"samples_ms\" has a time of 1e9 ms or more"},
+        {recording(R"("heuristic":["cpu.direct"],)", "[-0.5]"), "rec: problem 1, cpu.direct: \"samples_ms\" has a negative"},
+    };
+    for (const auto& [text, prefix] : cases) {
+        const std::string e = load_error(text);
+        BOOST_TEST(starts_with(e, prefix), "-> '" << e << "' (expected '" << prefix << "')");
+    }
+    std::string twice = recording(R"("heuristic":["cpu.direct"],)");
+    twice.replace(twice.find(R"({"id":"cpu.im2col_gemm")"), 0, R"({"id":"cpu.direct","notes":[]},)");
+    BOOST_TEST(starts_with(load_error(twice), "rec: \"algorithms\": 'cpu.direct' listed twice"), load_error(twice));
+    std::string negative = recording(R"("heuristic":["cpu.direct"],)");
+    negative.replace(negative.find(R"("samples":2)"), 11, R"("samples":-1)");
+    BOOST_TEST(starts_with(load_error(negative), "rec: \"samples\" must be >= 0"), load_error(negative));
+}
+
+BOOST_AUTO_TEST_CASE(from_db_reports_the_entries_it_leaves_out) {
+    DbSection sec;
+    sec.env.backend = "cpu";
+    const std::string good = "cpu|c=1,k=1,in=5,ker=3|det=0|tf32=1|policy=convtune";
+    const std::string bad = "cpu|c=2,k=2,in=5,ker=3|det=0|tf32=1|policy=convtune";
+    sec.entries[good].algorithm = "cpu.direct";
+    sec.entries[good].median_ms = 1.0;
+    sec.entries[bad].algorithm = "cpu.direct";
+    sec.entries[bad].median_ms = -2.0;
+    std::vector<std::string> dropped;
+    const sim::Recording r = sim::recording_from_db({sec}, "cpu", &dropped);
+    BOOST_TEST(r.problems.size() == 1u);
+    BOOST_TEST_REQUIRE(dropped.size() == 1u);
+    BOOST_TEST(dropped[0] == "entry '" + bad + "': median -2.0 ms is not a time in (0, 1e9) ms");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(options)
+
+BOOST_AUTO_TEST_CASE(flags_refuse_empty_and_duplicate_entries) {
+    BOOST_TEST(parse_flags("benchmark=1,deterministic=1").deterministic);
+    BOOST_TEST(starts_with(error_of([] { parse_flags("benchmark=1,,deterministic=1"); }), "flags: empty entry"));
+    BOOST_TEST(starts_with(error_of([] { parse_flags("benchmark=1,"); }), "flags: empty entry"));
+    BOOST_TEST(starts_with(error_of([] { parse_flags(",benchmark=1"); }), "flags: empty entry"));
+    BOOST_TEST(error_of([] { parse_flags("benchmark=1,benchmark=0"); }) == "benchmark: given twice");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// parse writes named lines (the name and repeat as a trailing comment) that parse reads back, for
+// every line of every peer shape file: the same problems, in order.
+BOOST_AUTO_TEST_CASE(parse_output_reads_back_for_every_peer_shape_file) {
+    int files = 0, named = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(test::peer_shapes_dir())) {
+        if (entry.path().filename().string().rfind("shapes_", 0) != 0) continue;
+        const auto original = read_shape_file(entry.path().string());
+        std::string written;
+        for (const ShapeLine& l : original) {
+            written += to_shape_line(l.problem, l.name, l.repeat) + "\n";
+            named += !l.name.empty();
+        }
+        std::vector<ShapeLine> back;
+        BOOST_TEST(error_of([&] { back = parse_shape_text(written); }) == "", entry.path());
+        BOOST_TEST_REQUIRE(back.size() == original.size(), entry.path());
+        for (std::size_t i = 0; i < back.size(); ++i) BOOST_TEST((back[i].problem == original[i].problem), back[i].problem.to_string());
+        ++files;
+    }
+    BOOST_TEST(files >= 10, "only " << files << " peer shape files found in " << test::peer_shapes_dir());
+    BOOST_TEST(named > 0, "no named line among the peer shape files");
+    BOOST_TEST_MESSAGE(files << " files read back, " << named << " named lines");
+}

@@ -1,6 +1,8 @@
 // convtune parse FILE: validate a shape file, print one canonical line per problem.
 #include <fmt/core.h>
 
+#include <filesystem>
+
 #include "cli.hpp"
 #include "convtune/error.hpp"
 
@@ -14,12 +16,11 @@ void add_parse(CLI::App& app, Action& action) {
     over->add_to(*cmd);
     cmd->callback([=, &action] {
         action = [=] {
+            std::error_code ec;
+            if (std::filesystem::is_directory(*file, ec)) throw Error(*file + ": is a directory (expected a shape file)");
             const auto lines = read_shape_file(*file);  // throws with the line number
             for (const ShapeLine& l : lines) {
-                const ConvProblem p = over->apply(l.problem);
-                fmt::print("{}", p.to_string());
-                if (!l.name.empty()) fmt::print("  # {}{}", l.name, l.repeat > 1 ? fmt::format(" x{}", l.repeat) : "");
-                fmt::print("\n");
+                fmt::print("{}\n", to_shape_line(over->apply(l.problem), l.name, l.repeat));
             }
             fmt::print(stderr, "{}: {} problems\n", *file, lines.size());
             return ok;

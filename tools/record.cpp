@@ -32,7 +32,9 @@ int record_command(const RecordCliOptions& o) {
     if (o.out.empty()) throw Error("--out: required");
     if (!o.from_db.empty()) {
         const auto sections = TuningDatabase::read_file(o.from_db);
-        const sim::Recording r = sim::recording_from_db(sections, o.backend);
+        std::vector<std::string> dropped;
+        const sim::Recording r = sim::recording_from_db(sections, o.backend, &dropped);
+        for (const std::string& d : dropped) fmt::print(stderr, "convtune: warning: --from-db: left out {}\n", d);
         r.save(o.out);
         fmt::print(stderr, "{}: {} problems from the tuning database (winners' medians only)\n", o.out, r.problems.size());
         return ok;
@@ -63,14 +65,14 @@ void add_record(CLI::App& app, Action& action) {
     cmd->add_option("--shapes-dir", o->w.shapes_dir, "Folder of the benchdnn shape files behind the built-in names");
     cmd->add_option("--mode", o->w.mode, "infer or train")->capture_default_str();
     cmd->add_option("--batch", o->w.batch, "Batch size of the workload (default: as written)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-    cmd->add_option("--dtype", o->w.dtype, "Data type of every problem: f32, f16, bf16");
-    cmd->add_option("--layout", o->w.layout, "Layout of every problem: nchw or nhwc");
+    cmd->add_option("--dtype", o->w.dtype, "Data type of every problem: f32, f16, bf16")->check(non_empty());
+    cmd->add_option("--layout", o->w.layout, "Layout of every problem: nchw or nhwc")->check(non_empty());
     cmd->add_option("--stream,-s", o->w.stream, "Also record the problems of this stream's iterations: fixed, batch, resolution, mixed, trace:FILE")
         ->capture_default_str();
     cmd->add_option("--iterations,-n", o->iterations, "Iterations of the stream whose problems are recorded")->capture_default_str()->check(CLI::Range(1, 1000000));
     cmd->add_option("--batches", o->w.batches, "Batch sizes of a batch/mixed stream");
     cmd->add_option("--scales", o->w.scales, "Spatial scales of a resolution/mixed stream");
-    cmd->add_option("--seed", o->w.seed, "Seed of the stream's choices")->capture_default_str();
+    cmd->add_option("--seed", o->w.seed, "Seed of the stream's choices")->capture_default_str()->check(seed());
     cmd->add_option("--samples", o->samples, "Timed calls per algorithm and problem, after one cold call")->capture_default_str()->check(CLI::Range(0, 1000));
     cmd->add_option("--max-ms", o->max_ms, "Stop sampling an algorithm on a problem once its calls took this long")->capture_default_str()->check(CLI::Range(0.0, 1e9));
     cmd->add_option("--out,-o", o->out, "Recording file to write (JSON)")->required();

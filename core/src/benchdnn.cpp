@@ -182,6 +182,16 @@ bool is_canonical_form(std::string_view text) {
     return std::none_of(head.begin(), head.end(), [](char c) { return c == '"' || (c >= '0' && c <= '9'); });
 }
 
+std::string to_shape_line(const ConvProblem& p, std::string_view name, int repeat) {
+    std::string s = p.to_string();
+    if (!name.empty()) {
+        s += "  # ";
+        s += name;
+        if (repeat > 1) s += " x" + std::to_string(repeat);
+    }
+    return s;
+}
+
 std::string_view strip_comment(std::string_view line) {
     bool quoted = false;
     for (std::size_t i = 0; i < line.size(); ++i) {

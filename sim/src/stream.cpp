@@ -88,7 +88,7 @@ std::vector<Iteration> parse_trace(std::string_view text) {
         if (!count.empty()) {
             if (count[0] != 'x') throw ParseError("trace line " + std::to_string(line_no) + ": bad count '" + count + "' (expected xN, N >= 1)");
             try {
-                c.count = parse_repeat(std::string_view(count).substr(1), "count");
+                c.count = parse_repeat(std::string_view(count).substr(1), "bad count '" + count + "'");
             } catch (const Error& e) {
                 throw ParseError("trace line " + std::to_string(line_no) + ": " + e.what());
             }

@@ -109,7 +109,7 @@ Workload parse_workload_text(std::string_view text, const std::string& name) {
             if (tok.size() == 4) {
                 if (tok[2][0] != 'x') fail("bad repeat '" + tok[2] + "' (expected xN, N >= 1)");
                 try {
-                    l.repeat = parse_repeat(std::string_view(tok[2]).substr(1), "repeat");
+                    l.repeat = parse_repeat(std::string_view(tok[2]).substr(1), "bad repeat '" + tok[2] + "'");
                 } catch (const Error& e) {
                     fail(e.what());
                 }

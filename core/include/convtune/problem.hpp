@@ -119,6 +119,9 @@ int parse_repeat(std::string_view digits, std::string_view what);
 // True when the text is in the canonical form (its first '=' comes before any digit or quote),
 // false for a benchdnn descriptor, whose name may itself contain '='.
 bool is_canonical_form(std::string_view text);
+// The line `convtune parse` prints for a shape-file line: p's canonical form, then the name and
+// a repeat above 1 as a comment ("  # name x3"), so that the line reads back as p.
+std::string to_shape_line(const ConvProblem& p, std::string_view name, int repeat);
 // The line without its comment: '#' starts one anywhere, except inside a double-quoted benchdnn
 // name (n"...").
 std::string_view strip_comment(std::string_view line);
