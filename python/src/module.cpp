@@ -29,6 +29,8 @@
 
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
+#include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/sim/options.hpp"
 #include "convtune/sim/replay_backend.hpp"
@@ -72,6 +74,14 @@ T get_number(const std::string& key, py::handle v, T lo) {
                              std::string(py::str(v.get_type().attr("__name__"))));
     if (!(v.cast<double>() >= static_cast<double>(lo)))
         throw Error(key + ": must be >= " + fmt::format("{}", lo) + " (got " + py::str(v).cast<std::string>() + ")");
+    if constexpr (std::is_integral_v<T>) {
+        // Compared as Python ints: a value beyond the field's type is refused, not wrapped or
+        // left to the binding's cast error.
+        const py::int_ hi(std::numeric_limits<T>::max());
+        const int above = PyObject_RichCompareBool(v.ptr(), hi.ptr(), Py_GT);
+        if (above < 0) throw py::error_already_set();
+        if (above) throw Error(key + ": must be <= " + fmt::format("{}", std::numeric_limits<T>::max()) + " (got " + py::str(v).cast<std::string>() + ")");
+    }
     return v.cast<T>();
 }
 
@@ -325,6 +335,7 @@ std::string simulate(const sim::WorkloadArgs& w, int iterations, const std::vect
         for (std::size_t j = 0; j < i; ++j)
             if (settings[i].name == settings[j].name) throw Error("--flags: setting '" + settings[i].name + "' given twice");
     if (!plot.empty()) {
+        check_output_path(plot);
         const std::filesystem::path dir = std::filesystem::path(plot).parent_path();
         if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw Error("--plot: cannot write in the folder of '" + plot + "'");
     }
@@ -368,7 +379,7 @@ std::string simulate(const sim::WorkloadArgs& w, int iterations, const std::vect
     }
     if (sp.kind != sim::StreamKind::fixed && sp.kind != sim::StreamKind::trace) streamd += "stream seed " + std::to_string(sp.seed) + "; ";
     ctx.details = streamd + r.engine + (replay ? " of " + replay_path : std::string()) + " on backend " + r.backend + " (" + r.environment + ")";
-    if (!plot.empty()) sim::write_file_atomic(plot, sim::to_svg(r, ctx));
+    if (!plot.empty()) write_file_atomic(plot, sim::to_svg(r, ctx));
     return sim::to_json(r, ctx).dump();
 }
 
@@ -387,6 +398,25 @@ PYBIND11_MODULE(_convtune, m) {
     m.def("get_flags", [] { return flags_to_dict(global_flags()); }, "The process-wide flags as a dict");
     m.def("set_flags", [](const py::dict& d) { set_global_flags(apply_flags(global_flags(), d)); },
           "Sets the process-wide flags named in the dict (validated first: nothing changes on an error)");
+    m.def("current_flags", [] { return flags_to_dict(current_flags()); },
+          "The flags in effect on this thread: its override when it has one, else the process-wide ones");
+    m.def(
+        "get_thread_flags",
+        [] {
+            const std::optional<FlagValues> t = thread_flags();
+            return t ? py::object(flags_to_dict(*t)) : py::object(py::none());
+        },
+        "This thread's override (convtune::thread_flags) as a dict, or None when it has none");
+    m.def(
+        "set_thread_flags",
+        [](const py::object& d) {
+            if (d.is_none()) return set_thread_flags(std::nullopt);
+            if (!py::isinstance<py::dict>(d)) throw py::type_error("set_thread_flags: expected a dict or None");
+            set_thread_flags(apply_flags(current_flags(), d.cast<py::dict>()));
+        },
+        py::arg("flags"),
+        "Sets this thread's override to the flags in effect on it with the dict's entries applied (validated first); None "
+        "clears it");
     m.def("default_flags", [] { return flags_to_dict(FlagValues{}); }, "The defaults of every flag");
     m.def(
         "flag_lower_bounds",
@@ -431,8 +461,23 @@ PYBIND11_MODULE(_convtune, m) {
           py::arg("in_"), py::arg("kernel"), py::arg("stride"), py::arg("dilation"), py::arg("pad"), py::arg("pad_end"));
     m.def("parse_problem", [](const std::string& text) { return problem_to_dict(ConvProblem::parse_any(text)); }, py::arg("text"));
 
+    m.def("check_memory_budget", [](const std::string& problem) { check_memory_budget(ConvProblem::parse(problem)); },
+          py::arg("problem"),
+          "Raises Error naming each tensor's size and the budget when the problem's x + w + y exceed memory_budget()");
+    m.def("memory_budget", [] { return memory_budget(); }, "The host memory budget in bytes (CONVTUNE_MAX_BYTES or the default)");
+
     m.def("convolution", &convolution_numpy, py::arg("problem"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("backend"));
 
+    m.def(
+        "write_file_atomic",
+        [](const std::string& path, const py::bytes& data) {
+            std::string bytes = data;  // copied while the GIL is held
+            py::gil_scoped_release release;
+            write_file_atomic(path, bytes);
+        },
+        py::arg("path"), py::arg("data"),
+        "Writes data (bytes) to path as convtune's CLI writes its outputs: only where a regular file or nothing stands, "
+        "through a temporary file, fsync and rename; raises convtune.Error naming the path otherwise");
     m.def("tune", &tune, py::arg("problems"), py::arg("shapes"), py::arg("backend"), py::arg("policy"), py::arg("flags"),
           py::arg("db"), py::arg("batch"), py::arg("dir"), py::arg("dtype"), py::arg("layout"));
 

@@ -17,6 +17,7 @@
 
 #include "convtune/backend.hpp"
 #include "convtune/flags.hpp"
+#include "convtune/sim/measured.hpp"
 #include "convtune/sim/stream.hpp"
 
 namespace convtune::sim {
@@ -41,15 +42,35 @@ struct IterationStats {
     double total_ms() const { return search_ms + exec_ms; }
 };
 
+// What a setting did, iteration by iteration. Memory does not grow with the iteration count:
+// the totals are exact, and per-iteration records are kept for every iteration of a run of up to
+// kKeptIterations iterations; past that, for every `stride`-th iteration (the stride doubles
+// whenever the list fills) and the latest one, with the exact cumulative total
+// at each one. The report's curve, CSV rows and JSON per_iteration list show the kept ones.
 struct ScenarioResult {
+    static constexpr std::size_t kKeptIterations = 4096;
     Setting setting;
-    std::vector<IterationStats> iterations;
+    std::vector<IterationStats> iterations;  // the kept records
+    std::vector<int> numbers;                // their 1-based iteration numbers; empty: every iteration, in order
+    std::vector<double> cumulative;          // cumulative total through each kept record; empty: summed from `iterations`
     std::string failure;  // non-empty: the setting could not run the stream (why, and where)
-    IterationStats sum() const;
-    std::vector<double> cumulative_ms() const;
+    // "measured": replayed from PyTorch's own measurements (SimulationOptions::measured), with the
+    // lowest and highest total over the measured runs; empty: simulated through the selector.
+    std::string source;
+    double range_lo_ms = 0, range_hi_ms = 0;
+    void add(const IterationStats& s);       // records the next iteration
+    int count() const;                       // iterations run
+    IterationStats sum() const;              // over every iteration run
+    double first_ms() const, max_ms() const; // per-iteration totals: the first, the largest
+    std::vector<double> cumulative_ms() const;  // at each kept record
+    int number(std::size_t k) const;         // 1-based iteration number of kept record k
     int64_t distinct_shapes() const;
-};
 
+private:
+    IterationStats total_;
+    int count_ = 0, stride_ = 1;
+    double first_ = 0, max_ = 0, cum_ = 0;
+};
 // A setting against the baseline (the "off" setting when present, else the first).
 struct Comparison {
     double saving = 0;                 // (T_base - T) / T_base over the simulated iterations
@@ -77,11 +98,23 @@ struct SimulationResult {
     bool judgeable = true;                // false for a tuning-database replay
 };
 
+// A simulation's time is proportional to its convolution calls (settings x iterations x calls
+// per iteration): the selector's bookkeeping runs about kSimulatedCallsPerMinute calls a minute
+// on a replay (docs/simulation.md has the measurement), and a live run adds the convolutions
+// themselves. simulate() refuses more than kMaxSimulatedCalls calls up front, naming the limit.
+inline constexpr int64_t kMaxSimulatedCalls = 100'000'000;
+inline constexpr int64_t kSimulatedCallsPerMinute = 6'000'000;
+
 struct SimulationOptions {
     int iterations = 100;
     std::vector<Setting> settings;       // empty = standard_settings()
     uint64_t seed = 1;                   // replay draws
     double min_saving = 0.02;            // smaller savings count as "no difference"
+    // PyTorch's own measurements (pytorch_measure.py): when set, the `off` and `pytorch` settings
+    // replay what PyTorch measured in the kernel-cache state `kernel_cache` ("cold" or "warm")
+    // instead of emulating it.
+    const PyTorchMeasurements* measured = nullptr;
+    std::string kernel_cache = "warm";
     // Called after each iteration of each setting: done, total, what.
     std::function<void(int64_t, int64_t, const std::string&)> progress;
 };
@@ -89,6 +122,9 @@ struct SimulationOptions {
 // Simulates `stream` on backend `b` (live) or on a ReplayBackend (replay, detected). Throws
 // Error before anything runs when a replay lacks problems the stream needs (naming --replay).
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o);
+
+// Only the settings PyTorch measured (`off`, `pytorch`), from o.measured, with no backend.
+SimulationResult simulate_measured(const Stream& stream, const SimulationOptions& o);
 
 // Comparisons and the recommendation, from the scenarios alone.
 void analyze(SimulationResult& r, double min_saving);
