@@ -183,7 +183,7 @@ expect_bad("memory budget: tensor" --max-bytes 1K record --workload ${W}/ok.work
 expect_absent(${W}/rec.json "record over the memory budget")
 
 # ---- input rules: refused, never clamped or ignored ---------------------------------------------
-expect_bad("is a directory" parse ${W})
+expect_bad("shape file must be a regular file, but a directory stands there" parse ${W})
 file(WRITE ${W}/repeat0.txt "ic3ih8oc4kh3n\"a*0\"\n")
 expect_bad("line 1: name: repeat hint: must be >= 1 \\(got 0\\)" parse ${W}/repeat0.txt)
 file(WRITE ${W}/repeatneg.txt "ic3ih8oc4kh3n\"a*-5\"\n")

@@ -1,8 +1,6 @@
 // convtune parse FILE: validate a shape file, print one canonical line per problem.
 #include <fmt/core.h>
 
-#include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
@@ -20,8 +18,6 @@ void add_parse(CLI::App& app, Action& action) {
     over->add_to(*cmd);
     cmd->callback([=, &action] {
         action = [=] {
-            std::error_code ec;
-            if (std::filesystem::is_directory(*file, ec)) throw Error(*file + ": is a directory (expected a shape file)");
             const auto lines = read_shape_file(*file);  // throws with the line number
             if (*json) {
                 // One object per line: the canonical key and every field spelled out, spatial
