@@ -319,6 +319,46 @@ BOOST_AUTO_TEST_CASE(benchmark_that_never_wins_is_never) {
     BOOST_TEST(off.sum().hits + off.sum().misses == off.sum().calls);
 }
 
+namespace {
+// A result with the baseline "off" and one setting "on", each iteration's total given.
+SimulationResult two_curves(const std::vector<double>& off, const std::vector<double>& on) {
+    SimulationResult r;
+    for (auto [name, totals] : {std::pair{"off", &off}, std::pair{"on", &on}}) {
+        ScenarioResult sc;
+        sc.setting = parse_setting(name);
+        for (double t : *totals) {
+            IterationStats it;
+            it.exec_ms = t;
+            sc.iterations.push_back(it);
+        }
+        r.scenarios.push_back(sc);
+    }
+    r.iterations = static_cast<int>(off.size());
+    analyze(r, 0.02);
+    return r;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(break_even_counts_touching_as_at_or_below) {
+    // Cumulative off 10, 20, 30, 40, 50; on 25, 30, 35, 40, 50: equal from iteration 4 on.
+    const SimulationResult r = two_curves({10, 10, 10, 10, 10}, {25, 5, 5, 5, 10});
+    BOOST_REQUIRE(r.baseline == 0);
+    BOOST_REQUIRE(comparison(r, "on").break_even.has_value());
+    BOOST_TEST(*comparison(r, "on").break_even == 4);
+    BOOST_TEST(comparison(r, "on").saving == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(break_even_is_where_it_stays_below_not_the_first_crossing) {
+    // Cumulative off 10, 20, 30, 40, 50, 60; on 5, 35, 40, 45, 49, 54: below at iteration 1,
+    // above at 2-4, below from 5 on. Break-even is 5.
+    const SimulationResult r = two_curves({10, 10, 10, 10, 10, 10}, {5, 30, 5, 5, 4, 5});
+    BOOST_REQUIRE(comparison(r, "on").break_even.has_value());
+    BOOST_TEST(*comparison(r, "on").break_even == 5);
+    // Ending above, after having been below, is no break-even at all.
+    const SimulationResult r2 = two_curves({10, 10, 10}, {5, 5, 30});
+    BOOST_TEST(!comparison(r2, "on").break_even.has_value());
+}
+
 BOOST_AUTO_TEST_CASE(adaptive_searches_recurring_shapes_only) {
     FakeBackend b("fake", slow_fast());
     SimulationOptions o;
