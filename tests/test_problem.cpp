@@ -168,8 +168,8 @@ BOOST_AUTO_TEST_CASE(readme_examples) {
     BOOST_TEST(p.spatial_dims == 3);
     BOOST_TEST(p.in[2] == 8);
     BOOST_TEST(p.kernel[1] == 3);
-    // Different widths: the output of w is deduced, not promoted from h.
-    p = ConvProblem::parse_benchdnn("ic3ih10iw20oc4oh8kh3");
+    // Different widths: w has entries of its own, so its output is deduced, not promoted from h.
+    p = ConvProblem::parse_benchdnn("ic3ih10iw20oc4oh8kh3kw3");
     BOOST_TEST(p.out(1) == 18);
     // Unquoted name to the end of the line, groups.
     p = ConvProblem::parse_benchdnn("g32mb8ic32ih112oc32oh112kh3ph1nmobilenet:conv2_1/dw", &name);
@@ -187,7 +187,7 @@ BOOST_AUTO_TEST_CASE(malformed_descriptors) {
         {"ic64ih56oc64kh3ph", "entry 'ph' has no valid number"},
         {"ic64ih5oc64kh9", "oh: deduced output size"},
         {"ic64ih56oc64kh3sh0", "sh: stride must be >= 1"},
-        {"ic64ih56oc64kh3dh-2", "dh: dilation must be >= 0"},
+        {"ic64ih56oc64kh3dh-2", "dh: must not be negative"},
         {"ic64ic32ih56oc64kh3", "entry 'ic' given twice"},
         {"ic63ih56oc64kh3g2", "c: input channels (63) must be divisible"},
         {"ic64ih56oc64kh3n\"unterminated", "name: missing closing quote"},

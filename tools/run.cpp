@@ -133,7 +133,7 @@ void add_run(CLI::App& app, Action& action) {
     cmd->add_option("--db", o->db, "Tuning database the selector reads and writes (with --flags)");
     cmd->add_flag("--check", o->check, "Compare with the f64 oracle (exit 1 when above the algorithm's error bound)");
     cmd->add_option("--repeat", o->repeat, "Timed runs after one warm-up (0 = run once, untimed)")->check(CLI::Range(0, 1000000));
-    cmd->add_option("--seed", o->seed, "Seed of the input data");
+    cmd->add_option("--seed", o->seed, "Seed of the input data")->check(seed());
     cmd->add_flag("--json", o->json, "Print one JSON document");
     o->over.add_to(*cmd);
     cmd->callback([o, &action] { action = [o] { return run_command(*o); }; });

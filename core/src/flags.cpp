@@ -1,10 +1,13 @@
 #include "convtune/flags.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <mutex>
+#include <string>
 #include <sstream>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include "convtune/error.hpp"
 
@@ -97,14 +100,18 @@ const BoolFlag* find_bool_flag(std::string_view key) {
 std::span<const char* const> flag_names() { return kFlagNames; }
 
 FlagValues parse_flags(std::string_view text, FlagValues f) {
+    std::vector<std::string> seen;
     while (!text.empty()) {
         const auto comma = text.find(',');
         std::string_view item = text.substr(0, comma);
-        text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
-        if (item.empty()) continue;
+        const bool last = comma == std::string_view::npos;
+        text = last ? std::string_view{} : text.substr(comma + 1);
+        if (item.empty() || (!last && text.empty())) throw ParseError("flags: empty entry (two commas in a row, or a comma at an end?)");
         const auto eq = item.find('=');
         if (eq == std::string_view::npos) throw ParseError("flags: entry '" + std::string(item) + "' is not key=value");
         const std::string key(item.substr(0, eq));
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) throw ParseError(key + ": given twice");
+        seen.push_back(key);
         const std::string_view v = item.substr(eq + 1);
         if (const BoolFlag* b = find_bool_flag(key)) f.*(b->field) = parse_bool(key, v);
         else if (key == "policy") f.policy = parse_policy(v);

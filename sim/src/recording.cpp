@@ -69,10 +69,19 @@ T get(const json& j, const char* key, const std::string& where) {
     }
 }
 
+// Every recorded time (samples, first calls, search times) is a finite number of milliseconds in
+// [0, kMaxRecordedMs): a replay's totals stay finite whatever the workload and iterations.
+constexpr double kMaxRecordedMs = 1e9;
+
+double checked_time(double x, const char* key, const std::string& where) {
+    if (!(x >= 0)) throw ParseError(where + ": \"" + key + "\" has a negative or non-finite time (got " + json(x).dump() + ")");
+    if (!(x < kMaxRecordedMs)) throw ParseError(where + ": \"" + key + "\" has a time of 1e9 ms or more (got " + json(x).dump() + ")");
+    return x;
+}
+
 std::vector<double> get_times(const json& j, const char* key, const std::string& where) {
     std::vector<double> v = j.contains(key) ? get<std::vector<double>>(j, key, where) : std::vector<double>{};
-    for (double x : v)
-        if (!(x >= 0)) throw ParseError(where + ": \"" + key + "\" has a negative or non-finite time");
+    for (double x : v) checked_time(x, key, where);
     return v;
 }
 
@@ -166,6 +175,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
     Recording r;
     r.source = get<std::string>(doc, "source", where);
     r.samples = get<int>(doc, "samples", where);
+    if (r.samples < 0) throw ParseError(where + ": \"samples\" must be >= 0 (got " + std::to_string(r.samples) + ")");
     const json env = doc.contains("environment") ? doc["environment"] : json();
     if (!env.is_object()) throw ParseError(where + ": missing \"environment\"");
     r.environment = {get<std::string>(env, "convtune", where), get<std::string>(env, "backend", where), get<std::string>(env, "library", where),
@@ -181,10 +191,16 @@ Recording parse_recording(std::string_view text, const std::string& where) {
     }
     const json algos = doc.contains("algorithms") ? doc["algorithms"] : json();
     if (!algos.is_array()) throw ParseError(where + ": missing \"algorithms\"");
-    for (const json& a : algos) r.algorithms.push_back({get<std::string>(a, "id", where), parse_notes(a.contains("notes") ? a["notes"] : json::array(), where)});
     auto known = [&](const std::string& id) {
         return std::any_of(r.algorithms.begin(), r.algorithms.end(), [&](const AlgorithmInfo& a) { return a.id == id; });
     };
+    for (const json& a : algos) {
+        if (!a.is_object()) throw ParseError(where + ": \"algorithms\": each entry must be an object with an \"id\"");
+        const std::string id = get<std::string>(a, "id", where);
+        if (id.empty()) throw ParseError(where + ": \"algorithms\": empty id");
+        if (known(id)) throw ParseError(where + ": \"algorithms\": '" + id + "' listed twice");
+        r.algorithms.push_back({id, parse_notes(a.contains("notes") ? a["notes"] : json::array(), where)});
+    }
     const json probs = doc.contains("problems") ? doc["problems"] : json();
     if (!probs.is_array()) throw ParseError(where + ": missing \"problems\"");
     for (std::size_t i = 0; i < probs.size(); ++i) {
@@ -200,9 +216,9 @@ Recording parse_recording(std::string_view text, const std::string& where) {
         }
         pr.heuristic = get<std::vector<std::string>>(jp, "heuristic", w);
         if (jp.contains("unsuggested")) pr.unsuggested = get<std::vector<std::string>>(jp, "unsuggested", w);
-        pr.fallback = jp.value("fallback", "");
-        pr.fixed = jp.value("fixed", "");
-        pr.db_search_ms = jp.value("db_search_ms", 0.0);
+        if (jp.contains("fallback")) pr.fallback = get<std::string>(jp, "fallback", w);
+        if (jp.contains("fixed")) pr.fixed = get<std::string>(jp, "fixed", w);
+        if (jp.contains("db_search_ms")) pr.db_search_ms = checked_time(get<double>(jp, "db_search_ms", w), "db_search_ms", w);
         if (!jp.contains("algorithms") || !jp["algorithms"].is_object()) throw ParseError(w + ": missing \"algorithms\"");
         // Keep the recording's fixed order.
         for (const AlgorithmInfo& info : r.algorithms) {
@@ -219,8 +235,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
                 a.status = parse_code(x.value("status", "ok"), wa);
                 a.message = x.value("message", "");
                 if (x.contains("first_ms")) {
-                    a.first_ms = get<double>(x, "first_ms", wa);
-                    if (!(*a.first_ms >= 0)) throw ParseError(wa + ": negative first_ms");
+                    a.first_ms = checked_time(get<double>(x, "first_ms", wa), "first_ms", wa);
                 }
                 a.samples_ms = get_times(x, "samples_ms", wa);
                 if (x.contains("notes")) a.notes = parse_notes(x["notes"], wa);
@@ -230,10 +245,15 @@ Recording parse_recording(std::string_view text, const std::string& where) {
         }
         for (auto it = jp["algorithms"].begin(); it != jp["algorithms"].end(); ++it)
             if (!known(it.key())) throw ParseError(w + ": algorithm '" + it.key() + "' is not in \"algorithms\"");
+        // A replay runs the heuristic's order (each a supported record of this problem), the native
+        // fallback and the fixed default (each an algorithm of the recording).
+        if (pr.heuristic.empty()) throw ParseError(w + ": \"heuristic\" is empty (it lists the supporting algorithms, best first)");
         for (const std::string& id : pr.heuristic) {
             const AlgorithmRecord* a = pr.find(id);
             if (!a || !a->supported) throw ParseError(w + ": heuristic lists '" + id + "', which has no supported record");
         }
+        for (const auto& [key, id] : {std::pair<const char*, const std::string&>{"fallback", pr.fallback}, {"fixed", pr.fixed}})
+            if (!id.empty() && !known(id)) throw ParseError(w + ": \"" + key + "\" names '" + id + "', which is not in \"algorithms\"");
         for (const std::string& id : pr.unsuggested)
             if (std::find(pr.heuristic.begin(), pr.heuristic.end(), id) == pr.heuristic.end())
                 throw ParseError(w + ": unsuggested lists '" + id + "', which is not in \"heuristic\"");
@@ -455,7 +475,10 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     return r;
 }
 
-Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend) {
+Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend, std::vector<std::string>* dropped) {
+    auto drop = [&](const std::string& key, const std::string& why) {
+        if (dropped) dropped->push_back("entry '" + key + "': " + why);
+    };
     const DbSection* best = nullptr;
     for (const DbSection& s : sections)
         if (s.env.backend == backend && (!best || s.entries.size() > best->entries.size())) best = &s;
@@ -472,14 +495,25 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
         // key: backend|problem|det=..|tf32=..[|bench=..][|ws=..]|policy=..
         const auto a = key.find('|');
         const auto b = a == std::string::npos ? a : key.find('|', a + 1);
-        if (b == std::string::npos) continue;
+        if (b == std::string::npos) {
+            drop(key, "not a backend|problem|... key");
+            continue;
+        }
         ConvProblem p;
         try {
             p = ConvProblem::parse(key.substr(a + 1, b - a - 1));
-        } catch (const Error&) {
+        } catch (const Error& e) {
+            drop(key, std::string("its problem is not readable: ") + e.what());
             continue;
         }
-        if (rec.algorithm.empty() || !(rec.median_ms > 0)) continue;
+        if (rec.algorithm.empty()) {
+            drop(key, "no algorithm");
+            continue;
+        }
+        if (!(rec.median_ms > 0 && rec.median_ms < 1e9)) {
+            drop(key, "median " + json(rec.median_ms).dump() + " ms is not a time in (0, 1e9) ms");
+            continue;
+        }
         // Prefer what a benchmark search under convtune's rules found.
         const bool preferred = key.find("|bench=1") != std::string::npos && key.find("|policy=convtune") != std::string::npos;
         const std::string ps = p.to_string();

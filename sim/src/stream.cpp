@@ -126,10 +126,12 @@ std::vector<Iteration> parse_trace(std::string_view text) {
             throw ParseError("trace line " + std::to_string(line_no) + ": " + e.what());
         }
         if (!count.empty()) {
-            bool ok = count.size() >= 2 && count.size() <= 8 && count[0] == 'x' &&
-                      std::all_of(count.begin() + 1, count.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-            if (ok) c.count = std::stoi(count.substr(1));
-            if (!ok || c.count < 1) throw ParseError("trace line " + std::to_string(line_no) + ": bad count '" + count + "' (expected xN, N >= 1)");
+            if (count[0] != 'x') throw ParseError("trace line " + std::to_string(line_no) + ": bad count '" + count + "' (expected xN, N >= 1)");
+            try {
+                c.count = parse_repeat(std::string_view(count).substr(1), "bad count '" + count + "'");
+            } catch (const Error& e) {
+                throw ParseError("trace line " + std::to_string(line_no) + ": " + e.what());
+            }
         }
         c.layer = "line" + std::to_string(line_no);
         cur.push_back(std::move(c));
