@@ -456,7 +456,7 @@ BOOST_AUTO_TEST_CASE(draws_reproduce_the_spread_and_are_seeded) {
     BOOST_TEST(a[0] == 50.0);  // the first (cold) call
     std::set<double> seen(a.begin() + 1, a.end());
     BOOST_TEST((seen == std::set<double>{1, 2, 3, 4}));
-    BOOST_TEST(b.simulated());
+    BOOST_TEST(!b.needs_tensor_data());
     BOOST_TEST(b.allocate(std::size_t{1} << 40).bytes() == std::size_t{1} << 40);  // virtual memory
 }
 

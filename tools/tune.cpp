@@ -5,6 +5,8 @@
 // workspace, notes, which filter removed which candidate, and where the choice came from.
 #include <fmt/core.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -12,7 +14,7 @@
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
 #include "convtune/registry.hpp"
-#include "progress.hpp"
+#include "convtune/progress.hpp"
 
 namespace convtune::cli {
 
@@ -62,10 +64,10 @@ int tune(const TuneOptions& o) {
     nlohmann::json out = nlohmann::json::array();
     double total_search = 0;
     int from_db = 0;
-    Progress bar(lines.size(), o.progress);
+    Progress bar("tune", o.progress || ::isatty(2));
     for (std::size_t i = 0; i < lines.size(); ++i) {
         const ShapeLine& l = lines[i];
-        bar.update(i, l.name.empty() ? l.problem.to_string() : l.name);
+        bar.update(static_cast<int64_t>(i), static_cast<int64_t>(lines.size()), l.name.empty() ? l.problem.to_string() : l.name);
         const auto d = sel.select(l.problem, f);
         total_search += d->search_ms;
         from_db += d->source == Source::database;
@@ -75,11 +77,11 @@ int tune(const TuneOptions& o) {
             if (!l.name.empty()) j["name"] = l.name;
             out.push_back(j);
         } else {
-            bar.done();
+            bar.finish();
             print_explain(l.problem, l.name, *d);
         }
     }
-    bar.done();
+    bar.finish();
     if (o.json) {
         fmt::print("{}\n", nlohmann::json{{"backend", b.name()}, {"flags", f.to_string()}, {"problems", out},
                                           {"total_search_ms", total_search}, {"from_database", from_db}}

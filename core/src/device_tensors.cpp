@@ -1,0 +1,56 @@
+#include "convtune/device_tensors.hpp"
+
+#include "convtune/error.hpp"
+#include "convtune/host_data.hpp"
+#include "convtune/numeric.hpp"
+
+namespace convtune {
+
+void DeviceTensors::allocate(const Device& d, const ConvProblem& p) {
+    const std::size_t es = size_of(p.dtype);
+    const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
+                      yb = static_cast<std::size_t>(p.y_elements()) * es;
+    x_ = d.allocate(xb), w_ = d.allocate(wb), y_ = d.allocate(yb);
+    ok_ = x_ && w_ && y_;
+    if (!ok_) {
+        x_ = DeviceBuffer{}, w_ = DeviceBuffer{}, y_ = DeviceBuffer{};
+        return;
+    }
+    views_ = {{x_.data(), xb}, {w_.data(), wb}, {y_.data(), yb}};
+}
+
+DeviceTensors::DeviceTensors(const Device& d, const ConvProblem& p, uint64_t seed) : device_(d), problem_(p) {
+    if (!d.needs_tensor_data()) {
+        p.validate();
+        allocate(d, p);
+        return;
+    }
+    const HostTensors host = make_host_tensors(p, seed);  // validates p and checks the memory budget
+    allocate(d, p);
+    if (!ok_) return;
+    d.upload(x_.data(), host.x.data(), host.x.size());
+    d.upload(w_.data(), host.w.data(), host.w.size());
+    d.upload(y_.data(), host.y.data(), host.y.size());
+}
+
+DeviceTensors::DeviceTensors(const Device& d, const ConvProblem& p, const ConvTensors& host) : device_(d), problem_(p) {
+    check_tensors(p, host);
+    allocate(d, p);
+    if (!ok_) return;
+    d.upload(x_.data(), host.x.data, views_.x.bytes);
+    d.upload(w_.data(), host.w.data, views_.w.bytes);
+    d.upload(y_.data(), host.y.data, views_.y.bytes);
+}
+
+const DeviceTensors& DeviceTensors::require(std::string_view where) const {
+    if (!ok_) throw Error("cannot allocate the tensors of " + problem_.to_string() + " " + std::string(where));
+    return *this;
+}
+
+const TensorView& DeviceTensors::output() const {
+    return problem_.direction == Direction::fwd ? views_.y : problem_.direction == Direction::bwd_data ? views_.x : views_.w;
+}
+
+void DeviceTensors::download_output(void* host_dst) const { device_.download(host_dst, output().data, output().bytes); }
+
+}  // namespace convtune
