@@ -77,7 +77,7 @@ double gflop(const ConvProblem& p) { return p.flops() / 1e9; }
 BOOST_AUTO_TEST_SUITE(workloads)
 
 BOOST_AUTO_TEST_CASE(resnet50_builtin_has_23_layers_and_53_convolutions) {
-    const Workload w = load_workload("resnet50", CONVTUNE_PEER_SHAPES_DIR);
+    const Workload w = load_workload("resnet50", CONVTUNE_SHAPES_DIR);
     BOOST_TEST(w.layers.size() == 23u);
     BOOST_TEST(w.convolutions() == 53);
     BOOST_TEST(w.layers.front().problem.n == 2);  // benchdnn's default mb
@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(resnet50_builtin_has_23_layers_and_53_convolutions) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_names_and_bad_files_are_named) {
-    BOOST_CHECK_EXCEPTION(load_workload("no_such_net", CONVTUNE_PEER_SHAPES_DIR), Error,
+    BOOST_CHECK_EXCEPTION(load_workload("no_such_net", CONVTUNE_SHAPES_DIR), Error,
                           [](const Error& e) { return std::string(e.what()).find("--workload") != std::string::npos; });
     BOOST_CHECK_EXCEPTION(parse_workload_text("convtune-workload 1\nlayer a x0 c=1,k=1,in=4,ker=1\n", "t"), ParseError,
                           [](const Error& e) { return std::string(e.what()).find("line 2") != std::string::npos; });
@@ -218,7 +218,7 @@ BOOST_AUTO_TEST_CASE(bad_stream_options_name_the_option) {
     BOOST_TEST(msg([] { StreamSpec::parse("sometimes"); }).find("--stream") == 0u);
     WorkloadArgs a;
     a.workload = "resnet50";
-    a.shapes_dir = CONVTUNE_PEER_SHAPES_DIR;
+    a.shapes_dir = CONVTUNE_SHAPES_DIR;
     a.batches = "1,x";
     a.stream = "batch";
     BOOST_TEST(msg([&] { a.make_stream(); }).find("--batches") == 0u);

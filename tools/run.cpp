@@ -15,7 +15,7 @@
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/stats.hpp"
-#include "cpu/oracle.hpp"
+#include "convtune/verify/oracle.hpp"
 
 namespace convtune::cli {
 

@@ -65,7 +65,7 @@ struct Options {
     int64_t batch = 8;
     std::string dir = "fwd";
     std::vector<std::string> layers, algos, layouts{"nchw", "nhwc"};
-    std::string shapes = std::string(CONVTUNE_PEER_SHAPES_DIR) + "/shapes_resnet_50_v1_5";
+    std::string shapes = std::string(CONVTUNE_SHAPES_DIR) + "/shapes_resnet_50_v1_5";
     double min_time = 0.5;
     int min_samples = 5, max_samples = 50;
     bool include_reference = false;
