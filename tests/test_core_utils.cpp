@@ -83,13 +83,13 @@ BOOST_AUTO_TEST_CASE(round_trip_under_every_policy) {
     }
     const CacheKey k = CacheKey::of(b, kP, parse_flags("benchmark=1"));
     BOOST_TEST(k.to_string() == "fake|" + kP.to_string() + "|det=0|tf32=1|bench=1|policy=convtune");
-    BOOST_TEST(k.benchmark == std::optional<bool>(true));
+    BOOST_TEST((k.benchmark == std::optional<bool>(true)));
     BOOST_TEST(!CacheKey::of(b, kP, parse_flags("policy=pytorch")).benchmark.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(malformed_keys_are_parse_errors) {
     const std::string p = kP.to_string();
-    for (const std::string& bad : {std::string("fake"), "fake|" + p, "|" + p + "|det=0|tf32=1|policy=convtune",
+    for (const std::string& bad : std::vector<std::string>{"fake", "fake|" + p, "|" + p + "|det=0|tf32=1|policy=convtune",
                                    "fake|n=0|det=0|tf32=1|policy=convtune", "fake|" + p + "|det=2|tf32=1|policy=convtune",
                                    "fake|" + p + "|tf32=1|det=0|policy=convtune", "fake|" + p + "|det=0|tf32=1|ws=x|policy=convtune",
                                    "fake|" + p + "|det=0|tf32=1|policy=fastest", "fake|" + p + "|det=0|tf32=1|bench=1",
@@ -166,12 +166,12 @@ BOOST_AUTO_TEST_CASE(flag_filter_reason_is_the_selectors_filter) {
 
 BOOST_AUTO_TEST_CASE(selector_observer_sees_searches_timed_calls_and_executions) {
     struct Log final : SelectorObserver {
-        int searches = 0, timed = 0, executed = 0;
+        int searches = 0, timed = 0, executions = 0;
         double timed_ms = 0, exec_ms = 0;
         void search_started(const ConvProblem&) override { ++searches; }
         void candidate_timed(const ConvProblem&, const Algorithm&, double ms) override { ++timed, timed_ms += ms; }
         void executed(const ConvProblem&, const Algorithm& a, const Status& s, double ms) override {
-            ++executed, exec_ms += ms;
+            ++executions, exec_ms += ms;
             BOOST_TEST(a.id() == "fast");
             BOOST_TEST(s.ok());
         }
@@ -187,6 +187,6 @@ BOOST_AUTO_TEST_CASE(selector_observer_sees_searches_timed_calls_and_executions)
     BOOST_TEST(log.searches == 1);
     BOOST_TEST(log.timed == 4);  // pytorch: a warm-up and one sample of each candidate
     BOOST_TEST(log.timed_ms == 8.0);
-    BOOST_TEST(log.executed == 2);
+    BOOST_TEST(log.executions == 2);
     BOOST_TEST(log.exec_ms == 2.0);
 }

@@ -460,6 +460,19 @@ BOOST_AUTO_TEST_CASE(draws_reproduce_the_spread_and_are_seeded) {
     BOOST_TEST(b.allocate(std::size_t{1} << 40).bytes() == std::size_t{1} << 40);  // virtual memory
 }
 
+BOOST_AUTO_TEST_CASE(sequence_factor_divides_by_the_median_of_an_even_sample_count) {
+    // The one median (stats.hpp) of the pick's two samples {1, 3} is 2, not the upper value 3.
+    // Runs of the only algorithm: start-up (6), the cold first call (1), the recorded cold call
+    // and its 2 samples, then 6 passes of the sequence (1 warm-up + 5 timed) at 2 ms each.
+    FakeBackend b("fake", {{"a", {1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 2}}});
+    RecordOptions ro;
+    ro.samples = 2;
+    const Recording r = record(b, {ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1")}, ro);
+    BOOST_TEST(r.problems[0].algorithms[0].samples_ms == (std::vector<double>{1, 3}), tt::per_element());
+    BOOST_REQUIRE(r.sequence_factor.has_value());
+    BOOST_TEST(*r.sequence_factor == 1.0);
+}
+
 BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) {
     // The scenario's first call pays the process start-up once; executions are scaled by the
     // sequence factor, the selector's timed samples (search) are not.

@@ -27,19 +27,20 @@ DeviceTensors::DeviceTensors(const Device& d, const ConvProblem& p, uint64_t see
     }
     const HostTensors host = make_host_tensors(p, seed);  // validates p and checks the memory budget
     allocate(d, p);
-    if (!ok_) return;
-    d.upload(x_.data(), host.x.data(), host.x.size());
-    d.upload(w_.data(), host.w.data(), host.w.size());
-    d.upload(y_.data(), host.y.data(), host.y.size());
+    upload(host.x.data(), host.w.data(), host.y.data());
 }
 
 DeviceTensors::DeviceTensors(const Device& d, const ConvProblem& p, const ConvTensors& host) : device_(d), problem_(p) {
     check_tensors(p, host);
     allocate(d, p);
+    upload(host.x.data, host.w.data, host.y.data);
+}
+
+void DeviceTensors::upload(const void* x, const void* w, const void* y) {
     if (!ok_) return;
-    d.upload(x_.data(), host.x.data, views_.x.bytes);
-    d.upload(w_.data(), host.w.data, views_.w.bytes);
-    d.upload(y_.data(), host.y.data, views_.y.bytes);
+    device_.upload(x_.data(), x, views_.x.bytes);
+    device_.upload(w_.data(), w, views_.w.bytes);
+    device_.upload(y_.data(), y, views_.y.bytes);
 }
 
 const DeviceTensors& DeviceTensors::require(std::string_view where) const {

@@ -37,6 +37,7 @@ public:
 
 private:
     void allocate(const Device& d, const ConvProblem& p);
+    void upload(const void* x, const void* w, const void* y);  // each views() size, when ok()
     const Device& device_;
     ConvProblem problem_;
     DeviceBuffer x_, w_, y_;
