@@ -383,7 +383,7 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
             r.deviation_from = reference_id;
         }
         // First timed sample: sets how many samples min-time needs.
-        st = timed_run(a, p, tp->views, e.workspace, r);
+        st = timed_run(a, p, tp->views(), e.workspace, r);
         if (!st.ok()) {
             r.kind = Kind::failed;
             r.reason = std::string(st.code_name()) + ": " + st.message;
