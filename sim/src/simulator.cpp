@@ -12,6 +12,7 @@
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/selector.hpp"
+#include "convtune/stats.hpp"
 #include "convtune/sim/replay_backend.hpp"
 
 namespace convtune::sim {
@@ -114,13 +115,6 @@ std::string percent(double f) { return fmt::format("{:.1f}%", 100 * f); }
 }  // namespace
 
 namespace {
-
-// TODO(merge): the one median of convtune/stats.hpp.
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // The measured setting a standard setting stands for: `off` is PyTorch with benchmark=False,
 // `pytorch` with benchmark=True; others are not measured.
