@@ -5,6 +5,7 @@
 
 #include "cli.hpp"
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/tuning_db.hpp"
 
@@ -45,7 +46,11 @@ int check(const std::string& path) {
     return ok;
 }
 
+// Under the lock every writer of OUT takes (TuningDatabase::store's): an entry a concurrent
+// `tune --db OUT` stores is either in the file read here or stored after this write, never lost.
 int merge(const std::string& out, const std::vector<std::string>& inputs) {
+    check_output_path(out);
+    const FileLock lock(out);
     std::vector<DbSection> acc;
     std::error_code ec;
     if (std::filesystem::exists(out, ec)) acc = TuningDatabase::read_file(out);

@@ -10,6 +10,7 @@
 
 #include "cli.hpp"
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/sim/options.hpp"
 #include "convtune/sim/recording.hpp"
@@ -30,6 +31,7 @@ struct RecordCliOptions {
 
 int record_command(const RecordCliOptions& o) {
     if (o.out.empty()) throw Error("--out: required");
+    check_output_path(o.out);  // refused before anything is recorded
     if (!o.from_db.empty()) {
         const auto sections = TuningDatabase::read_file(o.from_db);
         const sim::Recording r = sim::recording_from_db(sections, o.backend);

@@ -12,6 +12,7 @@
 
 #include "cli.hpp"
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/sim/options.hpp"
 #include "convtune/sim/replay_backend.hpp"
@@ -44,6 +45,7 @@ int simulate_command(const SimulateOptions& o) {
     for (std::size_t i = 0; i < settings.size(); ++i)
         for (std::size_t j = 0; j < i; ++j)
             if (settings[i].name == settings[j].name) throw Error("--flags: setting '" + settings[i].name + "' given twice");
+    if (!o.plot.empty()) check_output_path(o.plot);
     if (!o.plot.empty() && ::access(std::filesystem::path(o.plot).parent_path().empty() ? "." : std::filesystem::path(o.plot).parent_path().c_str(), W_OK) != 0)
         throw Error("--plot: cannot write in the folder of '" + o.plot + "'");
 
@@ -92,7 +94,7 @@ int simulate_command(const SimulateOptions& o) {
     if (sp.kind != sim::StreamKind::fixed && sp.kind != sim::StreamKind::trace) streamd += "stream seed " + std::to_string(sp.seed) + "; ";
     ctx.details = streamd + r.engine + (replay ? " of " + o.replay : std::string()) + " on backend " + r.backend + " (" + r.environment + ")";
 
-    if (!o.plot.empty()) sim::write_file_atomic(o.plot, sim::to_svg(r, ctx));
+    if (!o.plot.empty()) write_file_atomic(o.plot, sim::to_svg(r, ctx));
     if (o.json) fmt::print("{}\n", sim::to_json(r, ctx).dump(2));
     else if (o.csv) fmt::print("{}", sim::to_csv(r));
     else fmt::print("{}", sim::format_table(r, ctx));

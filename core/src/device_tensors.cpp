@@ -25,6 +25,13 @@ DeviceTensors::DeviceTensors(const Device& d, const ConvProblem& p, uint64_t see
         allocate(d, p);
         return;
     }
+    if (uses_host_memory(d)) {
+        // Host memory: filled in place, with no second copy to upload from.
+        check_memory_budget(p);  // validates p
+        allocate(d, p);
+        if (ok_) fill_host_tensors(p, views_, seed);
+        return;
+    }
     const HostTensors host = make_host_tensors(p, seed);  // validates p and checks the memory budget
     allocate(d, p);
     upload(host.x.data(), host.w.data(), host.y.data());

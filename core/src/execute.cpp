@@ -1,6 +1,7 @@
 #include "convtune/execute.hpp"
 
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "convtune/backend.hpp"
@@ -25,6 +26,23 @@ std::vector<std::byte>& output_of(HostTensors& t) {
 }
 const std::vector<std::byte>& output_of(const HostTensors& t) { return output_of(const_cast<HostTensors&>(t)); }
 
+void fill_host_tensors(const ConvProblem& p, const ConvTensors& t, uint64_t seed) {
+    check_tensors(p, t);
+    const std::size_t counts[3] = {static_cast<std::size_t>(p.x_elements()), static_cast<std::size_t>(p.w_elements()),
+                                   static_cast<std::size_t>(p.y_elements())};
+    void* const bufs[3] = {t.x.data, t.w.data, t.y.data};
+    const int out = p.direction == Direction::fwd ? 2 : p.direction == Direction::bwd_data ? 0 : 1;
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    for (int b = 0; b < 3; ++b) {
+        if (b == out) {
+            for (std::size_t i = 0; i < counts[b]; ++i) store_from_double(bufs[b], p.dtype, i, std::numeric_limits<double>::quiet_NaN());
+        } else {
+            for (std::size_t i = 0; i < counts[b]; ++i) store_from_double(bufs[b], p.dtype, i, dist(rng));
+        }
+    }
+}
+
 HostTensors make_host_tensors(const ConvProblem& p, uint64_t seed) {
     check_memory_budget(p);  // validates p too
     HostTensors t;
@@ -33,17 +51,7 @@ HostTensors make_host_tensors(const ConvProblem& p, uint64_t seed) {
     t.x.resize(static_cast<std::size_t>(p.x_elements()) * es);
     t.w.resize(static_cast<std::size_t>(p.w_elements()) * es);
     t.y.resize(static_cast<std::size_t>(p.y_elements()) * es);
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<double> dist(-1.0, 1.0);
-    std::vector<std::byte>* out = &output_of(t);
-    for (std::vector<std::byte>* buf : {&t.x, &t.w, &t.y}) {
-        const std::size_t count = buf->size() / es;
-        if (buf == out) {
-            for (std::size_t i = 0; i < count; ++i) store_from_double(buf->data(), p.dtype, i, std::numeric_limits<double>::quiet_NaN());
-        } else {
-            for (std::size_t i = 0; i < count; ++i) store_from_double(buf->data(), p.dtype, i, dist(rng));
-        }
-    }
+    fill_host_tensors(p, t.views(), seed);
     return t;
 }
 
@@ -53,20 +61,29 @@ RunResult execute(const Algorithm& a, HostTensors& t, bool timed) {
     RunResult r;
     check_tensors(p, t.views());
     const std::size_t wsb = a.workspace_size(p);
-    if (uses_host_memory(b)) {
+    const bool host = uses_host_memory(b);
+    if (host) {
         check_memory_budget(p);
         if (std::string m = over_memory_budget(p, wsb); !m.empty()) {
             r.status = Status::out_of_memory(m);
             return r;
         }
     }
-    const DeviceTensors tensors(b, p, t.views());
+    // Host memory: the algorithm runs on t's buffers, which are already the backend's memory.
+    std::optional<DeviceTensors> device;
+    if (!host) {
+        device.emplace(b, p, t.views());
+        if (!device->ok()) {
+            r.status = Status::out_of_memory("cannot allocate the tensors (" + std::to_string(t.x.size() + t.w.size() + t.y.size()) + " B)");
+            return r;
+        }
+    }
     DeviceBuffer ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
-    if (!tensors.ok() || (wsb && !ws)) {
-        r.status = Status::out_of_memory("cannot allocate tensors and a " + std::to_string(wsb) + "-byte workspace");
+    if (wsb && !ws) {
+        r.status = Status::out_of_memory("cannot allocate a " + std::to_string(wsb) + "-byte workspace");
         return r;
     }
-    const ConvTensors& dev = tensors.views();
+    const ConvTensors dev = host ? t.views() : device->views();
     const Workspace w{ws.data(), wsb};
     if (timed) {
         r.status = a.run(p, dev, w);
@@ -76,8 +93,8 @@ RunResult execute(const Algorithm& a, HostTensors& t, bool timed) {
         r.status = a.run(p, dev, w);
         b.synchronize();
     }
-    if (!r.status.ok()) return r;
-    tensors.download_output(output_of(t).data());
+    if (!r.status.ok() || host) return r;
+    device->download_output(output_of(t).data());
     return r;
 }
 

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -50,26 +51,38 @@ std::size_t memory_budget() {
 
 void set_memory_budget(std::size_t bytes) { g_budget.store(bytes); }
 
-std::string over_memory_budget(const ConvProblem& p, std::size_t workspace) {
+std::size_t peak_bytes(const ConvProblem& p, std::size_t workspace, std::size_t oracle) {
     p.validate();  // element counts fit in int64 from here on
-    const std::size_t es = size_of(p.dtype), budget = memory_budget();
+    const std::size_t es = size_of(p.dtype);
+    std::size_t total = 0;
+    for (int64_t e : {p.x_elements(), p.w_elements(), p.y_elements()}) {
+        std::size_t bytes = 0;
+        if (__builtin_mul_overflow(static_cast<std::size_t>(e), es, &bytes) || __builtin_add_overflow(total, bytes, &total))
+            return std::numeric_limits<std::size_t>::max();
+    }
+    if (__builtin_add_overflow(total, std::max(workspace, oracle), &total)) return std::numeric_limits<std::size_t>::max();
+    return total;
+}
+
+std::string over_memory_budget(const ConvProblem& p, std::size_t workspace, std::size_t oracle) {
+    const std::size_t peak = peak_bytes(p, workspace, oracle), budget = memory_budget();
+    if (peak <= budget) return {};
+    const std::size_t es = size_of(p.dtype);
     const std::size_t x = static_cast<std::size_t>(p.x_elements()) * es, w = static_cast<std::size_t>(p.w_elements()) * es,
                       y = static_cast<std::size_t>(p.y_elements()) * es;
-    std::size_t total = 0;
-    bool overflow = false;
-    for (std::size_t b : {x, w, y, workspace}) overflow = overflow || __builtin_add_overflow(total, b, &total);
-    if (!overflow && total <= budget) return {};
     std::string m = "memory budget: tensor x needs " + format_bytes(x) + ", w " + format_bytes(w) + ", y " + format_bytes(y);
     if (workspace) m += ", workspace " + format_bytes(workspace);
-    m += " (total " + (overflow ? std::string("beyond 2^64 B") : format_bytes(total)) + "), above the budget of " + format_bytes(budget) +
-         " (" + std::to_string(budget) + " B; raise it with CONVTUNE_MAX_BYTES or --max-bytes)";
+    if (oracle) m += ", the f64 oracle " + format_bytes(oracle);
+    m += " (peak " + (peak == std::numeric_limits<std::size_t>::max() ? std::string("beyond 2^64 B") : format_bytes(peak)) +
+         "), above the budget of " + format_bytes(budget) + " (" + std::to_string(budget) +
+         " B; raise it with CONVTUNE_MAX_BYTES or --max-bytes)";
     return m;
 }
 
-void check_memory_budget(const ConvProblem& p, std::size_t workspace) {
-    if (std::string m = over_memory_budget(p, workspace); !m.empty()) throw Error(m);
+void check_memory_budget(const ConvProblem& p, std::size_t workspace, std::size_t oracle) {
+    if (std::string m = over_memory_budget(p, workspace, oracle); !m.empty()) throw Error(m);
 }
 
-bool uses_host_memory(const Backend& b) { return dynamic_cast<const HostBackend*>(&b) != nullptr; }
+bool uses_host_memory(const Device& d) { return dynamic_cast<const HostBackend*>(&d) != nullptr; }
 
 }  // namespace convtune

@@ -29,6 +29,7 @@
 
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/sim/options.hpp"
@@ -334,6 +335,7 @@ std::string simulate(const sim::WorkloadArgs& w, int iterations, const std::vect
         for (std::size_t j = 0; j < i; ++j)
             if (settings[i].name == settings[j].name) throw Error("--flags: setting '" + settings[i].name + "' given twice");
     if (!plot.empty()) {
+        check_output_path(plot);
         const std::filesystem::path dir = std::filesystem::path(plot).parent_path();
         if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw Error("--plot: cannot write in the folder of '" + plot + "'");
     }
@@ -377,7 +379,7 @@ std::string simulate(const sim::WorkloadArgs& w, int iterations, const std::vect
     }
     if (sp.kind != sim::StreamKind::fixed && sp.kind != sim::StreamKind::trace) streamd += "stream seed " + std::to_string(sp.seed) + "; ";
     ctx.details = streamd + r.engine + (replay ? " of " + replay_path : std::string()) + " on backend " + r.backend + " (" + r.environment + ")";
-    if (!plot.empty()) sim::write_file_atomic(plot, sim::to_svg(r, ctx));
+    if (!plot.empty()) write_file_atomic(plot, sim::to_svg(r, ctx));
     return sim::to_json(r, ctx).dump();
 }
 
@@ -466,6 +468,16 @@ PYBIND11_MODULE(_convtune, m) {
 
     m.def("convolution", &convolution_numpy, py::arg("problem"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("backend"));
 
+    m.def(
+        "write_file_atomic",
+        [](const std::string& path, const py::bytes& data) {
+            std::string bytes = data;  // copied while the GIL is held
+            py::gil_scoped_release release;
+            write_file_atomic(path, bytes);
+        },
+        py::arg("path"), py::arg("data"),
+        "Writes data (bytes) to path as convtune's CLI writes its outputs: only where a regular file or nothing stands, "
+        "through a temporary file, fsync and rename; raises convtune.Error naming the path otherwise");
     m.def("tune", &tune, py::arg("problems"), py::arg("shapes"), py::arg("backend"), py::arg("policy"), py::arg("flags"),
           py::arg("db"), py::arg("batch"), py::arg("dir"), py::arg("dtype"), py::arg("layout"));
 

@@ -18,8 +18,9 @@ public:
 
     // Allocates p's tensors on d and, when d.needs_tensor_data(), fills them as
     // make_host_tensors(p, seed) fills host tensors (the direction's inputs uniform in [-1, 1)
-    // from `seed`, rounded to p's dtype; the output NaN) and uploads them. A device that needs no
-    // data gets the allocations only. Host memory is checked against memory_budget() first.
+    // from `seed`, rounded to p's dtype; the output NaN): in place on a host-memory device (x + w
+    // + y counted once against memory_budget(), checked first), else through a host copy that is
+    // uploaded. A device that needs no data gets the allocations only.
     DeviceTensors(const Device& d, const ConvProblem& p, uint64_t seed = default_seed);
     // Allocates p's tensors on d and uploads these host buffers (each at least the problem's size).
     DeviceTensors(const Device& d, const ConvProblem& p, const ConvTensors& host);
