@@ -53,7 +53,7 @@ std::vector<const Algorithm*> cudnn_algorithms() {
 }
 
 std::string shapes_dir() {
-    if (const char* e = std::getenv("CONVTUNE_PEER_SHAPES_DIR"); e && *e) return e;
+    if (const char* e = std::getenv("CONVTUNE_SHAPES_DIR"); e && *e) return e;
     return test::peer_shapes_dir();
 }
 

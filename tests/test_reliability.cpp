@@ -36,7 +36,7 @@
 #include "convtune/registry.hpp"
 #include "convtune/selector.hpp"
 #include "cpu/cpu_backend.hpp"
-#include "cpu/oracle.hpp"
+#include "convtune/verify/oracle.hpp"
 #include "sim_targets.hpp"
 #include "support/fake_backend.hpp"
 #include "support/check.hpp"

@@ -11,9 +11,11 @@
 #include "cli.hpp"
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
+#include "convtune/hash.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
-#include "cpu/oracle.hpp"
+#include "convtune/stats.hpp"
+#include "convtune/verify/oracle.hpp"
 
 namespace convtune::cli {
 
@@ -27,11 +29,7 @@ struct RunOptions {
     ProblemOverrides over;
 };
 
-std::string fnv1a(const std::vector<std::byte>& bytes) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (std::byte b : bytes) h = (h ^ static_cast<uint64_t>(b)) * 0x100000001b3ull;
-    return fmt::format("{:016x}", h);
-}
+std::string fingerprint(const std::vector<std::byte>& bytes) { return fmt::format("{:016x}", fnv1a(bytes)); }
 
 int run_command(const RunOptions& o) {
     const ConvProblem p = o.over.apply(ConvProblem::parse_any(o.problem));
@@ -84,11 +82,11 @@ int run_command(const RunOptions& o) {
         else fmt::print(stderr, "convtune: {} failed ({}): {}\n", algo->id(), r.status.code_name(), r.status.message);
         return run_failed;
     }
-    doc["output_fnv1a"] = fnv1a(output_of(t));
+    doc["output_fnv1a"] = fingerprint(output_of(t));
     double median = 0;
     if (!times.empty()) {
         std::sort(times.begin(), times.end());
-        median = times[times.size() / 2];
+        median = convtune::median(times);
         doc["median_ms"] = median;
         doc["min_ms"] = times.front();
         doc["max_ms"] = times.back();

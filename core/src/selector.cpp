@@ -3,34 +3,29 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <unordered_set>
 
+#include "convtune/device_tensors.hpp"
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
+#include "convtune/stats.hpp"
 
 namespace convtune {
 
-std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f) {
-    std::string k = std::string(b.name()) + "|" + p.to_string() + "|det=" + (f.deterministic ? "1" : "0") +
-                    "|tf32=" + (f.allow_tf32 ? "1" : "0");
-    // PyTorch's key has no `benchmark` (its quirk); convtune's has.
-    if (f.policy == Policy::convtune || f.policy == Policy::adaptive) k += std::string("|bench=") + (f.benchmark ? "1" : "0");
-    if (f.workspace_limit != FlagValues{}.workspace_limit) k += "|ws=" + std::to_string(f.workspace_limit);
-    k += "|policy=" + std::string(to_string(f.policy));
-    return k;
+std::string flag_filter_reason(const Notes& notes, const ConvProblem& p, const FlagValues& f) {
+    if (f.deterministic && notes.has(Note::nondeterministic)) return "deterministic=1 drops NONDETERMINISTIC";
+    if (p.dtype == DataType::f32 && !f.allow_tf32 && notes.has(Note::tensor_core)) return "allow_tf32=0 drops TENSOR_CORE for f32";
+    if (notes.has(Note::down_convert_inputs)) return "DOWN_CONVERT_INPUTS is always dropped";
+    return {};
 }
+
+std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f) { return CacheKey::of(b, p, f).to_string(); }
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double median_of(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 // The candidate for algorithm a: its support decided and the flags' filters applied. The
 // workspace is asked here only when a limit needs it: asking can build a plan (cuDNN compiles a
@@ -48,15 +43,9 @@ Candidate evaluate(const Algorithm& a, const ConvProblem& p, const FlagValues& f
     c.notes = a.notes_for(p);
     const bool limited = f.workspace_limit != FlagValues{}.workspace_limit;
     if (limited) c.workspace = a.workspace_size(p);
-    if (f.deterministic && c.notes.has(Note::nondeterministic)) {
+    if (std::string why = flag_filter_reason(c.notes, p, f); !why.empty()) {
         c.state = Candidate::State::filtered;
-        c.reason = "deterministic=1 drops NONDETERMINISTIC";
-    } else if (p.dtype == DataType::f32 && !f.allow_tf32 && c.notes.has(Note::tensor_core)) {
-        c.state = Candidate::State::filtered;
-        c.reason = "allow_tf32=0 drops TENSOR_CORE for f32";
-    } else if (c.notes.has(Note::down_convert_inputs)) {
-        c.state = Candidate::State::filtered;
-        c.reason = "DOWN_CONVERT_INPUTS is always dropped";
+        c.reason = std::move(why);
     } else if (limited && *c.workspace > f.workspace_limit) {
         c.state = Candidate::State::over_workspace;
         c.reason = "workspace " + std::to_string(*c.workspace) + " B > limit " + std::to_string(f.workspace_limit) + " B";
@@ -275,31 +264,18 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     Decision d;
     d.key = key;
     d.source = Source::search;
+    if (observer_) observer_->search_started(p);
     const bool host_memory = uses_host_memory(backend_);
-    // Without the caller's tensors: scratch tensors with real-looking data; their preparation is
-    // not search time. A simulated backend never reads them, so it gets the allocations only.
-    DeviceBuffer bx, bw, by;
+    // Without the caller's tensors: scratch tensors with real-looking data (none on a device
+    // that needs none); their preparation is not search time.
+    std::optional<DeviceTensors> scratch;
     ConvTensors t;
     if (caller) {
         t = *caller;
     } else {
-        const std::size_t es = size_of(p.dtype);
-        const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
-                          yb = static_cast<std::size_t>(p.y_elements()) * es;
         if (host_memory) check_memory_budget(p);
-        bx = backend_.allocate(xb);
-        bw = backend_.allocate(wb);
-        by = backend_.allocate(yb);
-        if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " to time candidates");
-        t = ConvTensors{{bx.data(), xb}, {bw.data(), wb}, {by.data(), yb}};
-        if (host_memory && !backend_.simulated()) {
-            fill_host_tensors(p, t, 2024);  // in place: no second copy to upload from
-        } else if (!backend_.simulated()) {
-            HostTensors host = make_host_tensors(p, 2024);
-            backend_.upload(bx.data(), host.x.data(), xb);
-            backend_.upload(bw.data(), host.w.data(), wb);
-            backend_.upload(by.data(), host.y.data(), yb);
-        }
+        scratch.emplace(backend_, p);
+        t = scratch->require("to time candidates").views();
     }
 
     const bool robust = f.policy == Policy::convtune || f.policy == Policy::adaptive;
@@ -339,7 +315,13 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
         const Workspace w{need ? ws.data() : nullptr, need};
         Status st;
         auto once = [&] { st = a->run(p, t, w); };
-        c.first_ms = backend_.time_ms(once);  // warm-up
+        // One timed call, reported to the observer (a simulator's meter).
+        auto timed_call = [&] {
+            const double ms = backend_.time_ms(once);
+            if (observer_) observer_->candidate_timed(p, *a, ms);
+            return ms;
+        };
+        c.first_ms = timed_call();  // warm-up
         spent += c.first_ms;
         if (!st.ok()) {
             c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
@@ -350,11 +332,11 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
         const int max_samples = !robust || over_budget ? 1 : f.max_samples;
         double prev_median = -1;
         for (int s = 0; s < max_samples; ++s) {
-            c.samples_ms.push_back(backend_.time_ms(once));
+            c.samples_ms.push_back(timed_call());
             spent += c.samples_ms.back();
             if (!st.ok()) break;
             if (!robust) continue;
-            const double m = median_of(c.samples_ms);
+            const double m = median(c.samples_ms);
             // A candidate 3x slower than the best so far cannot win: stop paying for it.
             if (best > 0 && m > 3 * best) {
                 c.reason = "stopped early: over 3x the best median";
@@ -376,9 +358,8 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
         }
         c.state = Candidate::State::timed;
         if (!c.suggested && c.reason.empty()) c.reason = "explored: the heuristics do not suggest it";
-        c.median_ms = median_of(c.samples_ms);
-        const auto [lo, hi] = std::minmax_element(c.samples_ms.begin(), c.samples_ms.end());
-        c.spread = c.median_ms > 0 ? (*hi - *lo) / c.median_ms : 0;
+        c.median_ms = median(c.samples_ms);
+        c.spread = relative_spread(c.samples_ms);
         if (best == 0 || c.median_ms < best) best = c.median_ms;
         return true;
     };
@@ -525,7 +506,12 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
             last = Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + c.id);
             return false;
         }
-        last = a->run(p, t, {ws.data(), wsb});
+        if (observer_) {
+            const double ms = backend_.time_execution_ms([&] { last = a->run(p, t, {ws.data(), wsb}); });
+            observer_->executed(p, *a, last, ms);
+        } else {
+            last = a->run(p, t, {ws.data(), wsb});
+        }
         if (!last.ok()) return false;
         if (c.id != d->algorithm && f.enabled) {
             Decision nd = *d;

@@ -11,11 +11,14 @@
 #include <type_traits>
 #include <utility>
 
+#include "convtune/cache_key.hpp"
+#include "convtune/device_tensors.hpp"
 #include "convtune/error.hpp"
 #include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/sim/report.hpp"
+#include "convtune/stats.hpp"
 
 namespace convtune::sim {
 
@@ -278,23 +281,10 @@ void Recording::save(const std::string& path) const { write_file_atomic(path, to
 namespace {
 
 // Tensors of one problem on the backend, filled from `seed`.
-struct DeviceTensors {
-    DeviceBuffer x, w, y;
-    ConvTensors views;
-    DeviceTensors(const Backend& b, const ConvProblem& p, uint64_t seed) {
-        const HostTensors host = make_host_tensors(p, seed);
-        x = b.allocate(host.x.size()), w = b.allocate(host.w.size()), y = b.allocate(host.y.size());
-        if (!x || !w || !y) throw Error("cannot allocate the tensors of " + p.to_string() + " on backend " + std::string(b.name()));
-        b.upload(x.data(), host.x.data(), host.x.size());
-        b.upload(w.data(), host.w.data(), host.w.size());
-        b.upload(y.data(), host.y.data(), host.y.size());
-        views = {{x.data(), host.x.size()}, {w.data(), host.w.size()}, {y.data(), host.y.size()}};
-    }
-};
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
+std::unique_ptr<DeviceTensors> tensors_on(const Backend& b, const ConvProblem& p, uint64_t seed) {
+    auto t = std::make_unique<DeviceTensors>(b, p, seed);
+    t->require("on backend " + std::string(b.name()));
+    return t;
 }
 
 // The first algorithm of p's heuristic order with tensors and workspace ready; run() times one
@@ -310,7 +300,7 @@ struct HeuristicPick {
     HeuristicPick(const Backend& backend, const ConvProblem& problem, uint64_t seed) : b(backend), p(problem) {
         const auto order = b.heuristic_order(p);
         if (order.empty()) return;
-        t = std::make_unique<DeviceTensors>(b, p, seed);
+        t = tensors_on(b, p, seed);
         wsb = order.front()->workspace_size(p);
         ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
         if (!wsb || ws) a = order.front();
@@ -318,7 +308,7 @@ struct HeuristicPick {
     std::optional<double> run() const {
         if (!a) return std::nullopt;
         Status st;
-        const double ms = b.time_ms([&] { st = a->run(p, t->views, {ws.data(), wsb}); });
+        const double ms = b.time_ms([&] { st = a->run(p, t->views(), {ws.data(), wsb}); });
         return st.ok() ? std::optional<double>(ms) : std::nullopt;
     }
 };
@@ -365,7 +355,7 @@ std::optional<double> measure_sequence_factor(const Backend& b, const Recording&
     }
     if (steps.empty() || isolated <= 0) return std::nullopt;
     for (Step& s : steps) {
-        s.t = std::make_unique<DeviceTensors>(b, *s.p, seed);
+        s.t = tensors_on(b, *s.p, seed);
         s.ws = s.wsb ? b.allocate(s.wsb) : DeviceBuffer{};
         if (s.wsb && !s.ws) return std::nullopt;
     }
@@ -374,7 +364,7 @@ std::optional<double> measure_sequence_factor(const Backend& b, const Recording&
         double total = 0;
         for (Step& s : steps) {
             Status st;
-            total += b.time_ms([&] { st = s.a->run(*s.p, s.t->views, {s.ws.data(), s.wsb}); });
+            total += b.time_ms([&] { st = s.a->run(*s.p, s.t->views(), {s.ws.data(), s.wsb}); });
             if (!st.ok()) return std::nullopt;
         }
         if (pass > 0) passes.push_back(total);
@@ -414,13 +404,8 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
         }
         if (const Algorithm* a = b.native_fallback(p)) pr.fallback = std::string(a->id());
         if (const Algorithm* a = b.fixed_default(p)) pr.fixed = std::string(a->id());
-        HostTensors host = make_host_tensors(p, o.seed);
-        DeviceBuffer bx = b.allocate(host.x.size()), bw = b.allocate(host.w.size()), by = b.allocate(host.y.size());
-        if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " on backend " + std::string(b.name()));
-        b.upload(bx.data(), host.x.data(), host.x.size());
-        b.upload(bw.data(), host.w.data(), host.w.size());
-        b.upload(by.data(), host.y.data(), host.y.size());
-        const ConvTensors t{{bx.data(), host.x.size()}, {bw.data(), host.w.size()}, {by.data(), host.y.size()}};
+        const auto tensors = tensors_on(b, p, o.seed);
+        const ConvTensors t = tensors->views();
         for (const Algorithm* a : b.algorithms()) {
             AlgorithmRecord ar;
             ar.id = std::string(a->id());
@@ -492,20 +477,14 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
         if (b->name() == backend) local = b;
     std::map<std::string, std::size_t> index;  // problem string -> position
     for (const auto& [key, rec] : best->entries) {
-        // key: backend|problem|det=..|tf32=..[|bench=..][|ws=..]|policy=..
-        const auto a = key.find('|');
-        const auto b = a == std::string::npos ? a : key.find('|', a + 1);
-        if (b == std::string::npos) {
-            drop(key, "not a backend|problem|... key");
-            continue;
-        }
-        ConvProblem p;
+        CacheKey k;
         try {
-            p = ConvProblem::parse(key.substr(a + 1, b - a - 1));
+            k = CacheKey::parse(key);
         } catch (const Error& e) {
-            drop(key, std::string("its problem is not readable: ") + e.what());
+            drop(key, std::string("not a readable key: ") + e.what());
             continue;
         }
+        const ConvProblem& p = k.problem;
         if (rec.algorithm.empty()) {
             drop(key, "no algorithm");
             continue;
@@ -515,7 +494,7 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
             continue;
         }
         // Prefer what a benchmark search under convtune's rules found.
-        const bool preferred = key.find("|bench=1") != std::string::npos && key.find("|policy=convtune") != std::string::npos;
+        const bool preferred = k.benchmark == true && k.policy == Policy::convtune;
         const std::string ps = p.to_string();
         auto it = index.find(ps);
         if (it != index.end() && !preferred) continue;

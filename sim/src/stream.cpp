@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "convtune/error.hpp"
+#include "convtune/hash.hpp"
 #include "convtune/file_io.hpp"
 
 namespace convtune::sim {
@@ -157,13 +158,7 @@ std::vector<Iteration> read_trace(const std::string& path) {
 
 namespace {
 
-// splitmix64: a good 64-bit mix, enough to make (seed, iteration, slot) independent draws.
-uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+constexpr auto mix = splitmix64;
 uint64_t draw(uint64_t seed, int i, int slot) { return mix(mix(seed) ^ mix(static_cast<uint64_t>(i) * 8 + static_cast<uint64_t>(slot))); }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "cpu/oracle.hpp"
+#include "convtune/verify/oracle.hpp"
 
 #include <algorithm>
 #include <cmath>
