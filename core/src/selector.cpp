@@ -88,6 +88,14 @@ std::string no_candidate_message(const Backend& b, const ConvProblem& p, const s
 
 const Algorithm* lookup(const Backend& b, const std::string& id) { return b.find(id); }
 
+// The samples of a decision's chosen candidate.
+const std::vector<double>& winner_samples(const Decision& d) {
+    static const std::vector<double> none;
+    for (const Candidate& c : d.candidates)
+        if (c.id == d.algorithm) return c.samples_ms;
+    return none;
+}
+
 // The candidate's workspace, asked of its algorithm the first time it is needed.
 std::size_t workspace_of(const Backend& b, const ConvProblem& p, Candidate& c) {
     if (!c.workspace) {
@@ -362,7 +370,9 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
         succeeded += time_candidate(i);
     }
     // What the measurement found, onto the candidates.
-    const int win = m.choose();
+    m.finish();
+    const Choice choice = m.choose();
+    const int win = choice.trial;
     for (std::size_t k = 0; k < measured.size(); ++k) {
         const Trial& r = m.trials()[k];
         Candidate& c = cands[measured[k]];
@@ -378,7 +388,14 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
         c.median_ms = r.median_ms;
         c.spread = r.spread;
     }
-    const std::string winner = win >= 0 ? cands[m.trials()[static_cast<std::size_t>(win)].order].id : std::string();
+    std::string winner;
+    if (win >= 0) {
+        Candidate& w = cands[m.trials()[static_cast<std::size_t>(win)].order];
+        winner = w.id;
+        if (!choice.reason.empty()) w.reason = choice.reason;
+        if (policy.persists())
+            if (std::string no = persist_refusal(m.strategy(), w.samples_ms); !no.empty()) w.reason += (w.reason.empty() ? "" : "; ") + no;
+    }
     d.search_ms = ms_since(t0);
     d.candidates = std::move(list).finish();
     if (winner.empty()) throw Error(no_candidate_message(backend_, p, d.candidates));
@@ -434,7 +451,7 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
             return d;
         }
         Decision d = decide(p, f, t);
-        if (persistent && d.source == Source::search) {
+        if (persistent && d.source == Source::search && persist_refusal(policy.measurement(f), winner_samples(d)).empty()) {
             const auto now = std::chrono::system_clock::now();
             DbRecord r{d.algorithm, d.median_ms, 0, 0, d.search_ms, static_cast<int64_t>(std::chrono::system_clock::to_time_t(now))};
             for (const Candidate& c : d.candidates)
