@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "cli.hpp"
 #include "convtune/error.hpp"
@@ -26,7 +27,7 @@ struct SimulateOptions {
     int iterations = 100;
     std::vector<std::string> flags;
     bool compare = false, json = false, csv = false, progress = false, strict = false;
-    std::string backend, replay, plot;
+    std::string backend, replay, plot, measured, kernel_cache = "warm";
     double min_saving = 0.02;
 };
 
@@ -46,6 +47,10 @@ int simulate_command(const SimulateOptions& o) {
     if (!o.plot.empty() && ::access(std::filesystem::path(o.plot).parent_path().empty() ? "." : std::filesystem::path(o.plot).parent_path().c_str(), W_OK) != 0)
         throw Error("--plot: cannot write in the folder of '" + o.plot + "'");
 
+    std::optional<sim::PyTorchMeasurements> measured;
+    if (!o.measured.empty()) measured = sim::PyTorchMeasurements::load(o.measured);
+    const bool measured_only = measured && o.replay.empty() && o.backend.empty();
+
     std::unique_ptr<sim::ReplayBackend> replay;
     Backend* backend = nullptr;
     if (!o.replay.empty()) {
@@ -54,7 +59,7 @@ int simulate_command(const SimulateOptions& o) {
             throw Error("--backend: '" + o.backend + "' does not match the recording's backend '" + rec.environment.backend + "'");
         replay = std::make_unique<sim::ReplayBackend>(std::move(rec), o.w.seed, !o.strict);
         backend = replay.get();
-    } else {
+    } else if (!measured_only) {
         backend = &find_backend(o.backend.empty() ? "cpu" : o.backend);
     }
 
@@ -63,9 +68,11 @@ int simulate_command(const SimulateOptions& o) {
     so.settings = settings;
     so.seed = o.w.seed;
     so.min_saving = o.min_saving;
+    if (measured) so.measured = &*measured;
+    so.kernel_cache = o.kernel_cache;
     sim::Progress bar("simulate", o.progress || ::isatty(2));
     so.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
-    const sim::SimulationResult r = sim::simulate(*backend, stream, so);
+    const sim::SimulationResult r = measured_only ? sim::simulate_measured(stream, so) : sim::simulate(*backend, stream, so);
     bar.finish();
 
     sim::ReportContext ctx;
@@ -115,6 +122,11 @@ void add_simulate(CLI::App& app, Action& action) {
     cmd->add_flag("--compare", o->compare, "Compare all five standard settings (the default when no --flags is given)");
     cmd->add_option("--backend,-b", o->backend, "Backend to run live (default cpu), or the recording's backend with --replay");
     cmd->add_option("--replay", o->replay, "Recording (from `convtune record`) to replay instead of running a backend");
+    cmd->add_option("--pytorch-measured", o->measured,
+                    "PyTorch's own measurements (python/convtune/pytorch_measure.py grid): the off and pytorch settings replay them; "
+                    "alone (no --replay or --backend), only those two settings are simulated");
+    cmd->add_option("--kernel-cache", o->kernel_cache, "With --pytorch-measured: the CUDA kernel cache the run starts with, cold or warm")
+        ->check(CLI::IsMember({"cold", "warm"}));
     cmd->add_flag("--strict", o->strict, "With --replay: refuse problems the recording lacks instead of scaling them from the same layer");
     auto* json = cmd->add_flag("--json", o->json, "Print one JSON document instead of the table");
     auto* csv = cmd->add_flag("--csv", o->csv, "Print one CSV row per setting and iteration instead of the table");

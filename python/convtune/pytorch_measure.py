@@ -11,8 +11,10 @@ per-algorithm times (docs/simulation.md, "PyTorch's own behaviour").
 One measurement is one fresh process with one setting of torch.backends.cudnn (benchmark,
 allow_tf32, deterministic). In it, for the problems in the order given (the order of a
 network's first iteration):
-  * `startup_ms`: CUDA context, cuDNN handle and a first 3x3 convolution of a shape outside
-    the list (what any first convolution of a process pays once);
+  * `context_ms`: the CUDA context (paid by any CUDA program, whatever its flags);
+  * `startup_ms`: the cuDNN handle and a first 3x3 convolution of a shape outside the list
+    (what the first convolution of a process pays once; files written before `context_ms`
+    existed include the context in it);
   * per problem `first_ms`: the first call of the problem, synchronised (heuristics, plan
     builds, runtime kernel compiles and, with benchmark=True, PyTorch's timed search);
   * per problem `steady_ms`: median of `samples` timings (CUDA events) of `inner` back-to-back
@@ -83,6 +85,9 @@ def measure(problems, benchmark, allow_tf32=True, deterministic=False, samples=7
     # Start-up: a 3x3 convolution of a shape outside any network, so it fills no entry a
     # problem of the list could reuse.
     probe = torch.ones(1, 5, 13, 11, device=device)
+    sync()
+    context_ms = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
     torch.nn.functional.conv2d(probe, torch.ones(7, 5, 3, 3, device=device))
     sync()
     startup_ms = (time.perf_counter() - t0) * 1e3
@@ -129,7 +134,7 @@ def measure(problems, benchmark, allow_tf32=True, deterministic=False, samples=7
     return {"format": FORMAT, "version": VERSION, "environment": env,
             "setting": {"benchmark": int(benchmark), "allow_tf32": int(bool(allow_tf32)),
                         "deterministic": int(bool(deterministic))},
-            "samples": samples, "inner": inner, "startup_ms": startup_ms, "problems": results}
+            "samples": samples, "inner": inner, "context_ms": context_ms, "startup_ms": startup_ms, "problems": results}
 
 
 def _load_problems(path):
