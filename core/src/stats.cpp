@@ -27,4 +27,18 @@ double relative_spread(const std::vector<double>& v) {
     return m > 0 ? (*hi - *lo) / m : 0;
 }
 
+double relative_noise(const std::vector<double>& v) {
+    const double m = median(v);
+    return m > 0 ? 1.4826 * median_abs_deviation(v) / m : 0;
+}
+
+bool slower_beyond_noise(const std::vector<double>& a, const std::vector<double>& b, double z, double floor) {
+    if (a.empty() || b.empty()) return false;
+    const double ma = median(a), mb = median(b);
+    auto se = [](const std::vector<double>& v) { return 1.2533 * 1.4826 * median_abs_deviation(v) / std::sqrt(static_cast<double>(v.size())); };
+    const double sa = se(a), sb = se(b);
+    const double d = mb - ma;
+    return d > floor * ma && d > z * std::sqrt(sa * sa + sb * sb);
+}
+
 }  // namespace convtune

@@ -13,6 +13,7 @@
 #include "convtune/device_tensors.hpp"
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
+#include "convtune/policy.hpp"
 #include "convtune/selector.hpp"
 #include "convtune/stats.hpp"
 #include "convtune/sim/replay_backend.hpp"
@@ -514,9 +515,10 @@ void analyze(SimulationResult& r, double min_saving) {
     rec.saving = bc.saving;
     const std::string when = bc.break_even ? fmt::format("after iteration {}", *bc.break_even) : "by the end of the run";
     const double saved = tb * bc.saving;
-    if (bs.setting.flags.policy == Policy::adaptive) {
-        rec.text = fmt::format("use the adaptive policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}", bs.setting.name,
-                               bs.setting.flags.to_string(), percent(bc.saving), seconds(saved), seconds(tb), n, when);
+    if (policy_of(bs.setting.flags.policy).recommended_by_name()) {
+        rec.text = fmt::format("use the {} policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}",
+                               to_string(bs.setting.flags.policy), bs.setting.name, bs.setting.flags.to_string(), percent(bc.saving),
+                               seconds(saved), seconds(tb), n, when);
         if (on >= 0 && on != best) {
             const Comparison& oc = r.comparisons[static_cast<std::size_t>(on)];
             rec.text += fmt::format("; plain benchmark on ('{}') would {} {}", r.scenarios[static_cast<std::size_t>(on)].setting.name,

@@ -2,17 +2,11 @@
 // database, from the backend's heuristic, or by timing candidates — and runs it, falling
 // through to the next candidate when one fails or runs out of memory.
 //
-// Policies (FlagValues::policy), documented with their rules in docs/autotuning.md:
-//   pytorch     PyTorch v8: cache key without `benchmark`; benchmark off = heuristic order, first
-//               candidate that can run; on = 1 warm-up + 1 timed run per candidate in heuristic
-//               order until benchmark_limit succeeded (0 = all), fastest wins.
-//   pytorch-v7  legacy API: benchmark on times every candidate and caches the first that runs in
-//               time order; deterministic && !benchmark takes the backend's fixed default.
-//   convtune    `benchmark` is in the key; robust timing (warm-up, samples until the median is
-//               stable or the budget is spent); the heuristic's pick is always timed, so a search
-//               never returns an algorithm its own timing says is slower.
-//   adaptive    convtune's search, but only once a shape has been asked for adaptive_after
-//               times; until then the heuristic pick runs (marked provisional).
+// The selector only orchestrates: what goes into the cache key, when to search, which candidates
+// a decision reaches, how they are measured and whether the result is persisted are the policy's
+// answers (FlagValues::policy -> SelectionPolicy, policy.hpp; each policy's rules are at the top
+// of its file in core/src/policies/ and in docs/autotuning.md); timing and choosing are the
+// measurement's (measurement.hpp).
 // Filters, every policy: deterministic drops NONDETERMINISTIC; f32 without allow_tf32 drops
 // TENSOR_CORE; DOWN_CONVERT_INPUTS is always dropped; workspace above workspace_limit is dropped.
 #pragma once

@@ -17,4 +17,13 @@ double median_abs_deviation(const std::vector<double>& samples);
 // a zero median.
 double relative_spread(const std::vector<double>& samples);
 
+// The robust spread: 1.4826 x median_abs_deviation / median (the relative standard deviation for
+// normal noise, unmoved by a few outliers); 0 for no samples or a zero median.
+double relative_noise(const std::vector<double>& samples);
+
+// Whether b's median is above a's beyond the noise: by more than `floor` x a's median and by more
+// than z standard errors of the difference of the two medians (each median's standard error taken
+// as 1.2533 x 1.4826 x MAD / sqrt(n)). False when either has no samples.
+bool slower_beyond_noise(const std::vector<double>& a, const std::vector<double>& b, double z, double floor);
+
 }  // namespace convtune
