@@ -376,70 +376,76 @@ BOOST_AUTO_TEST_CASE(reference_candidates_are_not_timed_while_others_are_eligibl
 }
 
 BOOST_AUTO_TEST_CASE(search_budget_cuts_the_sampling_short) {
-    // Three candidates at a constant 10 ms. Without a budget each gets a warm-up and 3 samples
-    // (the median is stable at min_samples). With search_budget_ms=25, the first candidate stops
-    // after its second sample (30 ms spent), and every later one, whose warm-up starts over the
-    // budget, gets a single sample.
+    // Three candidates at a constant 10 ms, measured by the robust strategy: every warm-up first,
+    // then rounds of one sample per candidate. Without a budget the medians are tied and stable
+    // at the round after min_samples (3): 4 samples each, 3 x (1 + 4) x 10 ms in all. With
+    // search_budget_ms=25 the warm-ups alone spend 30 ms: the first round still runs (a decision
+    // needs one sample of each), then the budget stops the search.
     const std::vector<FakeSpec> specs{{"a", {10}}, {"b", {10}}, {"c", {10}}};
     {
         FakeBackend b("fake", specs);
         TuningCache cache;
         Selector s(b, cache);
         auto d = s.select(kP, flags("benchmark=1"));
-        for (const char* id : {"a", "b", "c"}) BOOST_TEST(cand(*d, id).samples_ms.size() == 3u, id);
-        BOOST_TEST(b.clock_ms() == 3 * 4 * 10.0);
+        for (const char* id : {"a", "b", "c"}) BOOST_TEST(cand(*d, id).samples_ms.size() == 4u, id);
+        BOOST_TEST(b.clock_ms() == 3 * 5 * 10.0);
     }
     FakeBackend b("fake", specs);
     TuningCache cache;
     Selector s(b, cache);
     auto d = s.select(kP, flags("benchmark=1,search_budget_ms=25"));
-    BOOST_TEST(cand(*d, "a").samples_ms.size() == 2u);
-    BOOST_TEST(cand(*d, "a").reason == "search budget spent");
-    for (const char* id : {"b", "c"}) {
+    for (const char* id : {"a", "b", "c"}) {
         BOOST_TEST(cand(*d, id).samples_ms.size() == 1u, id);
+        BOOST_TEST(cand(*d, id).reason == "search budget spent", id);
         BOOST_TEST((cand(*d, id).state == Candidate::State::timed), id);
     }
-    BOOST_TEST(b.clock_ms() == 30 + 20 + 20.0);
+    BOOST_TEST(b.clock_ms() == 3 * 2 * 10.0);
     BOOST_TEST(d->algorithm == "a");  // ties keep the heuristic order
 }
 
 BOOST_AUTO_TEST_CASE(max_samples_caps_a_median_that_never_settles) {
-    // Alternating 10 ms and 1 ms: the median swings between 10 and 5.5 and is never stable.
+    // Two identical candidates alternating 10 ms and 1 ms: neither is ever slower beyond the
+    // noise, and their medians swing between 10 and 5.5, so they are never tied and stable; only
+    // max_samples ends the rounds. (A lone candidate needs no comparison: it stops at min_samples.)
     std::vector<double> swinging{1};
     for (int i = 0; i < 40; ++i) swinging.push_back(i % 2 ? 1 : 10);
     for (int cap : {5, 15}) {
-        FakeBackend b("fake", {{"swing", swinging}});
+        FakeBackend b("fake", {{"swing", swinging}, {"swing2", swinging}});
         TuningCache cache;
         Selector s(b, cache);
         auto d = s.select(kP, flags("benchmark=1,max_samples=" + std::to_string(cap)));
-        BOOST_TEST(cand(*d, "swing").samples_ms.size() == static_cast<std::size_t>(cap), cap);
-        BOOST_TEST(b.runs("swing") == cap + 1, cap);  // and the warm-up
+        for (const char* id : {"swing", "swing2"}) {
+            BOOST_TEST(cand(*d, id).samples_ms.size() == static_cast<std::size_t>(cap), id << " cap " << cap);
+            BOOST_TEST(b.runs(id) == cap + 1, id << " cap " << cap);  // and the warm-up
+        }
     }
     // PyTorch's policies take one sample whatever max_samples says.
-    FakeBackend b("fake", {{"swing", swinging}});
+    FakeBackend b("fake", {{"swing", swinging}, {"swing2", swinging}});
     TuningCache cache;
     Selector s(b, cache);
     BOOST_TEST(cand(*s.select(kP, flags("policy=pytorch,benchmark=1,max_samples=5")), "swing").samples_ms.size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(stable_rel_decides_when_the_median_has_settled) {
-    // Samples 100, 110, 111, 111, ...: medians 100, 105, 110, 110.5, 111, 111. With
-    // min_samples=2 the search stops at the first n >= 2 whose median moved by at most
-    // stable_rel x median: 5 <= 0.05 x 105 at n=2; 0.5 <= 0.02 x 110.5 at n=4; only a move of
-    // exactly 0 satisfies stable_rel=0, at n=6.
+    // Two identical candidates; samples 100, 110, 111, 111, ... (the warm-up takes the first
+    // 100): medians 100, 105, 110, 110.5, 111, 111. From round min_samples (2) on, each round's
+    // median is compared with the previous round's; the search stops at the first round whose
+    // move is at most stable_rel x median: 5 <= 0.05 x 110 at n=3; 0.5 <= 0.02 x 110.5 at n=4;
+    // only a move of exactly 0 satisfies stable_rel=0, at n=6.
     const std::vector<double> times{100, 100, 110, 111};
-    for (auto [rel, n] : {std::pair{"0.05", 2u}, std::pair{"0.02", 4u}, std::pair{"0", 6u}}) {
-        FakeBackend b("fake", {{"settling", times}});
+    for (auto [rel, n] : {std::pair{"0.05", 3u}, std::pair{"0.02", 4u}, std::pair{"0", 6u}}) {
+        FakeBackend b("fake", {{"settling", times}, {"settling2", times}});
         TuningCache cache;
         Selector s(b, cache);
         auto d = s.select(kP, flags(std::string("benchmark=1,min_samples=2,stable_rel=") + rel));
         BOOST_TEST(cand(*d, "settling").samples_ms.size() == n, "stable_rel=" << rel);
     }
-    // min_samples holds even when the median has not moved: constant times stop at 3, not 2.
-    FakeBackend b("fake", {{"constant", {7}}});
+    // min_samples holds even when the median has not moved: constant times stop at 4 (the round
+    // after min_samples=3 confirms the medians did not move), never before.
+    FakeBackend b("fake", {{"constant", {7}}, {"constant2", {7}}});
     TuningCache cache;
     Selector s(b, cache);
-    BOOST_TEST(cand(*s.select(kP, flags("benchmark=1,min_samples=3")), "constant").samples_ms.size() == 3u);
+    BOOST_TEST(cand(*s.select(kP, flags("benchmark=1,min_samples=3")), "constant").samples_ms.size() == 4u);
 }
 
 BOOST_AUTO_TEST_CASE(adaptive_searches_on_the_nth_occurrence) {
