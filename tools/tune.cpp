@@ -1,4 +1,4 @@
-// convtune tune (--problem SPEC | --shapes FILE) [--backend B] [--policy P] [--flags ...]
+// convtune tune (--problem SPEC | --shapes FILE) [--backend B | --replay REC] [--policy P] [--flags ...]
 //               [--db PATH] [--json]
 // convtune explain --problem SPEC [--backend B] [--policy P] [--flags ...] [--db PATH] [--json]
 // Chooses an algorithm per problem under the given flags (benchmark=1 unless --flags says
@@ -90,6 +90,7 @@ void add_tune(CLI::App& app, Action& action) {
     cmd->add_option("--problem,-p", o->problem, "One problem (canonical or benchdnn)");
     cmd->add_option("--shapes,-s", o->r.shapes, "A shape file (benchdnn or canonical lines)");
     cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)");
+    cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend");
     cmd->add_option("--policy", o->r.policy, "pytorch, pytorch-v7, convtune (default) or adaptive");
     cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1");
     cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)");
