@@ -5,6 +5,9 @@
 // otherwise) and explains each choice: candidates, their state, samples, median and spread,
 // workspace, notes, which filter removed which candidate, and where the choice came from.
 // The work is convtune::app::tune / explain; this file fills the request and prints the report.
+// Started by mpirun (or srun), tune shares the problems out over the ranks through
+// convtune::dist::tune (docs/distributed.md): rank 0 prints the report, its database is the
+// merge of every rank's decisions, and problems that could not be tuned exit 3.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -13,6 +16,8 @@
 
 #include "cli.hpp"
 #include "convtune/app/tune.hpp"
+#include "convtune/dist/launch.hpp"
+#include "convtune/dist/tune.hpp"
 #include "convtune/sim/report.hpp"
 
 namespace convtune::cli {
@@ -22,7 +27,7 @@ namespace {
 struct TuneOptions {
     app::TuneRequest r;
     std::string problem, db;
-    bool json = false, progress = false;
+    bool json = false, progress = false, coordinator_only = false;
     ProblemOverrides over;
 };
 
@@ -51,6 +56,27 @@ int tune(TuneOptions& o) {
     r.dir = o.over.dir;
     r.dtype = o.over.dtype;
     r.layout = o.over.layout;
+    const int ranks = dist::launched_ranks();
+    if (ranks > 1 || (ranks == 1 && dist::mpi_built())) {
+        dist::bind_gpu_to_local_rank();  // before any backend initialises
+        sim::Progress bar("tune", o.progress || ::isatty(2));
+        r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
+        dist::TuneOptions dopt;
+        dopt.rank0_works = !o.coordinator_only;
+        std::unique_ptr<app::TuneSink> sink;
+        if (o.json) sink = std::make_unique<app::TuneJsonWriter>(std::cout);
+        else sink = std::make_unique<TextSink>(bar);
+        dist::TuneReport rep;
+        try {
+            rep = dist::tune(r, sink.get(), dopt);
+        } catch (const dist::PeerFailed&) {
+            return bad_input;  // rank 0 prints why
+        }
+        if (rep.rank != 0) return ok;
+        bar.finish();
+        fmt::print(stderr, "{}", dist::to_text(rep));
+        return rep.failed.empty() ? ok : run_failed;
+    }
     sim::Progress bar("tune", o.progress || ::isatty(2));
     r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
     if (o.json) {
@@ -97,6 +123,7 @@ void add_tune(CLI::App& app, Action& action) {
     cmd->add_option("--batch", o->r.batch, "Override the batch size of every problem")->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
     cmd->add_flag("--json", o->json, "Print one JSON document");
     cmd->add_flag("--progress", o->progress, "Show the progress bar even when stderr is not a terminal");
+    cmd->add_flag("--coordinator-only", o->coordinator_only, "Under mpirun: rank 0 hands out problems and merges, but decides none");
     o->over.add_to(*cmd);
     cmd->callback([o, &action] { action = [o] { return tune(*o); }; });
 }
