@@ -22,7 +22,10 @@ public:
     void failed(int rank, int64_t i, const std::string& why);
 
     // A rank that takes no work (rank 0 when it only coordinates).
-    void exclude(int rank) { excluded_.insert(rank); }
+    void exclude(int rank) {
+        excluded_.insert(rank);
+        give_up_orphans();
+    }
     bool retired(int rank) const { return retired_.count(rank) != 0 || excluded_.count(rank) != 0; }
     bool finished() const { return done_ + static_cast<int64_t>(given_up_.size()) == count_; }
     int64_t done() const { return done_; }

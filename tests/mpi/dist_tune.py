@@ -75,7 +75,7 @@ def shapes_of_recording(path, extra=""):
 def replay_pair(shapes, env=None, expect=0):
     single, merged = os.path.join(work, "single.db"), os.path.join(work, "merged.db")
     s = run(["tune", "--replay", recording, "--shapes", shapes, "--db", single, "--json"])
-    m = run(["tune", "--replay", recording, "--shapes", shapes, "--db", merged, "--json"], env=env, mpi=2, expect=expect)
+    m = run(["tune", "--replay", recording, "--shapes", shapes, "--db", merged, "--json", "--progress"], env=env, mpi=2, expect=expect)
     return single, merged, s, m
 
 
@@ -91,6 +91,8 @@ if case == "replay":
         fail(f"rank 0's report differs from the single-process one ({len(pm)} vs {len(ps)} problems)")
     if "decided per rank: 0=" not in m.stderr:
         fail("no distributed summary on rank 0: " + m.stderr)
+    if f"{n}/{n}" not in m.stderr or "2 ranks, " not in m.stderr or "problems/s" not in m.stderr:
+        fail("no progress (done/total, ranks, rate) on rank 0: " + m.stderr)
     print("report: same problems, order and decisions")
 elif case == "cpu":
     shapes = os.path.join(work, "small.shapes")
