@@ -27,7 +27,7 @@ struct TuneRequest {
     std::vector<std::string> problems;  // problem strings (canonical or benchdnn), or
     std::string shapes;                 // a shape file: exactly one of the two
     std::string backend = "cpu";
-    std::string replay;                 // a recording: tune on its replay (sim::ReplayBackend) instead of backend
+    std::string replay{};               // a recording: tune on its replay (sim::ReplayBackend) instead of backend
     std::string policy;                 // over benchmark=1: pytorch, pytorch-v7, convtune, adaptive
     std::string flags;                  // "key=value,...", applied after the policy
     std::optional<FlagValues> flag_values;  // when set, the flags as they are (policy and flags unused)
