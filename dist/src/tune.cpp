@@ -127,6 +127,15 @@ private:
     int64_t decided_ = 0;
 };
 
+// Rank 0's coordination or a rank's serving loop failed outside a decision (an MPI error, a
+// message it cannot read): the other ranks would wait for it forever, so the job ends.
+[[noreturn]] void abort_job(int rank, const char* what) {
+    std::fprintf(stderr, "convtune: rank %d: %s; ending the job\n", rank, what);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    std::_Exit(3);
+}
+
 json hello(const std::string& err) {
     json m{{"i", -1}, {"ok", err.empty()}};
     if (!err.empty()) m["err"] = err;
@@ -145,16 +154,20 @@ TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& se
     } catch (const std::exception& e) {
         err = e.what();
     }
-    detail::send_string(hello(err).dump(), 0, tag_result, MPI_COMM_WORLD);
-    while (true) {
-        const int64_t i = std::stoll(detail::recv_string(0, tag_assign, MPI_COMM_WORLD));
-        if (i < 0) break;
-        const json m = w->decide(i);
-        if (m["ok"].get<bool>()) {
-            ++rep.totals.count;
-            rep.totals.total_search_ms += m["d"]["search_ms"].get<double>();
+    try {
+        detail::send_string(hello(err).dump(), 0, tag_result, MPI_COMM_WORLD);
+        while (true) {
+            const int64_t i = std::stoll(detail::recv_string(0, tag_assign, MPI_COMM_WORLD));
+            if (i < 0) break;
+            const json m = w->decide(i);
+            if (m["ok"].get<bool>()) {
+                ++rep.totals.count;
+                rep.totals.total_search_ms += m["d"]["search_ms"].get<double>();
+            }
+            detail::send_string(m.dump(), 0, tag_result, MPI_COMM_WORLD);
         }
-        detail::send_string(m.dump(), 0, tag_result, MPI_COMM_WORLD);
+    } catch (const std::exception& e) {
+        abort_job(rank, e.what());
     }
     return rep;
 }
@@ -309,60 +322,64 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
     };
 
     auto pause = std::chrono::microseconds(20);
-    while (true) {
-        bool any = false;
-        std::vector<json> got;
-        if (size > 1) {
-            while (true) {
-                int flag = 0;
-                MPI_Status st;
-                detail::check(MPI_Iprobe(MPI_ANY_SOURCE, tag_result, MPI_COMM_WORLD, &flag, &st), "MPI_Iprobe");
-                if (!flag) break;
-                int from = 0;
-                json m = json::parse(detail::recv_string(st.MPI_SOURCE, tag_result, MPI_COMM_WORLD, &from));
+    try {
+        while (true) {
+            bool any = false;
+            std::vector<json> got;
+            if (size > 1) {
+                while (true) {
+                    int flag = 0;
+                    MPI_Status st;
+                    detail::check(MPI_Iprobe(MPI_ANY_SOURCE, tag_result, MPI_COMM_WORLD, &flag, &st), "MPI_Iprobe");
+                    if (!flag) break;
+                    int from = 0;
+                    json m = json::parse(detail::recv_string(st.MPI_SOURCE, tag_result, MPI_COMM_WORLD, &from));
+                    std::lock_guard lk(mu);
+                    account(from, m);
+                    waiting.insert(from);
+                    assign();  // before the slower bookkeeping, so the rank is not kept waiting
+                    got.push_back(std::move(m));
+                }
+            }
+            {
                 std::lock_guard lk(mu);
-                account(from, m);
-                waiting.insert(from);
-                assign();  // before the slower bookkeeping, so the rank is not kept waiting
-                got.push_back(std::move(m));
+                while (!local_results.empty()) {
+                    account(0, local_results.front());
+                    got.push_back(std::move(local_results.front()));
+                    local_results.pop_front();
+                }
+                assign();
+            }
+            cv.notify_all();
+            any = !got.empty();
+            for (const json& m : got) output(m);
+            emit();
+            bool finished;
+            int64_t done, given_up;
+            {
+                std::lock_guard lk(mu);
+                finished = disp.finished() && local_done && stopped == size - 1;
+                done = disp.done();
+                given_up = static_cast<int64_t>(disp.given_up().size());
+            }
+            if (r.progress && any) {
+                const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                const double rate = el > 0 ? static_cast<double>(done) / el : 0;
+                const int64_t left = n - done - given_up;
+                r.progress(done + given_up, n,
+                           fmt::format("{} rank{}, {:.1f} problems/s, {}", size, size == 1 ? "" : "s", rate,
+                                       rate > 0 ? "~" + format_duration(static_cast<double>(left) / rate) + " left" : "estimating"));
+            }
+            if (finished) break;
+            if (any) {
+                pause = std::chrono::microseconds(20);
+            } else {
+                std::this_thread::sleep_for(pause);
+                pause = std::min(pause * 2, std::chrono::microseconds(1000));
             }
         }
-        {
-            std::lock_guard lk(mu);
-            while (!local_results.empty()) {
-                account(0, local_results.front());
-                got.push_back(std::move(local_results.front()));
-                local_results.pop_front();
-            }
-            assign();
-        }
-        cv.notify_all();
-        any = !got.empty();
-        for (const json& m : got) output(m);
-        emit();
-        bool finished;
-        int64_t done, given_up;
-        {
-            std::lock_guard lk(mu);
-            finished = disp.finished() && local_done && stopped == size - 1;
-            done = disp.done();
-            given_up = static_cast<int64_t>(disp.given_up().size());
-        }
-        if (r.progress && any) {
-            const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            const double rate = el > 0 ? static_cast<double>(done) / el : 0;
-            const int64_t left = n - done - given_up;
-            r.progress(done + given_up, n,
-                       fmt::format("{} rank{}, {:.1f} problems/s, {}", size, size == 1 ? "" : "s", rate,
-                                   rate > 0 ? "~" + format_duration(static_cast<double>(left) / rate) + " left" : "estimating"));
-        }
-        if (finished) break;
-        if (any) {
-            pause = std::chrono::microseconds(20);
-        } else {
-            std::this_thread::sleep_for(pause);
-            pause = std::min(pause * 2, std::chrono::microseconds(1000));
-        }
+    } catch (const std::exception& e) {
+        abort_job(0, e.what());  // the worker thread is still running: no unwinding past it
     }
     if (local.joinable()) local.join();
     emit();
