@@ -28,6 +28,7 @@ struct TuneOptions {
     app::TuneRequest r;
     std::string problem, db;
     bool json = false, progress = false, coordinator_only = false;
+    double db_flush_s = 1;
     ProblemOverrides over;
 };
 
@@ -63,6 +64,7 @@ int tune(TuneOptions& o) {
         r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
         dist::TuneOptions dopt;
         dopt.rank0_works = !o.coordinator_only;
+        dopt.flush_s = o.db_flush_s;
         std::unique_ptr<app::TuneSink> sink;
         if (o.json) sink = std::make_unique<app::TuneJsonWriter>(std::cout);
         else sink = std::make_unique<TextSink>(bar);
@@ -124,6 +126,8 @@ void add_tune(CLI::App& app, Action& action) {
     cmd->add_flag("--json", o->json, "Print one JSON document");
     cmd->add_flag("--progress", o->progress, "Show the progress bar even when stderr is not a terminal");
     cmd->add_flag("--coordinator-only", o->coordinator_only, "Under mpirun: rank 0 hands out problems and merges, but decides none");
+    cmd->add_option("--db-flush", o->db_flush_s, "Under mpirun: seconds between rank 0's database writes (default 1; 0 = every result)")
+        ->check(CLI::Range(0.0, 3600.0));
     o->over.add_to(*cmd);
     cmd->callback([o, &action] { action = [o] { return tune(*o); }; });
 }

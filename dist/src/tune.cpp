@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "convtune/app/db.hpp"
 #include "convtune/tuning_db.hpp"
 #include "dispatcher.hpp"
 #include "mpi_util.hpp"
@@ -63,16 +65,34 @@ std::string format_duration(double s) {
     return fmt::format("{:.0f}h{:02.0f}m", std::floor(s / 3600), std::floor(std::fmod(s, 3600) / 60));
 }
 
+// A private folder, removed with its contents (where it lives: $TMPDIR, else /tmp).
+class TempDir {
+public:
+    TempDir() {
+        std::string tmpl = (fs::temp_directory_path() / "convtune-dist-XXXXXX").string();
+        if (!::mkdtemp(tmpl.data())) throw Error("cannot create a temporary folder in " + fs::temp_directory_path().string());
+        path_ = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    std::string file(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+private:
+    std::string path_;
+};
+
 // One rank's decisions: its own TuneJob over a private copy of the database as rank 0 read it.
 class Worker {
 public:
     Worker(app::TuneRequest r, const std::optional<std::string>& db_seed, int rank, Injection inj) : rank_(rank), inj_(inj) {
         r.progress = nullptr;
         if (db_seed) {
-            std::string tmpl = (fs::temp_directory_path() / "convtune-dist-XXXXXX").string();
-            if (!::mkdtemp(tmpl.data())) throw Error("cannot create a temporary folder in " + fs::temp_directory_path().string());
-            dir_ = tmpl;
-            r.db = (fs::path(dir_) / "tuning.json").string();
+            dir_ = std::make_unique<TempDir>();
+            r.db = dir_->file("tuning.json");
             if (!db_seed->empty()) {
                 std::ofstream f(*r.db, std::ios::binary);
                 f << *db_seed;
@@ -83,11 +103,7 @@ public:
         }
         job_ = std::make_unique<app::TuneJob>(r);
     }
-    ~Worker() {
-        job_.reset();
-        std::error_code ec;
-        if (!dir_.empty()) fs::remove_all(dir_, ec);
-    }
+    ~Worker() { job_.reset(); }  // before its folder goes
 
     json decide(int64_t i) {
         json m{{"i", i}};
@@ -122,7 +138,7 @@ public:
 private:
     int rank_;
     Injection inj_;
-    std::string dir_;
+    std::unique_ptr<TempDir> dir_;
     std::unique_ptr<app::TuneJob> job_;
     int64_t decided_ = 0;
 };
@@ -227,7 +243,28 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
     const bool works = o.rank0_works || size == 1;
     Dispatcher disp(n, size, o.max_attempts, o.retire_after);
     if (!works) disp.exclude(0);
-    TuningDatabase* out = job->context().database();
+    // New records, written to the database in batches with app::db_merge (the database's lock
+    // and merge rule: the newer record of a key wins) every o.flush_s seconds and at the end:
+    // one rewrite of the file per batch, where a store per record rewrote it per problem.
+    const std::string out = job->header().db;
+    std::vector<DbSection> batch;
+    std::unique_ptr<TempDir> batch_dir;
+    if (!out.empty()) batch_dir = std::make_unique<TempDir>();
+    auto last_flush = std::chrono::steady_clock::now();
+    bool warned = false;
+    auto flush = [&] {
+        last_flush = std::chrono::steady_clock::now();
+        if (batch.empty()) return;
+        try {
+            const std::string file = batch_dir->file("batch.json");
+            TuningDatabase::write_file(file, batch);
+            app::db_merge({out, {file}});
+            batch.clear();
+        } catch (const Error& e) {  // kept for the next flush, as a store keeps it in memory
+            if (!warned) std::fprintf(stderr, "convtune: warning: tuning results not saved yet: %s\n", e.what());
+            warned = true;
+        }
+    };
 
     std::mutex mu;
     std::condition_variable cv;
@@ -304,7 +341,12 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
         t.decision = std::make_shared<const Decision>(decision_from_wire(m["d"]));
         rep.totals.total_search_ms += t.decision->search_ms;
         rep.totals.from_database += t.decision->source == Source::database;
-        if (out && m.contains("rec")) out->store(environment_from_wire(m["env"]), t.decision->key, record_from_wire(m["rec"]));
+        if (batch_dir && m.contains("rec")) {
+            const Environment env = environment_from_wire(m["env"]);
+            auto sec = std::find_if(batch.begin(), batch.end(), [&](const DbSection& x) { return x.env == env; });
+            if (sec == batch.end()) sec = batch.insert(batch.end(), DbSection{env, {}});
+            sec->entries[t.decision->key] = record_from_wire(m["rec"]);
+        }
         ready.emplace(i, std::move(t));
     };
     auto emit = [&] {
@@ -354,6 +396,7 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
             any = !got.empty();
             for (const json& m : got) output(m);
             emit();
+            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - last_flush).count() >= o.flush_s) flush();
             bool finished;
             int64_t done, given_up;
             {
@@ -383,6 +426,12 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
     }
     if (local.joinable()) local.join();
     emit();
+    flush();
+    if (!batch.empty()) {
+        int64_t lost = 0;
+        for (const DbSection& x : batch) lost += static_cast<int64_t>(x.entries.size());
+        std::fprintf(stderr, "convtune: warning: %lld tuning results could not be saved to %s\n", static_cast<long long>(lost), out.c_str());
+    }
     if (r.progress) r.progress(n, n, "");
 
     rep.decided = disp.decided();

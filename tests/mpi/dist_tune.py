@@ -7,7 +7,8 @@
   fail     a rank that fails every problem after its first two (CONVTUNE_DIST_FAIL=0:2; rank 0,
            which always gets work) loses none: the other rank decides them, the database equals
            the single-process one; a problem no rank can decide is reported by name, exit code 3
-  exit     a rank that dies (CONVTUNE_DIST_FAIL=0:2:exit) ends the job; what was stored stays,
+  exit     a rank that dies (CONVTUNE_DIST_FAIL=0:30:exit, --db-flush 0: each result written as it
+           arrives) ends the job; what was stored stays,
            and the same command run again completes a database equal to the single-process one
 
 Usage: dist_tune.py CASE CONVTUNE MPIRUN DATA_DIR WORK_DIR
@@ -72,10 +73,11 @@ def shapes_of_recording(path, extra=""):
     return len(rec["problems"])
 
 
-def replay_pair(shapes, env=None, expect=0):
+def replay_pair(shapes, env=None, expect=0, extra=()):
     single, merged = os.path.join(work, "single.db"), os.path.join(work, "merged.db")
     s = run(["tune", "--replay", recording, "--shapes", shapes, "--db", single, "--json"])
-    m = run(["tune", "--replay", recording, "--shapes", shapes, "--db", merged, "--json", "--progress"], env=env, mpi=2, expect=expect)
+    m = run(["tune", "--replay", recording, "--shapes", shapes, "--db", merged, "--json", "--progress", *extra], env=env, mpi=2,
+            expect=expect)
     return single, merged, s, m
 
 
@@ -129,11 +131,13 @@ elif case == "fail":
 elif case == "exit":
     shapes = os.path.join(work, "r50.shapes")
     shapes_of_recording(shapes)
-    single, merged, s, m = replay_pair(shapes, env={"CONVTUNE_DIST_FAIL": "0:2:exit"}, expect=None)
+    single, merged, s, m = replay_pair(shapes, env={"CONVTUNE_DIST_FAIL": "0:30:exit"}, expect=None, extra=["--db-flush", "0"])
     if m.returncode == 0:
         fail("the job survived a dead rank: the injection did not happen")
     partial = decisions(merged) if os.path.exists(merged) else {}
     print(f"after the dead rank: {len(partial)} decisions stored")
+    if not partial:
+        fail("nothing was stored before the rank died: the rerun would not show a resume")
     again = run(["tune", "--replay", recording, "--shapes", shapes, "--db", merged, "--json"], mpi=2)
     same(decisions(single), decisions(merged), "rerun after a dead rank")
     if json.loads(again.stdout)["from_database"] != len(partial):

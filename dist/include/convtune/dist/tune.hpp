@@ -33,6 +33,7 @@ struct TuneOptions {
     bool rank0_works = true;  // false: rank 0 only coordinates (and with one rank, decides alone)
     int max_attempts = 2;     // distinct ranks that may fail a problem before it is given up
     int retire_after = 3;     // a rank's failures, of problems another rank then decided, before it is retired
+    double flush_s = 1;       // rank 0 writes new records to the database at most this often (0 = each at once)
 };
 
 struct FailedProblem {
