@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Problems per second of `convtune tune` against MPI ranks (docs/distributed.md), two catalogues:
-#   cpu     24 convolutions tuned live on the CPU backend, one single-threaded rank per core
+#   cpu     24 convolutions (batch 8) tuned live on the CPU backend, one single-threaded rank per core
 #           (OMP_NUM_THREADS=1, --bind-to core): the search itself scaling with ranks;
 #   replay  ResNet-50 H200 training problems at batch sizes 1-30 (2040 problems) replayed from
 #           tests/data (a search costs next to nothing): what rank 0's hand-out and database
@@ -26,7 +26,7 @@ with open(f"{work}/cpu.shapes", "w") as f:
     for c, k, h in [(16, 16, 28), (16, 32, 28), (32, 32, 28), (32, 64, 14), (64, 64, 14), (64, 32, 14)]:
         for ker, pad in [(3, 1), (1, 0)]:
             for d in ["fwd", "bwd_data"]:
-                f.write(f"dir={d},n=1,c={c},k={k},in={h}x{h},ker={ker}x{ker},pad={pad}x{pad}\n")
+                f.write(f"dir={d},n=8,c={c},k={k},in={h}x{h},ker={ker}x{ker},pad={pad}x{pad}\n")
 rec = json.load(open("tests/data/resnet50_h200_f32_train.json"))
 with open(f"{work}/replay.shapes", "w") as f:
     for b in range(1, 31):
