@@ -5,7 +5,6 @@
 #include <string>
 #include <string_view>
 
-#include "convtune/sim/options.hpp"
 #include "convtune/sim/recording.hpp"
 #include "convtune/sim/simulator.hpp"
 #include "convtune/sim/stream.hpp"
@@ -73,11 +72,11 @@ inline void trace_text(std::string_view in) {
     } catch (const Error&) {
     }
     try {
-        (void)sim::parse_int_list(s, "--batches");
+        (void)sim::parse_int_list(s, "batches");
     } catch (const Error&) {
     }
     try {
-        (void)sim::parse_double_list(s, "--scales");
+        (void)sim::parse_double_list(s, "scales");
     } catch (const Error&) {
     }
     try {

@@ -10,7 +10,7 @@
 
 #include "convtune/error.hpp"
 #include "convtune/selector.hpp"
-#include "convtune/sim/options.hpp"
+#include "convtune/app/workload.hpp"
 #include "convtune/sim/recording.hpp"
 #include "convtune/sim/replay_backend.hpp"
 #include "convtune/sim/report.hpp"
@@ -216,7 +216,7 @@ BOOST_AUTO_TEST_CASE(bad_stream_options_name_the_option) {
         return std::string("no error");
     };
     BOOST_TEST(msg([] { StreamSpec::parse("sometimes"); }).find("stream: ") == 0u);
-    WorkloadArgs a;
+    app::WorkloadRequest a;
     a.workload = "resnet50";
     a.shapes_dir = CONVTUNE_PEER_SHAPES_DIR;
     a.batches = "1,x";

@@ -54,6 +54,11 @@ void add_simulate(CLI::App& app, Action& action) {
     cmd->add_flag("--compare", o->r.compare, "Compare all five standard settings (the default when no --flags is given)");
     cmd->add_option("--backend,-b", o->r.backend, "Backend to run live (default cpu), or the recording's backend with --replay");
     cmd->add_option("--replay", o->r.replay, "Recording (from `convtune record`) to replay instead of running a backend");
+    cmd->add_option("--pytorch-measured", o->r.measured,
+                    "PyTorch's own measurements (python/convtune/pytorch_measure.py grid): the off and pytorch settings replay them; "
+                    "alone (no --replay or --backend), only those two settings are simulated");
+    cmd->add_option("--kernel-cache", o->r.kernel_cache, "With --pytorch-measured: the CUDA kernel cache the run starts with, cold or warm")
+        ->check(CLI::IsMember({"cold", "warm"}));
     cmd->add_flag("--strict", o->r.strict, "With --replay: refuse problems the recording lacks instead of scaling them from the same layer");
     auto* json = cmd->add_flag("--json", o->json, "Print one JSON document instead of the table");
     auto* csv = cmd->add_flag("--csv", o->csv, "Print one CSV row per setting and iteration instead of the table");

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "convtune/error.hpp"
@@ -61,6 +62,12 @@ SimulateReport simulate(const SimulateRequest& r) {
         if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw InvalidRequest("plot", "cannot write in the folder of '" + r.plot + "'");
     }
 
+    if (r.kernel_cache != "cold" && r.kernel_cache != "warm")
+        throw InvalidRequest("kernel_cache", "'" + r.kernel_cache + "' is neither cold nor warm");
+    std::optional<sim::PyTorchMeasurements> measured;
+    if (!r.measured.empty()) measured = sim::PyTorchMeasurements::load(r.measured);
+    const bool measured_only = measured && r.replay.empty() && r.backend.empty();
+
     std::unique_ptr<sim::ReplayBackend> replay;
     Backend* backend = nullptr;
     if (!r.replay.empty()) {
@@ -69,7 +76,7 @@ SimulateReport simulate(const SimulateRequest& r) {
             throw InvalidRequest("backend", "'" + r.backend + "' does not match the recording's backend '" + rec.environment.backend + "'");
         replay = std::make_unique<sim::ReplayBackend>(std::move(rec), r.workload.seed, !r.strict);
         backend = replay.get();
-    } else {
+    } else if (!measured_only) {
         backend = &find_backend(r.backend.empty() ? "cpu" : r.backend);
     }
 
@@ -78,9 +85,11 @@ SimulateReport simulate(const SimulateRequest& r) {
     so.settings = settings;
     so.seed = r.workload.seed;
     so.min_saving = r.min_saving;
+    if (measured) so.measured = &*measured;
+    so.kernel_cache = r.kernel_cache;
     so.progress = r.progress;
     SimulateReport rep;
-    rep.result = sim::simulate(*backend, stream, so);
+    rep.result = measured_only ? sim::simulate_measured(stream, so) : sim::simulate(*backend, stream, so);
     rep.context.title = r.workload.describe(stream) + ", " + std::to_string(r.iterations) + " iterations";
     rep.context.details = stream_details(stream.spec()) + rep.result.engine + (replay ? " of " + r.replay : std::string()) + " on backend " +
                           rep.result.backend + " (" + rep.result.environment + ")";

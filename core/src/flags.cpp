@@ -74,7 +74,7 @@ constexpr const char* kFlagNames[] = {"enabled",  "benchmark",       "benchmark_
 
 std::mutex g_mutex;
 FlagValues g_flags;
-thread_local const FlagValues* t_override = nullptr;
+thread_local std::optional<FlagValues> t_override;  // set_thread_flags / FlagsGuard
 
 }  // namespace
 
@@ -136,7 +136,10 @@ void set_global_flags(const FlagValues& v) {
     g_flags = v;
 }
 
-FlagsGuard::FlagsGuard(const FlagValues& v) : previous_(t_override), value_(v) { t_override = &value_; }
+std::optional<FlagValues> thread_flags() { return t_override; }
+void set_thread_flags(const std::optional<FlagValues>& v) { t_override = v; }
+
+FlagsGuard::FlagsGuard(const FlagValues& v) : previous_(t_override) { t_override = v; }
 FlagsGuard::~FlagsGuard() { t_override = previous_; }
 
 }  // namespace convtune

@@ -10,13 +10,17 @@
 
 ``python3 -m convtune.capture script.py`` records the convolutions a PyTorch program runs into a
 trace file for ``convtune simulate --stream trace:FILE`` (see convtune.capture).
-Bad input raises :class:`convtune.Error` (a ValueError) with the CLI's message.
+Bad input raises :class:`convtune.Error` (a ValueError) with the CLI's message; a size or other
+int of the wrong type raises :class:`convtune.ArgumentTypeError` (both an Error and a TypeError).
 """
 
 from . import _convtune
 from ._convtune import Error
 
 Error.__module__ = "convtune"
+from ._args import ArgumentTypeError
+
+ArgumentTypeError.__module__ = "convtune"
 from . import backends
 from ._conv import conv, conv_backward_data, conv_backward_filter, problem, parse_problem
 from ._tools import tune, simulate
@@ -25,6 +29,7 @@ __version__ = _convtune.version()
 
 __all__ = [
     "Error",
+    "ArgumentTypeError",
     "backends",
     "conv",
     "conv_backward_data",

@@ -11,37 +11,32 @@ plus a keyword-only ``backend`` ("cpu" by default; see convtune.list_backends())
 Arrays are channels first (N, C, [D,] [H,] W), float32 or float16, both operands the same type.
 """
 
-import numbers
-
 import numpy as np
 
 from . import _convtune
+from ._args import ArgumentTypeError, is_int, to_int, type_name as _type_name
 from ._convtune import Error
 
 _DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
 
 
-def _type_name(v):
-    t = type(v)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
-
-
 def _tuple(name, value, nd):
-    """An int or a sequence of 1 or nd ints -> a list of nd ints."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return [int(value)] * nd
+    """An int or a sequence of 1 or nd ints -> a list of nd ints (convtune.Error naming ``name``
+    for anything else: floats, bools and strings are refused, not truncated)."""
+    if is_int(value):
+        return [to_int(name, value)] * nd
+    if isinstance(value, (str, bytes)):
+        raise ArgumentTypeError(f"{name}: must be an int or a tuple of ints, got {_type_name(value)} {value!r}")
     try:
         items = list(value)
     except TypeError:
-        raise TypeError(f"{name} must be an int or a tuple of ints, got {_type_name(value)}") from None
-    for v in items:
-        if not isinstance(v, numbers.Integral) or isinstance(v, bool):
-            raise TypeError(f"{name} must be an int or a tuple of ints, got an element of type {_type_name(v)}")
+        raise ArgumentTypeError(f"{name}: must be an int or a tuple of ints, got {_type_name(value)}") from None
+    items = [to_int(f"{name}[{i}]", v, what="an int") for i, v in enumerate(items)]
     if len(items) == 1:
         items = items * nd
     if len(items) != nd:
         raise Error(f"{name}: expected {nd} values (one per spatial dim) for a {nd}-D convolution, got {len(items)}")
-    return [int(v) for v in items]
+    return items
 
 
 def _padding(padding, kernel, stride, dilation):
@@ -62,17 +57,29 @@ def _padding(padding, kernel, stride, dilation):
 
 
 def _array(name, a):
+    """``a`` as an ndarray of a supported type, not copied yet: the problem and the memory
+    budget are checked from its shape first (_contiguous copies it afterwards if needed)."""
     a = np.asarray(a)
     if a.dtype not in _DTYPES:
         raise TypeError(f"{name}: convtune convolutions take float32 or float16 arrays, got {a.dtype}")
-    return np.ascontiguousarray(a)
+    return a
+
+
+def _contiguous(p, *arrays):
+    """Checks the problem against the memory budget (what the call copies and allocates is at
+    most its x + w + y), then returns the arrays C-contiguous, copied where they are not."""
+    _convtune.check_memory_budget(p["canonical"])
+    return [np.ascontiguousarray(a) for a in arrays]
 
 
 def _shape(name, value, ndim=None):
+    if isinstance(value, (str, bytes)) or is_int(value):
+        raise ArgumentTypeError(f"{name}: must be a sequence of ints, got {_type_name(value)} {value!r}")
     try:
-        shape = [int(v) for v in value]
+        items = list(value)
     except TypeError:
-        raise TypeError(f"{name} must be a sequence of ints, got {_type_name(value)}") from None
+        raise ArgumentTypeError(f"{name}: must be a sequence of ints, got {_type_name(value)}") from None
+    shape = [to_int(f"{name}[{i}]", v) for i, v in enumerate(items)]
     if len(shape) not in (3, 4, 5):
         raise Error(f"{name}: expected 3, 4 or 5 sizes (N, C, spatial... / K, C/groups, kernel...), got {len(shape)}")
     if ndim is not None and len(shape) != ndim:
@@ -81,8 +88,7 @@ def _shape(name, value, ndim=None):
 
 
 def _make(direction, dtype, x_shape, w_shape, stride, padding, dilation, groups):
-    if not isinstance(groups, numbers.Integral) or isinstance(groups, bool):
-        raise TypeError(f"groups must be an int, got {_type_name(groups)}")
+    groups = to_int("groups", groups)
     if len(x_shape) != len(w_shape):
         raise Error(
             f"Expected {len(w_shape)}-dimensional input for {len(w_shape)}-dimensional weight {list(w_shape)}, "
@@ -90,7 +96,6 @@ def _make(direction, dtype, x_shape, w_shape, stride, padding, dilation, groups)
     if len(x_shape) not in (3, 4, 5):
         raise Error(f"expected 3-D, 4-D or 5-D arrays (N, C, spatial...), got {len(x_shape)}-D")
     nd = len(x_shape) - 2
-    groups = int(groups)
     if groups >= 1 and w_shape[1] * groups != x_shape[1]:
         raise Error(
             f"Given groups={groups}, weight of size {list(w_shape)}, expected input{list(x_shape)} to have "
@@ -133,6 +138,7 @@ def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
         b = np.asarray(bias)
         if b.shape != (p["k"],):
             raise Error(f"bias: expected shape ({p['k']},), got {b.shape}")
+    x, w = _contiguous(p, x, w)
     y = np.empty(p["y_shape"], dtype=x.dtype)
     _convtune.convolution(p["canonical"], x, w, y, backend)
     if bias is not None:
@@ -147,6 +153,7 @@ def conv_backward_data(input_size, weight, grad_output, stride=1, padding=0, dil
     dy = _array("grad_output", grad_output)
     x_shape = _shape("input_size", input_size, w.ndim)
     p = _make("bwd_data", _dtype_of(w, dy), x_shape, w.shape, stride, padding, dilation, groups)
+    w, dy = _contiguous(p, w, dy)
     dx = np.empty(p["x_shape"], dtype=w.dtype)
     _convtune.convolution(p["canonical"], dx, w, dy, backend)
     return dx
@@ -159,6 +166,7 @@ def conv_backward_filter(input, weight_size, grad_output, stride=1, padding=0, d
     dy = _array("grad_output", grad_output)
     w_shape = _shape("weight_size", weight_size, x.ndim)
     p = _make("bwd_filter", _dtype_of(x, dy), x.shape, w_shape, stride, padding, dilation, groups)
+    x, dy = _contiguous(p, x, dy)
     dw = np.empty(p["w_shape"], dtype=x.dtype)
     _convtune.convolution(p["canonical"], x, dw, dy, backend)
     return dw

@@ -8,6 +8,7 @@ import os
 import tempfile
 
 from . import _convtune
+from ._args import INT64_MAX, INT_MAX, UINT64_MAX, to_int
 
 
 def _opt_str(name, v):
@@ -30,14 +31,9 @@ def _list_str(name, v):
         raise TypeError(f"{name} must be a str or a sequence of numbers, got {type(v).__name__}") from None
 
 
-def _int(name, v, default=0, minimum=None):
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-    if minimum is not None and v < minimum:
-        raise _convtune.Error(f"{name}: must be >= {minimum} (got {v})")
-    return v
+def _int(name, v, default=0, minimum=1, maximum=INT64_MAX):
+    """None -> default; else v checked by the one int rule (convtune._args.to_int)."""
+    return default if v is None else to_int(name, v, minimum, maximum)
 
 
 def _tune_text(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, db=None, batch=None, dir=None, dtype=None,
@@ -93,12 +89,11 @@ def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=100,
         for f in flag_list:
             if not isinstance(f, str):
                 raise TypeError(f"flags must be strings, got {type(f).__name__}")
-        if not isinstance(iterations, int) or isinstance(iterations, bool):
-            raise TypeError(f"iterations must be an int, got {type(iterations).__name__}")
+        iterations = to_int("iterations", iterations, 1, INT_MAX)
         return _convtune.simulate(_opt_str("workload", workload and os.fspath(workload)), _opt_str("shapes_dir", shapes_dir),
                                   stream, iterations, mode, _int("batch", batch, minimum=1), _list_str("batches", batches),
                                   _list_str("scales", scales), _opt_str("dtype", dtype), _opt_str("layout", layout),
-                                  _int("seed", seed, 1), flag_list, bool(compare), _opt_str("backend", backend),
+                                  _int("seed", seed, 1, 0, UINT64_MAX), flag_list, bool(compare), _opt_str("backend", backend),
                                   _opt_str("replay", replay and os.fspath(replay)), bool(strict), float(min_saving),
                                   _opt_str("plot", plot and os.fspath(plot)))
     finally:

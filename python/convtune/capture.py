@@ -20,10 +20,15 @@ below autograd, so the backward calls are the ones autograd really makes. The va
 torch.backends.cudnn's flags at each call (backward calls read them at backward time, as
 PyTorch does) are written as ``# flags ...`` comment lines whenever they change.
 
+Threads: convolutions run by threads started while recording (threading.Thread,
+concurrent.futures' thread pools) are recorded too, in the order they run.
+
 Iterations: capture() separates its iterations itself. For a script, call
 ``convtune.capture.mark_iteration()`` at the start of each step; without marks, a new iteration
-begins when a forward convolution follows a backward one, or when the first layer's weight is
-used again.
+begins when a forward convolution follows a backward one, or when the first convolution is seen
+again: the first convolution of the same module (the same ``nn.Module`` object, called again),
+or, outside any module, the same weight tensor object. Objects are compared by identity, never by
+address, so a weight freed and its memory reused by another tensor does not start an iteration.
 
 The trace format is docs/simulation.md's: one canonical problem per line, iterations separated
 by ``# iteration`` lines, other ``#`` lines are comments.
@@ -38,7 +43,10 @@ compare the two), and convtune validates them when it reads the trace.
 import argparse
 import os
 import runpy
+import stat
 import sys
+import threading
+import weakref
 from dataclasses import dataclass, field
 
 try:
@@ -134,11 +142,40 @@ class Trace:
         return "\n".join(lines) + "\n"
 
     def write(self, path):
-        text = self.text()
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        _write_text(os.fspath(path), self.text())
+
+
+def _write_text(path, text):
+    """Writes the file whole or not at all: through the C++ module's write_file_atomic when it
+    has one, else through a temporary file renamed over it."""
+    atomic = getattr(_convtune, "write_file_atomic", None)
+    if atomic is not None:
+        atomic(path, text.encode())
+        return
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _output_problem(path):
+    """Why ``path`` cannot take the trace (None when it can): it must be a regular file or not
+    exist, in an existing folder this process may write in. Checked before the script runs."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        return f"cannot use '{path}': {e.strerror}"
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
+        return f"'{path}' is {what}; give the path of a file"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"the folder of '{path}' does not exist"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"cannot write in the folder of '{path}'"
+    return None
 
 
 def _flags_text(f):
@@ -203,33 +240,66 @@ class Recorder:
         except ImportError:
             pass
         self._current = []
-        self._first_weight = None
+        self._first = None  # (weakref to the first forward's module or weight, index in that module's call)
         self._last_backward = False
         self._mode = None
+        self._lock = threading.RLock()  # calls arrive from every thread that runs convolutions
+        self._closed = False
+        self._tls = threading.local()  # per thread: the stack of [module, convolutions so far] being called
+        self._undo = []
 
     # Iterations -----------------------------------------------------------------------------
     def mark_iteration(self):
         """Starts a new iteration (and turns the automatic boundaries off)."""
-        self._explicit = True
-        self._flush()
+        with self._lock:
+            self._explicit = True
+            self._flush()
 
     def _flush(self):
         if self._current:
             self.trace.iterations.append(self._current)
         self._current = []
 
+    def _call_site(self, weight):
+        """(object, index) naming a forward convolution across iterations: the innermost module
+        being called on this thread and how many convolutions it ran before this one in this
+        call; outside any module, the weight tensor itself. Held by weak reference and compared
+        by identity: an address reused after a free never matches."""
+        stack = getattr(self._tls, "stack", None)
+        if stack:
+            entry = stack[-1]
+            entry[1] += 1
+            return entry[0], entry[1] - 1
+        return weight, 0
+
     def _boundary(self, backward, weight):
-        if self._explicit or not self._auto:
-            return
         if backward:
             self._last_backward = True
             return
-        key = _weight_key(weight)
-        if self._first_weight is None:
-            self._first_weight = key
-        elif self._current and (self._last_backward or key == self._first_weight):
+        obj, index = self._call_site(weight)
+        if self._explicit or not self._auto:
+            return
+        if self._first is None:
+            try:
+                self._first = (weakref.ref(obj), index)
+            except TypeError:  # not weak-referenceable: no automatic boundary from it
+                self._first = (lambda: None, index)
+        elif self._current and (self._last_backward or (self._first[0]() is obj and self._first[1] == index)):
             self._flush()
         self._last_backward = False
+
+    def _module_enter(self, module, _inputs):
+        stack = getattr(self._tls, "stack", None)
+        if stack is None:
+            stack = self._tls.stack = []
+        stack.append([module, 0])
+
+    def _module_exit(self, module, _inputs, _output):
+        stack = getattr(self._tls, "stack", None)
+        # Pop up to this module: entries above it are calls that raised (no exit hook ran).
+        while stack:
+            if stack.pop()[0] is module:
+                break
 
     # Recording -------------------------------------------------------------------------------
     def _record(self, direction, x_shape, w, y_shape, stride, padding, dilation, groups, dtype, layout, device, transposed):
@@ -250,6 +320,16 @@ class Recorder:
         self._current.append(Call(p["canonical"], direction, _torch_flags(), device, name, transposed))
 
     def _on_forward(self, x, w, stride, padding, dilation, transposed, groups, out):
+        with self._lock:
+            if not self._closed:
+                self._on_forward_locked(x, w, stride, padding, dilation, transposed, groups, out)
+
+    def _on_backward(self, *args):
+        with self._lock:
+            if not self._closed:
+                self._on_backward_locked(*args)
+
+    def _on_forward_locked(self, x, w, stride, padding, dilation, transposed, groups, out):
         self._boundary(False, w)
         dtype = _DTYPES.get(str(x.dtype).replace("torch.", ""))
         if dtype is None:
@@ -262,7 +342,7 @@ class Recorder:
             # y = conv_transpose(x): the backward data of the convolution from y's shape to x's.
             self._record("bwd_data", out.shape, w, x.shape, stride, padding, dilation, groups, dtype, layout, x.device.type, True)
 
-    def _on_backward(self, dy, x, w, stride, padding, dilation, transposed, groups, mask):
+    def _on_backward_locked(self, dy, x, w, stride, padding, dilation, transposed, groups, mask):
         self._boundary(True, w)
         dtype = _DTYPES.get(str(x.dtype).replace("torch.", ""))
         if dtype is None:
@@ -316,13 +396,50 @@ class Recorder:
         self._mode = _Mode()
         self._mode.__enter__()
         Recorder._active = self
+        self._closed = False
+        self._undo = []
+        try:
+            mm = torch.nn.modules.module
+            self._undo += [mm.register_module_forward_pre_hook(self._module_enter).remove,
+                           mm.register_module_forward_hook(self._module_exit).remove]
+        except AttributeError:  # no global module hooks: call sites are weights only
+            pass
+        # The dispatch mode is per thread: threads started from now on enter one of their own.
+        original_start = threading.Thread.start
+
+        def start(thread, *args, **kwargs):
+            if Recorder._active is recorder and not getattr(thread, "_convtune_recorded", False):
+                run = thread.run
+
+                def run_recorded():
+                    with _Mode():
+                        run()
+
+                try:
+                    thread.run = run_recorded
+                    thread._convtune_recorded = True
+                except AttributeError:  # a Thread subclass with __slots__: not recorded
+                    pass
+            return original_start(thread, *args, **kwargs)
+
+        threading.Thread.start = start
+
+        def restore_start():
+            threading.Thread.start = original_start
+
+        self._undo.append(restore_start)
         return self
 
     def __exit__(self, *exc):
         Recorder._active = None
+        for undo in reversed(self._undo):
+            undo()
+        self._undo = []
         self._mode.__exit__(*exc)
         self._mode = None
-        self._flush()
+        with self._lock:
+            self._closed = True  # threads still running record nothing more
+            self._flush()
         return False
 
 
@@ -409,6 +526,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if not os.path.isfile(a.script):
         ap.error(f"script '{a.script}' does not exist")
+    if (why := _output_problem(a.out)) is not None:
+        ap.error(f"-o: {why}")
     try:
         import torch  # noqa: F401
     except ImportError as e:
@@ -426,7 +545,15 @@ def main(argv=None):
             try:
                 runpy.run_path(a.script, run_name="__main__")
             except SystemExit as e:
-                status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                # As Python exits: None is 0, an int its status, anything else is printed to
+                # stderr and exits 1.
+                if e.code is None:
+                    status = 0
+                elif isinstance(e.code, int):
+                    status = e.code
+                else:
+                    print(e.code, file=sys.stderr, flush=True)
+                    status = 1
             except BaseException:
                 failed = True  # the trace of what ran is still written; the traceback follows
                 raise

@@ -26,6 +26,7 @@
 #include "convtune/app/tune.hpp"
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
+#include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/tensor.hpp"
 #include "convtune/tuning_db.hpp"
@@ -58,6 +59,14 @@ T get_number(const std::string& key, py::handle v, T lo) {
                              std::string(py::str(v.get_type().attr("__name__"))));
     if (!(v.cast<double>() >= static_cast<double>(lo)))
         throw Error(key + ": must be >= " + fmt::format("{}", lo) + " (got " + py::str(v).cast<std::string>() + ")");
+    if constexpr (std::is_integral_v<T>) {
+        // Compared as Python ints: a value beyond the field's type is refused, not wrapped or
+        // left to the binding's cast error.
+        const py::int_ hi(std::numeric_limits<T>::max());
+        const int above = PyObject_RichCompareBool(v.ptr(), hi.ptr(), Py_GT);
+        if (above < 0) throw py::error_already_set();
+        if (above) throw Error(key + ": must be <= " + fmt::format("{}", std::numeric_limits<T>::max()) + " (got " + py::str(v).cast<std::string>() + ")");
+    }
     return v.cast<T>();
 }
 
@@ -271,6 +280,25 @@ PYBIND11_MODULE(_convtune, m) {
     m.def("get_flags", [] { return flags_to_dict(global_flags()); }, "The process-wide flags as a dict");
     m.def("set_flags", [](const py::dict& d) { set_global_flags(apply_flags(global_flags(), d)); },
           "Sets the process-wide flags named in the dict (validated first: nothing changes on an error)");
+    m.def("current_flags", [] { return flags_to_dict(current_flags()); },
+          "The flags in effect on this thread: its override when it has one, else the process-wide ones");
+    m.def(
+        "get_thread_flags",
+        [] {
+            const std::optional<FlagValues> t = thread_flags();
+            return t ? py::object(flags_to_dict(*t)) : py::object(py::none());
+        },
+        "This thread's override (convtune::thread_flags) as a dict, or None when it has none");
+    m.def(
+        "set_thread_flags",
+        [](const py::object& d) {
+            if (d.is_none()) return set_thread_flags(std::nullopt);
+            if (!py::isinstance<py::dict>(d)) throw py::type_error("set_thread_flags: expected a dict or None");
+            set_thread_flags(apply_flags(current_flags(), d.cast<py::dict>()));
+        },
+        py::arg("flags"),
+        "Sets this thread's override to the flags in effect on it with the dict's entries applied (validated first); None "
+        "clears it");
     m.def("default_flags", [] { return flags_to_dict(FlagValues{}); }, "The defaults of every flag");
     m.def(
         "flag_lower_bounds",
@@ -315,6 +343,11 @@ PYBIND11_MODULE(_convtune, m) {
           py::arg("in_"), py::arg("kernel"), py::arg("stride"), py::arg("dilation"), py::arg("pad"), py::arg("pad_end"));
     m.def("parse_problem", [](const std::string& text) { return problem_to_dict(ConvProblem::parse_any(text)); }, py::arg("text"));
 
+    m.def("check_memory_budget", [](const std::string& problem) { check_memory_budget(ConvProblem::parse(problem)); },
+          py::arg("problem"),
+          "Raises Error naming each tensor's size and the budget when the problem's x + w + y exceed memory_budget()");
+    m.def("memory_budget", [] { return memory_budget(); }, "The host memory budget in bytes (CONVTUNE_MAX_BYTES or the default)");
+
     m.def("convolution", &convolution_numpy, py::arg("problem"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("backend"));
 
     m.def("tune", &tune, py::arg("problems"), py::arg("shapes"), py::arg("backend"), py::arg("policy"), py::arg("flags"),
@@ -325,10 +358,11 @@ PYBIND11_MODULE(_convtune, m) {
              int64_t batch, const std::string& batches, const std::string& scales, const std::string& dtype, const std::string& layout,
              uint64_t seed, const std::vector<std::string>& flags, bool compare, const std::string& backend, const std::string& replay,
              bool strict, double min_saving, const std::string& plot) {
-              const sim::WorkloadArgs w{.workload = workload, .shapes_dir = shapes_dir, .mode = mode, .stream = stream, .dtype = dtype,
+              const app::WorkloadRequest w{.workload = workload, .shapes_dir = shapes_dir, .mode = mode, .stream = stream, .dtype = dtype,
                                         .layout = layout, .batches = batches, .scales = scales, .batch = batch, .seed = seed};
               app::SimulateRequest r{.workload = w, .iterations = iterations, .flags = flags, .compare = compare, .backend = backend,
-                                     .replay = replay, .strict = strict, .min_saving = min_saving, .plot = plot, .progress = {}};
+                                     .replay = replay, .measured = "", .kernel_cache = "warm", .strict = strict,
+                                     .min_saving = min_saving, .plot = plot, .progress = {}};
               return simulate_json(r);
           },
           py::arg("workload"), py::arg("shapes_dir"), py::arg("stream"), py::arg("iterations"), py::arg("mode"), py::arg("batch"),

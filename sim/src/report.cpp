@@ -118,6 +118,9 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
                          ms_text(sum.total_ms()), ms_text(sum.search_ms), ms_text(sum.exec_ms), ms_text(first), ms_text(median(it)), ms_text(mx),
                          sum.hits, sum.misses, sum.searches, sum.new_shapes, vs, break_even_text(r, i));
         if (!s.failure.empty()) o += "           failed: " + s.failure + "\n";
+        if (s.source == "measured" && s.failure.empty())
+            o += fmt::format("           measured: PyTorch itself, {} to {} over the measured runs\n", ms_text(s.range_lo_ms),
+                             ms_text(s.range_hi_ms));
     }
     o += "\nflags:\n";
     for (const ScenarioResult& s : r.scenarios) o += fmt::format("  {:<10} {}\n", s.setting.name, s.setting.flags.to_string());
@@ -173,6 +176,10 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
                 {"projected_break_even", cmp.projected_break_even ? json(*cmp.projected_break_even) : json(nullptr)},
                 {"steady_gain_ms", cmp.steady_gain_ms}};
         if (!s.failure.empty()) js["failure"] = s.failure;
+        if (!s.source.empty()) {
+            js["source"] = s.source;
+            js["range_ms"] = {s.range_lo_ms, s.range_hi_ms};
+        }
         json per = json::array();
         for (const IterationStats& x : s.iterations)
             per.push_back({{"search_ms", x.search_ms}, {"exec_ms", x.exec_ms}, {"calls", x.calls}, {"hits", x.hits}, {"misses", x.misses},

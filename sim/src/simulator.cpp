@@ -224,6 +224,112 @@ std::string percent(double f) { return fmt::format("{:.1f}%", 100 * f); }
 
 }  // namespace
 
+namespace {
+
+// TODO(merge): the one median of convtune/stats.hpp.
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The measured setting a standard setting stands for: `off` is PyTorch with benchmark=False,
+// `pytorch` with benchmark=True; others are not measured.
+std::string measured_setting(const Setting& s) {
+    if (s.name == "off") return "bm0";
+    if (s.name == "pytorch") return "bm1";
+    return "";
+}
+
+// One setting replayed from PyTorch's measurements: a problem's first call costs its measured
+// first call (the part above the steady time counts as search), later calls the steady time;
+// iteration 1 also carries the process's first-convolution start-up. Point values are medians
+// over the measured runs; the range is the lowest and highest total of the runs taken one by one.
+ScenarioResult replay_measured(const Setting& s, const std::string& which, const std::vector<Iteration>& its,
+                               const SimulationOptions& o) {
+    ScenarioResult sr;
+    sr.setting = s;
+    sr.source = "measured";
+    const std::vector<const MeasuredRun*> runs = o.measured->select(which, o.kernel_cache);
+    if (runs.empty()) {
+        sr.failure = "the PyTorch measurements (" + o.measured->path + ") have no " + which + " run with a " + o.kernel_cache +
+                     " kernel cache";
+        return sr;
+    }
+    std::map<std::string, MeasuredRun::Problem> point;
+    std::vector<double> startups;
+    for (const MeasuredRun* r : runs) startups.push_back(r->startup_ms);
+    std::vector<double> totals(runs.size(), 0.0);
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < its.size(); ++i) {
+        IterationStats st;
+        if (i == 0) {
+            st.exec_ms += median(startups);
+            for (std::size_t r = 0; r < runs.size(); ++r) totals[r] += runs[r]->startup_ms;
+        }
+        for (const Call& call : its[i]) {
+            const std::string key = call.problem.to_string();
+            auto it = point.find(key);
+            if (it == point.end()) {
+                std::vector<double> first, steady;
+                for (const MeasuredRun* r : runs) {
+                    const auto p = r->problems.find(key);
+                    if (p == r->problems.end()) {
+                        sr.failure = fmt::format("iteration {}: PyTorch's measurements ({}) lack {}", i + 1, o.measured->path, key);
+                        return sr;
+                    }
+                    first.push_back(p->second.first_ms), steady.push_back(p->second.steady_ms);
+                }
+                it = point.emplace(key, MeasuredRun::Problem{median(first), median(steady)}).first;
+            }
+            const bool is_new = seen.insert(key).second;
+            const double steady = it->second.steady_ms;
+            if (is_new) {
+                ++st.new_shapes, ++st.misses, ++st.searches;
+                st.search_ms += std::max(0.0, it->second.first_ms - steady);
+            }
+            st.exec_ms += steady * call.count;
+            st.calls += call.count;
+            st.hits += call.count - (is_new ? 1 : 0);
+            for (std::size_t r = 0; r < runs.size(); ++r) {
+                const MeasuredRun::Problem& m = runs[r]->problems.at(key);
+                totals[r] += (is_new ? std::max(m.first_ms, m.steady_ms) + m.steady_ms * (call.count - 1) : m.steady_ms * call.count);
+            }
+        }
+        st.wall_ms = st.total_ms();
+        sr.iterations.push_back(st);
+    }
+    sr.range_lo_ms = *std::min_element(totals.begin(), totals.end());
+    sr.range_hi_ms = *std::max_element(totals.begin(), totals.end());
+    return sr;
+}
+
+}  // namespace
+
+SimulationResult simulate_measured(const Stream& stream, const SimulationOptions& o) {
+    if (!o.measured) throw Error("measured: no PyTorch measurements given");
+    if (o.iterations < 1) throw Error("iterations: must be >= 1");
+    std::vector<Iteration> its;
+    for (int i = 0; i < o.iterations; ++i) its.push_back(stream.iteration(i));
+    SimulationResult res;
+    res.engine = "measured";
+    res.backend = "pytorch";
+    res.environment = o.measured->device + ", PyTorch " + o.measured->torch + ", cuDNN " + std::to_string(o.measured->cudnn) + ", " +
+                      o.kernel_cache + " kernel cache";
+    res.iterations = o.iterations;
+    const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
+    int64_t step = 0;
+    for (const Setting& s : settings) {
+        const std::string which = measured_setting(s);
+        if (which.empty()) continue;  // only what PyTorch itself does can be measured
+        res.scenarios.push_back(replay_measured(s, which, its, o));
+        if (o.progress) o.progress(++step, 2, s.name);
+    }
+    if (res.scenarios.empty()) throw Error("settings: none of them is one PyTorch measured (off, pytorch)");
+    analyze(res, o.min_saving);
+    return res;
+}
+
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o) {
     if (o.iterations < 1) throw InvalidRequest("iterations", "must be >= 1");
     require_available(b);
@@ -263,6 +369,11 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     const int64_t total_steps = static_cast<int64_t>(settings.size()) * o.iterations;
     for (std::size_t si = 0; si < settings.size(); ++si) {
         const Setting& s = settings[si];
+        if (o.measured && !measured_setting(s).empty()) {
+            res.scenarios.push_back(replay_measured(s, measured_setting(s), its, o));
+            if (o.progress) o.progress(static_cast<int64_t>(si + 1) * o.iterations, total_steps, s.name);
+            continue;
+        }
         ScenarioResult sr;
         sr.setting = s;
         if (replay) replay->reset(o.seed);

@@ -1,6 +1,7 @@
 #include "convtune/sim/stream.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -8,6 +9,44 @@
 #include "convtune/error.hpp"
 
 namespace convtune::sim {
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+    return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field) {
+    std::vector<int64_t> v;
+    for (const std::string& s : split_commas(text)) {
+        char* end = nullptr;
+        const long long x = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end != '\0' || x < 1 || x > (1 << 20))
+            throw InvalidRequest(field, "'" + s + "' is not an integer in [1, 1048576] (expected a comma-separated list)");
+        v.push_back(x);
+    }
+    if (v.empty()) throw InvalidRequest(field, "empty list");
+    return v;
+}
+
+std::vector<double> parse_double_list(const std::string& text, const std::string& field) {
+    std::vector<double> v;
+    for (const std::string& s : split_commas(text)) {
+        char* end = nullptr;
+        const double x = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || !(x > 0) || x > 64)
+            throw InvalidRequest(field, "'" + s + "' is not a number in (0, 64] (expected a comma-separated list)");
+        v.push_back(x);
+    }
+    if (v.empty()) throw InvalidRequest(field, "empty list");
+    return v;
+}
+
 
 std::string_view to_string(StreamKind k) {
     switch (k) {

@@ -221,3 +221,171 @@ def test_python_m_capture_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "convtune.capture", "-o", str(tmp_path / "e.trace"), str(empty)],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "ran no convolution" in r.stderr and not (tmp_path / "e.trace").exists()
+
+
+def run_capture(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "convtune.capture", *map(str, args)], capture_output=True, text=True, timeout=600,
+                          cwd=cwd)
+
+
+CONV_THEN_EXIT = """
+import sys, torch
+torch.nn.functional.conv2d(torch.randn(1, 2, 6, 6), torch.randn(3, 2, 3, 3))
+sys.exit({code})
+"""
+
+
+def test_sys_exit_with_a_message_prints_it_and_exits_1(tmp_path):
+    script = tmp_path / "exits.py"
+    out = tmp_path / "exits.trace"
+    for code, status, printed in [('"training diverged at step 3"', 1, "training diverged at step 3"), ("4", 4, None),
+                                  ("None", 0, None)]:
+        script.write_text(CONV_THEN_EXIT.format(code=code))
+        r = run_capture("-o", out, script)
+        assert r.returncode == status, (code, r.stderr)
+        lines = r.stderr.splitlines()
+        if printed is not None:
+            assert printed in lines, r.stderr  # printed on a line of its own, as Python does
+        assert "convtune.capture: 1 convolutions in 1 iterations" in r.stderr
+        assert out.read_text().count("dir=fwd,") == 1
+
+
+def test_convolutions_in_worker_threads_are_recorded():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    conv = nn.Conv2d(2, 4, 3)
+    x = torch.randn(1, 2, 8, 8)
+    start = threading.Thread.start
+    with Recorder(auto_iterations=False) as rec:
+        conv(x)  # this thread
+        t = threading.Thread(target=lambda: conv(torch.randn(1, 2, 10, 10)))
+        t.start()
+        t.join()
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda n: conv(torch.randn(n, 2, 8, 8)).sum().backward(), [2, 3]))
+    assert threading.Thread.start is start  # put back on exit
+    problems = rec.trace.problems()
+    assert problems[:2] == [convtune.problem((1, 2, 8, 8), (4, 2, 3, 3))["canonical"],
+                            convtune.problem((1, 2, 10, 10), (4, 2, 3, 3))["canonical"]]
+    # The pool's two forward + two bwd_filter calls (the inputs need no gradient).
+    rest = sorted(problems[2:])
+    assert rest == sorted(convtune.problem((n, 2, 8, 8), (4, 2, 3, 3), direction=d)["canonical"]
+                          for n in (2, 3) for d in ("fwd", "bwd_filter")), problems
+    # After the recorder: threads are not recorded any more.
+    t = threading.Thread(target=lambda: conv(x))
+    t.start()
+    t.join()
+    assert len(rec.trace.calls()) == 6
+
+
+THREADED_SCRIPT = """
+import threading, torch
+def work():
+    torch.nn.functional.conv2d(torch.randn(1, 2, 6, 6), torch.randn(3, 2, 3, 3))
+t = threading.Thread(target=work); t.start(); t.join()
+"""
+
+
+def test_python_m_capture_records_a_scripts_threads(tmp_path):
+    script = tmp_path / "threaded.py"
+    script.write_text(THREADED_SCRIPT)
+    r = run_capture("-o", tmp_path / "t.trace", script)
+    assert r.returncode == 0 and "convtune.capture: 1 convolutions in 1 iterations" in r.stderr, r.stderr
+
+
+MARKER = """
+import pathlib, torch
+pathlib.Path({marker!r}).write_text("ran")
+torch.nn.functional.conv2d(torch.randn(1, 2, 6, 6), torch.randn(3, 2, 3, 3))
+"""
+
+
+def test_output_is_checked_before_the_script_runs(tmp_path):
+    marker = tmp_path / "ran.txt"
+    script = tmp_path / "marks.py"
+    script.write_text(MARKER.format(marker=str(marker)))
+    (tmp_path / "adir").mkdir()
+    cases = [(tmp_path / "adir", "is a directory"), ("/dev/null", "not a regular file"),
+             (tmp_path / "missing" / "x.trace", "does not exist")]
+    for out, message in cases:
+        r = run_capture("-o", out, script)
+        assert r.returncode == 2, (out, r.stderr)
+        assert "error: -o: " in r.stderr and message in r.stderr, r.stderr
+        assert not marker.exists(), f"the script ran before -o {out} was refused"
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    # A regular file (or nothing) is fine, and is replaced.
+    (tmp_path / "old.trace").write_text("old")
+    r = run_capture("-o", tmp_path / "old.trace", script)
+    assert r.returncode == 0 and marker.exists(), r.stderr
+    assert (tmp_path / "old.trace").read_text().startswith("# convtune-trace 1\n")
+
+
+def test_output_in_an_unwritable_folder_is_refused_before_the_script_runs(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("running as root, which may write in any folder: an unwritable folder cannot be made")
+    marker = tmp_path / "ran.txt"
+    script = tmp_path / "marks.py"
+    script.write_text(MARKER.format(marker=str(marker)))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        r = run_capture("-o", locked / "x.trace", script)
+    finally:
+        locked.chmod(0o700)
+    assert r.returncode == 2 and "error: -o: cannot write in the folder" in r.stderr, r.stderr
+    assert not marker.exists()
+
+
+REUSED = """
+import torch
+from torch import nn
+
+# A caching allocator (CUDA's) hands a freed block to the next request of its size at once; this
+# block stands for it, deterministically: every temporary weight below lives at its address.
+BLOCK = torch.empty(4 * 4 * 3 * 3)
+
+
+class Scaled(nn.Module):
+    # A convolution whose weight is computed at each call (as weight normalization does) into
+    # memory freed after the call, which the next layer's weight reuses.
+    def __init__(self):
+        super().__init__()
+        self.v = nn.Parameter(torch.randn(4, 4, 3, 3))
+
+    def forward(self, x):
+        w = torch.empty(0).set_(BLOCK.storage(), 0, (4, 4, 3, 3))  # a new tensor at the reused address
+        torch.mul(self.v, 0.5, out=w)
+        return nn.functional.conv2d(x, w, padding=1)
+
+
+torch.manual_seed(0)
+model = nn.Sequential(Scaled(), Scaled(), Scaled())
+with torch.no_grad():
+    for step in range(3):
+        model(torch.randn(1, 4, 8, 8))
+"""
+
+
+def test_iterations_are_not_split_when_a_freed_weights_address_is_reused(tmp_path):
+    """Every layer's weight has the first layer's address (and shape): an iteration used to end at
+    each layer (9 iterations of 1). The module called, compared by identity, marks them."""
+    script = tmp_path / "reused.py"
+    script.write_text(REUSED)
+    r = run_capture("-o", tmp_path / "r.trace", script)
+    assert r.returncode == 0, r.stderr
+    assert "convtune.capture: 9 convolutions in 3 iterations" in r.stderr, r.stderr
+
+
+def test_iterations_outside_modules_follow_the_weight_object():
+    """Functional calls outside any module: the first weight object (not its address) marks the
+    iteration; a temporary weight never starts one."""
+    w0, w1 = torch.randn(4, 4, 3, 3), torch.randn(4, 4, 3, 3)
+    x = torch.randn(1, 4, 8, 8)
+    with torch.no_grad(), Recorder() as rec:
+        for _ in range(3):
+            y = torch.nn.functional.conv2d(x, w0, padding=1)
+            y = torch.nn.functional.conv2d(y, w1 * 1.0, padding=1)  # a temporary: freed at once
+            torch.nn.functional.conv2d(y, w1 * 1.0, padding=1)
+    assert [len(it) for it in rec.trace.iterations] == [3, 3, 3]

@@ -7,7 +7,7 @@ import pytest
 
 import convtune
 import convtune.backends.cudnn as cudnn
-from _helpers import cli_error
+from _helpers import cli_error, run_python
 
 
 def ref_conv(x, w, stride, pad_begin, pad_end, dilation, groups):
@@ -165,10 +165,111 @@ def test_type_errors():
         convtune.conv(x.astype(np.float64), w)
     with pytest.raises(TypeError, match="same dtype"):
         convtune.conv(x, w.astype(np.float16))
-    with pytest.raises(TypeError, match="stride must be an int or a tuple of ints"):
+    with pytest.raises(TypeError, match="stride: must be an int or a tuple of ints"):
         convtune.conv(x, w, stride=1.5)
-    with pytest.raises(TypeError, match="groups must be an int"):
+    with pytest.raises(TypeError, match="groups: expected an int"):
         convtune.conv(x, w, groups="1")
+
+
+SIZE_CASES = [
+    # (call, the argument the message must name)
+    (lambda x, w, dy: convtune.conv_backward_data((2.7, 2, 5, 5), w, dy), r"input_size\[0\]: expected an int, got float 2\.7"),
+    (lambda x, w, dy: convtune.conv_backward_data((1, 2, 5.0, 5), w, dy), r"input_size\[2\]: expected an int, got float 5\.0"),
+    (lambda x, w, dy: convtune.conv_backward_data((1, "2", 5, 5), w, dy), r"input_size\[1\]: expected an int, got str '2'"),
+    (lambda x, w, dy: convtune.conv_backward_data((True, 2, 5, 5), w, dy), r"input_size\[0\]: expected an int, got bool True"),
+    (lambda x, w, dy: convtune.conv_backward_data("1255", w, dy), r"input_size: must be a sequence of ints, got str"),
+    (lambda x, w, dy: convtune.conv_backward_filter(x, (2, 2, 3.0, 3), dy), r"weight_size\[2\]: expected an int, got float"),
+    (lambda x, w, dy: convtune.conv_backward_filter(x, (2, 2, 3, np.float32(3)), dy), r"weight_size\[3\]: expected an int"),
+    (lambda x, w, dy: convtune.problem((1, 2, 5, 5), (2, 2, 3, 3), stride=(1, 1.0)), r"stride\[1\]: expected an int, got float"),
+    (lambda x, w, dy: convtune.conv(x, w, padding=(True, 0)), r"padding\[0\]: expected an int, got bool"),
+    (lambda x, w, dy: convtune.conv(x, w, dilation="1"), r"dilation: must be an int or a tuple of ints, got str"),
+    (lambda x, w, dy: convtune.conv(x, w, groups=1.0), r"groups: expected an int, got float"),
+    (lambda x, w, dy: convtune.conv(x, w, groups=True), r"groups: expected an int, got bool"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SIZE_CASES)))
+def test_sizes_that_are_not_ints_are_refused(case):
+    """Floats, bools and strings are refused with convtune.Error naming the argument, never
+    truncated (2.7 ran as 2) or converted ("2" ran as 2)."""
+    call, message = SIZE_CASES[case]
+    x, w, dy = rand((1, 2, 5, 5)), rand((2, 2, 3, 3)), rand((1, 2, 3, 3))
+    with pytest.raises(convtune.Error, match=message) as e:
+        call(x, w, dy)
+    assert isinstance(e.value, TypeError)  # convtune.ArgumentTypeError: both
+    # NumPy integers are ints.
+    assert convtune.conv_backward_data((np.int64(1), 2, 5, 5), w, dy, groups=np.int32(1)).shape == (1, 2, 5, 5)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(stride=2**64), r"stride: must be <= 9223372036854775807 \(got 18446744073709551616\)"),
+    (dict(padding=(-2**70, 0)), r"padding\[0\]: must be >= -9223372036854775808"),
+    (dict(dilation=(1, 2**63)), r"dilation\[1\]: must be <= 9223372036854775807"),
+    (dict(groups=2**100), r"groups: must be <= 9223372036854775807"),
+])
+def test_out_of_range_ints_raise_convtune_errors(kwargs, message):
+    x, w = rand((1, 2, 5, 5)), rand((2, 2, 3, 3))
+    with pytest.raises(convtune.Error, match=message):
+        convtune.conv(x, w, **kwargs)
+    with pytest.raises(convtune.Error, match=r"input_size\[3\]: must be <= 9223372036854775807"):
+        convtune.conv_backward_data((1, 2, 5, 2**63), w, rand((1, 2, 3, 3)))
+
+
+def test_out_of_range_ints_of_tune_simulate_and_flags():
+    with pytest.raises(convtune.Error, match=r"batch: must be <= 9223372036854775807"):
+        convtune.tune("n=1,c=1,k=1,in=4,ker=1", batch=2**63)
+    with pytest.raises(convtune.Error, match=r"seed: must be >= 0 \(got -1\)"):
+        convtune.simulate(workload="resnet50", iterations=1, seed=-1)
+    with pytest.raises(convtune.Error, match=r"seed: must be <= 18446744073709551615"):
+        convtune.simulate(workload="resnet50", iterations=1, seed=2**64)
+    with pytest.raises(convtune.Error, match=r"iterations: must be <= 2147483647"):
+        convtune.simulate(workload="resnet50", iterations=2**31)
+    with pytest.raises(convtune.Error, match=r"iterations: expected an int, got float"):
+        convtune.simulate(workload="resnet50", iterations=10.0)
+    with pytest.raises(convtune.Error, match=r"workspace_limit must be >= 0 bytes and fit in 64 bits"):
+        cudnn.workspace_limit = 2**64
+    with pytest.raises(convtune.Error, match=r"benchmark_limit: must be <= 2147483647"):
+        convtune.tune("n=1,c=1,k=1,in=4,ker=1", flags={"benchmark_limit": 2**31})
+    with pytest.raises(convtune.Error, match=r"workspace_limit: must be <= 18446744073709551615"):
+        convtune.tune("n=1,c=1,k=1,in=4,ker=1", flags={"workspace_limit": 2**64})
+
+
+def test_memory_budget_is_checked_before_numpy_allocates(monkeypatch):
+    """padding=100000 makes y 1 x 1 x 200003 x 200003 (149 GiB): refused by the budget, naming it,
+    before NumPy is asked for the output."""
+    x, w = rand((1, 1, 5, 5)), rand((1, 1, 3, 3))
+    with pytest.raises(convtune.Error, match=r"memory budget: tensor x needs .*, y 149.0 GiB .* above the budget of"):
+        convtune.conv(x, w, padding=100000)
+    with pytest.raises(convtune.Error, match=r"memory budget: .* above the budget of"):
+        convtune.conv_backward_data((1, 1, 400000, 400000), w, rand((1, 1, 3, 3)), stride=200000)
+    monkeypatch.setenv("CONVTUNE_MAX_BYTES", "64K")  # read at each call
+    with pytest.raises(convtune.Error, match=r"above the budget of 64.0 KiB"):
+        convtune.conv_backward_filter(rand((1, 4, 64, 64)), (4, 4, 3, 3), rand((1, 4, 62, 62)))
+    assert convtune.conv(rand((1, 2, 16, 16)), rand((2, 2, 3, 3))).shape == (1, 2, 14, 14)  # 3.4 KiB: within
+
+
+def test_a_broadcast_input_is_checked_before_it_is_copied():
+    """A 4 GiB broadcast view (no memory of its own) over a 256 MiB budget is refused at once: the
+    check reads its shape, the copy never happens (the process's peak RSS stays far below 4 GiB)."""
+    code = """
+import resource, time, numpy as np, convtune
+x = np.broadcast_to(np.float32(1), (16, 64, 1024, 1024))   # 4 GiB, not C-contiguous
+w = np.ones((1, 64, 1, 1), np.float32)
+t = time.monotonic()
+try:
+    convtune.conv(x, w)
+    print("ran")
+except convtune.Error as e:
+    print("refused:", e)
+print("seconds", time.monotonic() - t)
+print("peak_mib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+    r = run_python(code, env={"CONVTUNE_MAX_BYTES": "256M"}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = dict(line.split(" ", 1) for line in r.stdout.strip().splitlines())
+    assert "refused:" in out and "tensor x needs 4.0 GiB" in out["refused:"] and "above the budget of 256.0 MiB" in out["refused:"], r.stdout
+    assert float(out["seconds"]) < 5, r.stdout
+    assert int(out["peak_mib"]) < 1024, r.stdout
 
 
 def test_shape_errors_are_value_errors():

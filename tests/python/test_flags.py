@@ -242,3 +242,131 @@ def test_pytorch_policy_uses_pytorchs_flags_defaults():
     with cudnn.flags(policy="pytorch"):
         ours = {k: getattr(cudnn, k) for k in theirs}
     assert ours == theirs
+
+
+def _two_threads(body):
+    """Runs body(i, barrier) in two threads at once; returns what each returned (re-raising a
+    failure)."""
+    import threading
+
+    barrier = threading.Barrier(2, timeout=30)
+    results, errors = [None, None], []
+
+    def run(i):
+        try:
+            results[i] = body(i, barrier)
+        except BaseException as e:  # noqa: B902 - reported below
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_thread_scoped_flags_do_not_leak_between_threads():
+    """Two threads each in a flags(scope="thread") block, interleaved: each sees only its own
+    flags (what convtune::convolution reads on that thread, current_flags), the process-wide
+    flags never change, and after both blocks nothing is left set on any thread."""
+    cudnn.benchmark, cudnn.deterministic = False, False
+    before = _convtune.get_flags()
+
+    def body(i, barrier):
+        seen = []
+        with cudnn.flags(benchmark=(i == 0), deterministic=(i == 1), benchmark_limit=i + 1, scope="thread"):
+            barrier.wait()  # both blocks entered
+            seen.append(_convtune.current_flags())
+            seen.append((cudnn.benchmark, cudnn.deterministic, cudnn.benchmark_limit))
+            cudnn.allow_tf32 = False  # an assignment inside the block is this thread's only
+            barrier.wait()
+            if i == 1:
+                barrier.wait()  # thread 0 has left its block; this one is still inside
+                seen.append(_convtune.current_flags())
+        if i == 0:
+            barrier.wait()
+        barrier.wait()  # both blocks left
+        seen.append(_convtune.get_thread_flags())
+        seen.append(_convtune.current_flags())
+        return seen
+
+    (in0, attrs0, left0, after0), (in1, attrs1, later1, left1, after1) = _two_threads(body)
+    assert later1 == dict(in1, allow_tf32=False)  # thread 0 leaving its block changed nothing here
+    assert (in0["benchmark"], in0["deterministic"], in0["benchmark_limit"]) == (True, False, 1)
+    assert (in1["benchmark"], in1["deterministic"], in1["benchmark_limit"]) == (False, True, 2)
+    assert attrs0 == (True, False, 1) and attrs1 == (False, True, 2)
+    assert left0 is None and left1 is None
+    assert after0 == before and after1 == before
+    assert _convtune.get_flags() == before and _convtune.get_thread_flags() is None
+    assert cudnn.allow_tf32 is True
+
+
+def test_thread_scoped_flags_restore_in_any_order():
+    """A thread-scoped block left out of order (two generators) puts back values, not pointers:
+    nothing dangles and each exit restores what its entry found."""
+    def gen(**kw):
+        with cudnn.flags(scope="thread", **kw):
+            yield
+    a, b = gen(benchmark=True), gen(deterministic=True)
+    next(a)
+    next(b)
+    assert _convtune.current_flags()["deterministic"] and _convtune.current_flags()["benchmark"]
+    with pytest.raises(StopIteration):
+        next(a)  # a leaves first: restores the "no override" it found
+    assert _convtune.get_thread_flags() is None
+    with pytest.raises(StopIteration):
+        next(b)  # b restores the override it found (a's)
+    assert _convtune.get_thread_flags()["benchmark"] is True
+    _convtune.set_thread_flags(None)
+    assert _convtune.current_flags() == _convtune.get_flags()
+    with pytest.raises(convtune.Error, match="scope: must be 'process' or 'thread'"):
+        with cudnn.flags(scope="global"):
+            pass
+
+
+def test_process_wide_flags_are_seen_by_every_thread():
+    """flags() without scope is process-wide, as PyTorch's: a block entered on one thread changes
+    what another thread reads (docs/python.md says so; scope="thread" is the isolated form)."""
+    cudnn.benchmark = False
+
+    def body(i, barrier):
+        if i == 0:
+            with cudnn.flags(benchmark=True):
+                barrier.wait()  # thread 1 reads while the block is open
+                barrier.wait()
+            return None
+        barrier.wait()
+        seen = (cudnn.benchmark, _convtune.current_flags()["benchmark"])
+        barrier.wait()
+        return seen
+
+    assert _two_threads(body)[1] == (True, True)
+    assert cudnn.benchmark is False
+
+
+def test_thread_scoped_flags_reach_convolutions(tmp_path):
+    """benchmark=True in a thread-scoped block makes that thread's convolution search (stored in
+    the tuning database); the main thread's convolution, run while the block is open, does not."""
+    code = """
+import threading, numpy as np, convtune, convtune.backends.cudnn as cudnn
+cudnn.search_budget_ms = 50.0
+inside, done = threading.Event(), threading.Event()
+def worker():
+    with cudnn.flags(benchmark=True, scope="thread"):
+        inside.set()
+        done.wait(60)
+        convtune.conv(np.ones((1, 4, 12, 12), np.float32), np.ones((8, 4, 3, 3), np.float32), padding=1)
+t = threading.Thread(target=worker); t.start(); inside.wait(60)
+convtune.conv(np.ones((1, 4, 10, 10), np.float32), np.ones((8, 4, 3, 3), np.float32), padding=1)
+done.set(); t.join()
+"""
+    db = tmp_path / "db.json"
+    r = run_python(code, env={"CONVTUNE_DB": str(db)})
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(db.read_text())
+    entries = [k for e in doc["environments"] for k in e["entries"]]
+    assert len(entries) == 1 and "in=12x12" in entries[0], entries

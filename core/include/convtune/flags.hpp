@@ -1,14 +1,17 @@
 // Flags: the torch.backends.cudnn emulation plus convtune's own policy knobs.
 //
 // The five PyTorch flags keep PyTorch's names and defaults (enabled=true, benchmark=false,
-// benchmark_limit=10, deterministic=false, allow_tf32=true). Values are process-wide; a
-// FlagsGuard overrides them for the current thread until it is destroyed (guards nest), so two
-// threads can run with different flags at once. Every convolution reads the flags when it runs.
+// benchmark_limit=10, deterministic=false, allow_tf32=true). Values are process-wide, as
+// PyTorch's are: set_global_flags changes what every thread's next convolution does. A thread
+// may override them for itself (set_thread_flags, or a FlagsGuard until it is destroyed; guards
+// nest), so two threads can run with different flags at once. Every convolution reads the flags
+// (current_flags()) when it runs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -78,12 +81,23 @@ std::span<const char* const> flag_names();
 // module takes it from there.
 FlagValues parse_flags(std::string_view text, FlagValues base = {});
 
-// The flags in effect on this thread: the innermost FlagsGuard's, else the process-wide ones.
+// The flags in effect on this thread: its override (thread_flags()) when it has one, else the
+// process-wide ones.
 FlagValues current_flags();
-// Sets the process-wide values (threads inside a FlagsGuard keep their override).
+// Sets the process-wide values (threads with an override keep it).
 void set_global_flags(const FlagValues& v);
 FlagValues global_flags();
 
+// This thread's override, if any. set_thread_flags(v) sets it (a complete set of values, copied;
+// later process-wide changes do not reach this thread until it is cleared), set_thread_flags({})
+// clears it. Other threads never see it. Values are stored by value, so saving thread_flags()
+// and restoring it later is safe in any order (the Python module's thread-scoped flags() does
+// that: a Python `with` block may be left out of order by generators or coroutines).
+std::optional<FlagValues> thread_flags();
+void set_thread_flags(const std::optional<FlagValues>& v);
+
+// Overrides this thread's flags until destroyed, then puts back the override it found (none, or
+// an enclosing guard's): set_thread_flags in RAII form.
 class FlagsGuard {
 public:
     explicit FlagsGuard(const FlagValues& v);
@@ -92,8 +106,7 @@ public:
     FlagsGuard& operator=(const FlagsGuard&) = delete;
 
 private:
-    const FlagValues* previous_;
-    FlagValues value_;
+    std::optional<FlagValues> previous_;
 };
 
 }  // namespace convtune

@@ -7,8 +7,11 @@
 
 The five PyTorch flags keep PyTorch's names, types and defaults: enabled (True), benchmark
 (False), benchmark_limit (10; 0 = time every candidate), deterministic (False), allow_tf32 (True).
-They are convtune's process-wide flags (convtune::global_flags / set_global_flags): every
-convolution convtune runs, from Python or from C++ in this process, reads them.
+They are convtune's process-wide flags (convtune::global_flags / set_global_flags), as
+PyTorch's are process-wide: every convolution convtune runs, from Python or from C++ in this
+process, on any thread, reads them. ``flags(..., scope="thread")`` gives one thread flags of its
+own for a block (convtune::set_thread_flags); inside it the attributes read and set that thread's
+flags.
 
 convtune's own knobs are attributes too: policy ("convtune" by default; "pytorch" and
 "pytorch-v7" emulate PyTorch's selection, "adaptive" searches a shape once it recurs),
@@ -17,7 +20,7 @@ adaptive_after.
 
 A value of the wrong type raises FlagTypeError with PyTorch's message (PyTorch raises
 RuntimeError; FlagTypeError is both a TypeError and a RuntimeError, so either ``except`` works);
-a value out of range (benchmark_limit < 0) raises ValueError.
+a value out of range (benchmark_limit < 0) raises convtune.Error (a ValueError).
 
 flags() differs from PyTorch's on purpose: parameters you do not pass keep their current values.
 PyTorch's flags() gives every parameter a default, enabled=False among them, so
@@ -32,6 +35,8 @@ import sys
 import types
 
 from .. import _convtune
+from .._args import INT_MAX as _INT_MAX, UINT64_MAX as _UINT64_MAX
+from .._convtune import Error as _Error
 
 __all__ = ["flags", "set_flags", "version", "is_available", "FlagTypeError"]
 
@@ -50,7 +55,6 @@ _POLICIES = ("pytorch", "pytorch-v7", "convtune", "adaptive")
 # What PyTorch's flags() sets for a parameter that is not passed.
 _PYTORCH_FLAGS_DEFAULTS = {"enabled": False, "benchmark": False, "benchmark_limit": 10, "deterministic": False,
                            "allow_tf32": True}
-_INT_MAX = 2**31 - 1
 # The numeric flags' lower bounds, from the one table in C++ (convtune::numeric_flags).
 _LOWER_BOUNDS = _convtune.flag_lower_bounds()
 
@@ -72,47 +76,58 @@ def _check(name, value):
             raise FlagTypeError(f"set_benchmark_limit_cudnn expects an int, but got {_typename(value)}")
         value = int(value)
         if value < 0 or value > _INT_MAX:
-            raise ValueError(f"benchmark_limit must be >= 0 (0 = time every candidate) and fit in an int, got {value}")
+            raise _Error(f"benchmark_limit must be >= 0 (0 = time every candidate) and fit in an int, got {value}")
         return value
     if name == "policy":
         if not isinstance(value, str):
             raise FlagTypeError(f"policy expects a str, but got {_typename(value)}")
         if value not in _POLICIES:
-            raise ValueError(f"policy: unknown policy '{value}' (expected pytorch, pytorch-v7, convtune or adaptive)")
+            raise _Error(f"policy: unknown policy '{value}' (expected pytorch, pytorch-v7, convtune or adaptive)")
         return value
     if name in ("workspace_limit",):
         if value is None:
             return None
         if not isinstance(value, numbers.Integral) or isinstance(value, bool):
             raise FlagTypeError(f"workspace_limit expects an int (bytes) or None, but got {_typename(value)}")
-        if value < 0:
-            raise ValueError(f"workspace_limit must be >= 0 bytes, got {value}")
+        if value < 0 or value > _UINT64_MAX:
+            raise _Error(f"workspace_limit must be >= 0 bytes and fit in 64 bits, got {value}")
         return int(value)
     if name in ("min_samples", "max_samples", "explore_slots", "adaptive_after"):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool):
             raise FlagTypeError(f"{name} expects an int, but got {_typename(value)}")
         lo = int(_LOWER_BOUNDS[name])  # adaptive_after=0: the automatic rule
         if value < lo or value > _INT_MAX:
-            raise ValueError(f"{name} must be >= {lo}, got {value}")
+            raise _Error(f"{name} must be >= {lo} and fit in an int, got {value}")
         return int(value)
     if name in ("search_budget_ms", "stable_rel"):
         if not isinstance(value, numbers.Real) or isinstance(value, bool):
             raise FlagTypeError(f"{name} expects a float, but got {_typename(value)}")
         lo = _LOWER_BOUNDS[name]
         if not value >= lo:
-            raise ValueError(f"{name} must be >= {lo:g}, got {value}")
+            raise _Error(f"{name} must be >= {lo:g}, got {value}")
         return float(value)
     raise AttributeError(f"convtune.backends.cudnn has no flag '{name}'")
 
 
-def _set(values):
-    """Validates every value, then sets them all at once (nothing changes when one is bad)."""
+def _thread_scoped():
+    """Whether this thread has flags of its own (a flags(scope="thread") block, or a C++
+    FlagsGuard): the module's attributes, set_flags() and flags() then read and write them."""
+    return _convtune.get_thread_flags() is not None
+
+
+def _set(values, scope=None):
+    """Validates every value, then sets them all at once (nothing changes when one is bad): on
+    this thread's own flags when it has them (or scope="thread"), else process-wide."""
     checked = {k: _check(k, v) for k, v in values.items()}
-    _convtune.set_flags(checked)
+    if scope == "thread" or (scope is None and _thread_scoped()):
+        _convtune.set_thread_flags(checked)
+    else:
+        _convtune.set_flags(checked)
 
 
 def _get_all():
-    return _convtune.get_flags()
+    """The flags in effect on this thread (its own when it has them, else the process-wide ones)."""
+    return _convtune.current_flags()
 
 
 def version():
@@ -146,9 +161,12 @@ def set_flags(_enabled=None, _benchmark=None, _benchmark_limit=None, _determinis
 _KEEP = object()
 
 
+_SCOPES = ("process", "thread")
+
+
 @contextlib.contextmanager
 def flags(enabled=_KEEP, benchmark=_KEEP, benchmark_limit=_KEEP, deterministic=_KEEP, allow_tf32=_KEEP, *, policy=_KEEP,
-          **knobs):
+          scope=None, **knobs):
     """Sets flags for the ``with`` block and restores every flag after it (also on an exception).
 
     Parameters not passed (or passed as None) keep their current values, unless the policy in
@@ -156,12 +174,27 @@ def flags(enabled=_KEEP, benchmark=_KEEP, benchmark_limit=_KEEP, deterministic=_
     enabled=False, benchmark=False, benchmark_limit=10, deterministic=False, allow_tf32=True.
     ``policy`` and convtune's other knobs (workspace_limit, search_budget_ms, ...) may be passed as
     keywords; those always keep their values when not passed.
+
+    scope="process" (the default outside a thread-scoped block) sets the process-wide flags, as
+    PyTorch's flags() does: every thread sees them, and blocks entered by two threads at once
+    interleave (the one left last restores what the other set). scope="thread" gives this thread
+    flags of its own for the block: other threads never see them, and leaving the block puts
+    back exactly what this thread had. Inside a thread-scoped block the default scope is the
+    thread, and the module's attributes read and set this thread's flags.
     """
     for k in knobs:
         if k not in _KNOBS:
             raise TypeError(f"flags() got an unexpected keyword argument '{k}'")
-    saved = _get_all()
-    block_policy = saved["policy"] if policy is _KEEP or policy is None else _check("policy", policy)
+    if scope is None:
+        scope = "thread" if _thread_scoped() else "process"
+    elif scope not in _SCOPES:
+        raise _Error(f"scope: must be 'process' or 'thread' (got {scope!r})")
+    if scope == "thread":
+        saved = _convtune.get_thread_flags()  # None: the thread had no flags of its own
+        current = _convtune.current_flags()
+    else:
+        saved = current = _convtune.get_flags()
+    block_policy = current["policy"] if policy is _KEEP or policy is None else _check("policy", policy)
     pytorch_quirk = block_policy in ("pytorch", "pytorch-v7")
     given = dict(zip(_TORCH_FLAGS, (enabled, benchmark, benchmark_limit, deterministic, allow_tf32)))
     new = {}
@@ -173,11 +206,14 @@ def flags(enabled=_KEEP, benchmark=_KEEP, benchmark_limit=_KEEP, deterministic=_
     if policy is not _KEEP and policy is not None:
         new["policy"] = policy
     new.update({k: v for k, v in knobs.items() if v is not None})
-    _set(new)
+    _set(new, scope)
     try:
         yield
     finally:
-        _convtune.set_flags(saved)
+        if scope == "thread":
+            _convtune.set_thread_flags(saved)
+        else:
+            _convtune.set_flags(saved)
 
 
 class _Flag:

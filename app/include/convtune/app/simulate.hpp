@@ -8,19 +8,22 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "convtune/app/report.hpp"
-#include "convtune/sim/options.hpp"
+#include "convtune/app/workload.hpp"
 #include "convtune/sim/report.hpp"
 #include "convtune/sim/simulator.hpp"
 
 namespace convtune::app {
 
 struct SimulateRequest {
-    sim::WorkloadArgs workload;      // workload, shapes_dir, stream, mode, batch, batches, scales, dtype, layout, seed
+    WorkloadRequest workload;        // workload, shapes_dir, stream, mode, batch, batches, scales, dtype, layout, seed
     int iterations = 100;
     std::vector<std::string> flags;  // settings: a standard name, "key=value,..." or "LABEL:key=value,..."
     bool compare = false;            // the five standard settings too (always when flags is empty)
     std::string backend;             // live backend (default cpu), or the recording's with replay
     std::string replay;              // a recording to replay instead of running a backend
+    std::string measured;            // PyTorch's own measurements (pytorch_measure.py): the off and pytorch
+                                     // settings replay them; alone (no replay or backend), only those two run
+    std::string kernel_cache = "warm";  // with measured: the CUDA kernel cache the run starts with (cold, warm)
     bool strict = false;             // replay: refuse problems the recording lacks
     double min_saving = 0.02;        // savings below this fraction count as no difference
     std::string plot;                // also write the SVG plot here
@@ -40,7 +43,7 @@ SimulateReport simulate(const SimulateRequest& r);
 nlohmann::json to_json(const SimulateReport& r);
 
 struct RecordRequest {
-    sim::WorkloadArgs workload;
+    WorkloadRequest workload;
     int iterations = 1;  // of the stream, whose problems are recorded too
     int samples = 5;
     double max_ms = 3000;

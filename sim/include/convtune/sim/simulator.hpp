@@ -17,6 +17,7 @@
 
 #include "convtune/backend.hpp"
 #include "convtune/flags.hpp"
+#include "convtune/sim/measured.hpp"
 #include "convtune/sim/stream.hpp"
 
 namespace convtune::sim {
@@ -45,6 +46,10 @@ struct ScenarioResult {
     Setting setting;
     std::vector<IterationStats> iterations;
     std::string failure;  // non-empty: the setting could not run the stream (why, and where)
+    // "measured": replayed from PyTorch's own measurements (SimulationOptions::measured), with the
+    // lowest and highest total over the measured runs; empty: simulated through the selector.
+    std::string source;
+    double range_lo_ms = 0, range_hi_ms = 0;
     IterationStats sum() const;
     std::vector<double> cumulative_ms() const;
     int64_t distinct_shapes() const;
@@ -82,6 +87,11 @@ struct SimulationOptions {
     std::vector<Setting> settings;       // empty = standard_settings()
     uint64_t seed = 1;                   // replay draws
     double min_saving = 0.02;            // smaller savings count as "no difference"
+    // PyTorch's own measurements (pytorch_measure.py): when set, the `off` and `pytorch` settings
+    // replay what PyTorch measured in the kernel-cache state `kernel_cache` ("cold" or "warm")
+    // instead of emulating it.
+    const PyTorchMeasurements* measured = nullptr;
+    std::string kernel_cache = "warm";
     // Called after each iteration of each setting: done, total, what.
     std::function<void(int64_t, int64_t, const std::string&)> progress;
 };
@@ -89,6 +99,9 @@ struct SimulationOptions {
 // Simulates `stream` on backend `b` (live) or on a ReplayBackend (replay, detected). Throws
 // Error before anything runs when a replay lacks problems the stream needs (naming --replay).
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o);
+
+// Only the settings PyTorch measured (`off`, `pytorch`), from o.measured, with no backend.
+SimulationResult simulate_measured(const Stream& stream, const SimulationOptions& o);
 
 // Comparisons and the recommendation, from the scenarios alone.
 void analyze(SimulationResult& r, double min_saving);

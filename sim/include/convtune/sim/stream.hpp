@@ -32,6 +32,11 @@ struct StreamSpec {
     std::string describe() const;
 };
 
+// The comma-separated lists of a stream's batch sizes ("1,2,4") and scales ("0.5,1,1.5").
+// Errors are InvalidRequest naming `field` (batches, scales).
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field);
+std::vector<double> parse_double_list(const std::string& text, const std::string& field);
+
 // Defaults: batches = powers of two from 1 to twice the base batch; scales = 0.5 to 1.5 in
 // steps of 0.125 (each spatial dim drawn independently, so aspect ratios vary too).
 std::vector<int64_t> default_batches(int64_t base_batch);

@@ -1,5 +1,5 @@
-// The workload and stream options that `convtune simulate` and `convtune record` share, as plain
-// values, and how they become a Stream. Every error is an InvalidRequest naming the field (workload, batches...).
+// The workload and stream part of the simulate and record requests, as plain values, and how it
+// becomes a Stream. Every error is an InvalidRequest naming the field (workload, batches...).
 #pragma once
 
 #include <cstdint>
@@ -8,9 +8,9 @@
 
 #include "convtune/sim/stream.hpp"
 
-namespace convtune::sim {
+namespace convtune::app {
 
-struct WorkloadArgs {
+struct WorkloadRequest {
     std::string workload;    // built-in name or file (not needed for a trace stream)
     std::string shapes_dir;  // empty = default_shapes_dir()
     std::string mode = "infer";
@@ -20,12 +20,9 @@ struct WorkloadArgs {
     int64_t batch = 0;            // 0 = as written
     uint64_t seed = 1;
 
-    Stream make_stream() const;
+    sim::Stream make_stream() const;
     // "resnet50, inference, batch 2, f32, stream fixed"
-    std::string describe(const Stream& s) const;
+    std::string describe(const sim::Stream& s) const;
 };
 
-std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field);
-std::vector<double> parse_double_list(const std::string& text, const std::string& field);
-
-}  // namespace convtune::sim
+}  // namespace convtune::app

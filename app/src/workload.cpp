@@ -1,20 +1,12 @@
-#include "convtune/sim/options.hpp"
-
-#include <cstdlib>
-#include <sstream>
+#include "convtune/app/workload.hpp"
 
 #include "convtune/error.hpp"
 
-namespace convtune::sim {
+namespace convtune::app {
+
+using namespace convtune::sim;
 
 namespace {
-
-std::vector<std::string> split_commas(const std::string& text) {
-    std::vector<std::string> out;
-    std::stringstream ss(text);
-    for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
-    return out;
-}
 
 // Runs a parser whose errors read "<field>: <rule>" and throws them as this request's field.
 template <class F>
@@ -30,33 +22,7 @@ auto as_field(const std::string& field, F parse) {
 
 }  // namespace
 
-std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field) {
-    std::vector<int64_t> v;
-    for (const std::string& s : split_commas(text)) {
-        char* end = nullptr;
-        const long long x = std::strtoll(s.c_str(), &end, 10);
-        if (s.empty() || *end != '\0' || x < 1 || x > (1 << 20))
-            throw InvalidRequest(field, "'" + s + "' is not an integer in [1, 1048576] (expected a comma-separated list)");
-        v.push_back(x);
-    }
-    if (v.empty()) throw InvalidRequest(field, "empty list");
-    return v;
-}
-
-std::vector<double> parse_double_list(const std::string& text, const std::string& field) {
-    std::vector<double> v;
-    for (const std::string& s : split_commas(text)) {
-        char* end = nullptr;
-        const double x = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end != '\0' || !(x > 0) || x > 64)
-            throw InvalidRequest(field, "'" + s + "' is not a number in (0, 64] (expected a comma-separated list)");
-        v.push_back(x);
-    }
-    if (v.empty()) throw InvalidRequest(field, "empty list");
-    return v;
-}
-
-Stream WorkloadArgs::make_stream() const {
+Stream WorkloadRequest::make_stream() const {
     StreamSpec spec = StreamSpec::parse(stream);
     spec.seed = seed;
     if (!batches.empty()) spec.batches = parse_int_list(batches, "batches");
@@ -77,7 +43,7 @@ Stream WorkloadArgs::make_stream() const {
     return Stream(spec, std::move(w), o);
 }
 
-std::string WorkloadArgs::describe(const Stream& s) const {
+std::string WorkloadRequest::describe(const Stream& s) const {
     std::string d;
     if (s.spec().kind == StreamKind::trace) return "trace " + s.spec().trace_path + " (" + std::to_string(s.trace_length()) + " iterations)";
     const Workload& w = s.workload();
@@ -90,4 +56,4 @@ std::string WorkloadArgs::describe(const Stream& s) const {
     return d;
 }
 
-}  // namespace convtune::sim
+}  // namespace convtune::app

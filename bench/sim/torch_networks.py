@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Real PyTorch runs of whole networks, the yardstick of the simulator's fidelity benchmark.
+
+    torch_networks.py run --net resnet50 --precision fp32 --mode train --batch 32 --benchmark 1 \
+        --iterations 30 --out run.json
+    torch_networks.py trace --net unet --mode train --batch 8 -o unet.trace   # needs capture.py
+
+`run` builds the network on the GPU and runs --iterations steps (a training step: forward, loss,
+backward, SGD update; an inference step: forward under no_grad), synchronising after each, and
+writes every step's wall time, the process's time to the first step's start and the flags. Run
+one process per setting: PyTorch's algorithm cache lives for the process.
+
+`trace` runs one step on the CPU under convtune's capture (capture.py, standalone or from the
+installed package) and writes the convolutions as a trace file (the batch of a trace is one
+field of each canonical line, `n=`, so a trace taken at a small batch is rewritten to another): the problem list that
+`convtune parse --json` turns into the input of pytorch_measure.py.
+
+Precisions: fp32 = float32 with allow_tf32=False; tf32 = float32 with allow_tf32=True;
+amp = float16 autocast with channels_last (the usual mixed-precision recipe); fp16 = the network
+and its inputs in float16, channels_last (inference).
+Networks: resnet50 and mobilenet_v3_large (torchvision, random weights) and unet (a four-level
+U-Net with transposed convolutions, defined here).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+T_IMPORT = time.time()
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+
+class UNet(nn.Module):
+    """The classic U-Net shape (Ronneberger et al.), padded 3x3 convolutions so the output has the
+    input's size: four downsampling levels of two conv-BN-ReLU blocks, 2x2 transposed-convolution
+    upsampling, skip concatenations, a 1x1 head."""
+
+    def __init__(self, channels=3, classes=2, width=64):
+        super().__init__()
+
+        def block(i, o):
+            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True),
+                                 nn.Conv2d(o, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True))
+
+        w = [width * 2**i for i in range(5)]
+        self.down = nn.ModuleList([block(channels, w[0])] + [block(w[i], w[i + 1]) for i in range(4)])
+        self.up = nn.ModuleList([nn.ConvTranspose2d(w[i + 1], w[i], 2, stride=2) for i in reversed(range(4))])
+        self.dec = nn.ModuleList([block(w[i + 1], w[i]) for i in reversed(range(4))])
+        self.head = nn.Conv2d(w[0], classes, 1)
+        self.pool = nn.MaxPool2d(2)
+
+    def forward(self, x):
+        skips = []
+        for i, d in enumerate(self.down):
+            x = d(x if i == 0 else self.pool(x))
+            skips.append(x)
+        skips.pop()
+        for up, dec in zip(self.up, self.dec):
+            x = dec(torch.cat([up(x), skips.pop()], dim=1))
+        return self.head(x)
+
+
+NETWORKS = {
+    # name: (constructor, default input size (channels, height, width))
+    "resnet50": (lambda: __import__("torchvision").models.resnet50(), (3, 224, 224)),
+    "mobilenet_v3_large": (lambda: __import__("torchvision").models.mobilenet_v3_large(), (3, 224, 224)),
+    "unet": (lambda: UNet(), (3, 256, 256)),
+}
+
+
+def build(net, precision, device):
+    make, shape = NETWORKS[net]
+    torch.manual_seed(0)
+    model = make().to(device)
+    if precision in ("amp", "fp16"):
+        model = model.to(memory_format=torch.channels_last)
+    if precision == "fp16":
+        model = model.half()
+    return model, shape
+
+
+def step_fn(model, precision, mode, x, target):
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3) if mode == "train" else None
+    amp = precision == "amp"
+
+    def step():
+        if mode == "infer":
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+                return model(x)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            out = model(x)
+            loss = torch.nn.functional.cross_entropy(out.float(), target)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def cmd_run(a):
+    t_start = time.time()
+    torch.backends.cudnn.benchmark = bool(a.benchmark)
+    torch.backends.cudnn.allow_tf32 = a.precision != "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = a.precision != "fp32"
+    model, (c, h, w) = build(a.net, a.precision, "cuda")
+    model.train(a.mode == "train")
+    dtype = torch.float16 if a.precision == "fp16" else torch.float32
+    x = torch.randn(a.batch, c, a.size or h, a.size or w, device="cuda", dtype=dtype)
+    if a.precision in ("amp", "fp16"):
+        x = x.contiguous(memory_format=torch.channels_last)
+    classes = 2 if a.net == "unet" else 1000
+    tshape = (a.batch, a.size or h, a.size or w) if a.net == "unet" else (a.batch,)
+    target = torch.randint(0, classes, tshape, device="cuda")
+    step = step_fn(model, a.precision, a.mode, x, target)
+    torch.cuda.synchronize()
+    t_ready = time.time()
+    times = []
+    for _ in range(a.iterations):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    doc = dict(format="convtune-torch-run", version=1, net=a.net, precision=a.precision, mode=a.mode, batch=a.batch,
+               size=a.size or h, benchmark=a.benchmark, iterations_ms=times, setup_s=t_ready - t_start,
+               import_s=t_start - T_IMPORT, torch=torch.__version__, cudnn=torch.backends.cudnn.version(),
+               device=torch.cuda.get_device_name(), cuda_cache=os.environ.get("CUDA_CACHE_PATH", "default"))
+    text = json.dumps(doc)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+
+
+def load_capture():
+    try:
+        from convtune import capture  # the installed package
+        return capture
+    except ImportError:
+        import importlib.util
+        here = os.path.dirname(os.path.abspath(__file__))
+        for path in (os.path.join(here, "capture.py"), os.path.join(here, "..", "..", "python", "convtune", "capture.py")):
+            if os.path.exists(path):
+                spec = importlib.util.spec_from_file_location("capture", path)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                return mod
+    sys.exit("torch_networks: capture.py not found (install convtune or keep the source tree)")
+
+
+def cmd_trace(a):
+    capture = load_capture()
+    model, (c, h, w) = build(a.net, "fp32", a.device)
+    x = torch.randn(a.batch, c, a.size or h, a.size or w, device=a.device)
+    capture.capture(model, (x,), train=a.mode == "train", iterations=1, path=a.output)
+    print(f"torch_networks: {a.net} {a.mode} batch {a.batch} -> {a.output}", file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    t = sub.add_parser("trace")
+    for p in (r, t):
+        p.add_argument("--net", choices=sorted(NETWORKS), required=True)
+        p.add_argument("--mode", choices=["train", "infer"], default="train")
+        p.add_argument("--batch", type=int, default=32)
+        p.add_argument("--size", type=int, help="input height and width (default: the network's)")
+    r.add_argument("--precision", choices=["fp32", "tf32", "amp", "fp16"], default="fp32")
+    r.add_argument("--benchmark", type=int, choices=[0, 1], required=True)
+    r.add_argument("--iterations", type=int, default=30)
+    r.add_argument("--out")
+    t.add_argument("-o", "--output", required=True)
+    t.add_argument("--device", default="cpu")
+    a = ap.parse_args()
+    (cmd_run if a.cmd == "run" else cmd_trace)(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+#include "convtune/sim/measured.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "convtune/error.hpp"
+#include "convtune/problem.hpp"
+
+namespace convtune::sim {
+
+namespace {
+
+constexpr double kMaxMs = 1e7;  // about three hours: no single call takes longer
+
+double time_field(const nlohmann::json& j, const char* name, const std::string& where) {
+    const auto it = j.find(name);
+    if (it == j.end() || !it->is_number()) throw Error(where + ": \"" + name + "\" must be a number");
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v < 0 || v > kMaxMs)
+        throw Error(where + ": \"" + name + "\" must be a finite time in [0, 1e7] ms (got " + std::to_string(v) + ")");
+    return v;
+}
+
+}  // namespace
+
+PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) throw Error("pytorch measurements: cannot read '" + path + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    nlohmann::json doc;
+    try {
+        doc = nlohmann::json::parse(ss.str());
+    } catch (const nlohmann::json::exception& e) {
+        throw ParseError(path + ": not JSON: " + e.what());
+    }
+    if (!doc.is_object() || doc.value("format", "") != "convtune-pytorch-measurement-grid")
+        throw Error(path + ": not a PyTorch measurement grid (format convtune-pytorch-measurement-grid, from pytorch_measure.py grid)");
+    if (doc.value("version", 0) != 1) throw Error(path + ": unsupported version (this convtune reads version 1)");
+    const auto ms = doc.find("measurements");
+    if (ms == doc.end() || !ms->is_array() || ms->empty()) throw Error(path + ": \"measurements\" must be a non-empty array");
+    PyTorchMeasurements r;
+    r.path = path;
+    for (std::size_t i = 0; i < ms->size(); ++i) {
+        const nlohmann::json& m = (*ms)[i];
+        const std::string w = path + ": measurements[" + std::to_string(i) + "]";
+        if (!m.is_object()) throw Error(w + ": must be an object");
+        MeasuredRun run;
+        const auto& setting = m.value("setting", nlohmann::json::object());
+        if (!setting.is_object() || !setting.contains("benchmark") || !setting["benchmark"].is_number_integer())
+            throw Error(w + ": \"setting\" must hold the integer \"benchmark\"");
+        const int bm = setting["benchmark"].get<int>();
+        if (bm != 0 && bm != 1) throw Error(w + ": setting.benchmark must be 0 or 1");
+        if (setting.value("deterministic", 0) != 0)
+            throw Error(w + ": deterministic measurements are not replayed (the rows replay deterministic=0)");
+        run.setting = bm ? "bm1" : "bm0";
+        run.cache = m.value("cache", "");
+        if (run.cache != "cold" && run.cache != "warm") throw Error(w + ": \"cache\" must be \"cold\" or \"warm\"");
+        run.startup_ms = time_field(m, "startup_ms", w);
+        const int tf32 = setting.value("allow_tf32", 1);
+        const auto& env = m.value("environment", nlohmann::json::object());
+        if (i == 0) {
+            r.allow_tf32 = tf32;
+            r.device = env.value("device", "");
+            r.torch = env.value("torch", "");
+            r.cudnn = env.value("cudnn", 0);
+        } else if (tf32 != r.allow_tf32 || env.value("device", "") != r.device) {
+            throw Error(w + ": every measurement of a file must have the same device and allow_tf32");
+        }
+        const auto ps = m.find("problems");
+        if (ps == m.end() || !ps->is_array()) throw Error(w + ": \"problems\" must be an array");
+        for (std::size_t j = 0; j < ps->size(); ++j) {
+            const nlohmann::json& p = (*ps)[j];
+            const std::string wp = w + ".problems[" + std::to_string(j) + "]";
+            if (!p.is_object() || !p.contains("key") || !p["key"].is_string()) throw Error(wp + ": \"key\" must be a string");
+            const std::string key = p["key"].get<std::string>();
+            ConvProblem parsed;
+            try {
+                parsed = ConvProblem::parse(key);
+            } catch (const Error& e) {
+                throw Error(wp + ": key is not a problem: " + e.what());
+            }
+            MeasuredRun::Problem t{time_field(p, "first_ms", wp), time_field(p, "steady_ms", wp)};
+            run.problems[parsed.to_string()] = t;
+        }
+        r.runs.push_back(std::move(run));
+    }
+    return r;
+}
+
+std::vector<const MeasuredRun*> PyTorchMeasurements::select(const std::string& setting, const std::string& cache) const {
+    std::vector<const MeasuredRun*> out;
+    for (const MeasuredRun& r : runs)
+        if (r.setting == setting && r.cache == cache) out.push_back(&r);
+    return out;
+}
+
+bool PyTorchMeasurements::has(const std::string& setting, const std::string& cache, const std::string& key) const {
+    const auto sel = select(setting, cache);
+    if (sel.empty()) return false;
+    for (const MeasuredRun* r : sel)
+        if (!r->problems.count(key)) return false;
+    return true;
+}
+
+}  // namespace convtune::sim
