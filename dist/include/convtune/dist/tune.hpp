@@ -54,7 +54,9 @@ struct TuneReport {
     double wall_s = 0;
 };
 
-// Collective over MPI_COMM_WORLD (initialised here when it is not yet; see Session). `sink` and
+// Collective over MPI_COMM_WORLD. When MPI is not initialised yet, tune() initialises it and
+// finalises it before returning (see Session), which MPI allows once per process: a program that
+// calls tune() more than once, or uses MPI itself, initialises MPI first. `sink` and
 // r.progress are used on rank 0 only; progress names the ranks, the rate and the time left.
 // Errors in the request throw on every rank.
 TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink = nullptr, const TuneOptions& o = {});
