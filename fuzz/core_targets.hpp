@@ -134,6 +134,16 @@ inline void tuning_db(std::string_view in) {
     std::vector<DbSection> s;
     try {
         s = TuningDatabase::read_file(path);
+    } catch (const DatabaseVersionError&) {
+        // A newer format version: the constructor refuses it too (never read as empty, never replaced).
+        bool refused = false;
+        try {
+            TuningDatabase db(path, [](const std::string&) {});
+        } catch (const DatabaseVersionError&) {
+            refused = true;
+        }
+        CONVTUNE_FUZZ_REQUIRE(refused, "the constructor accepted a database of a newer version");
+        return;
     } catch (const ParseError&) {
         // What the constructor does with the same file: warn, never throw.
         std::vector<std::string> warnings;

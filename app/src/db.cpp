@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/registry.hpp"
 
 namespace convtune::app {
@@ -70,6 +71,10 @@ nlohmann::json to_json(const DbCheckReport& r) {
 
 DbMergeReport db_merge(const DbMergeRequest& r) {
     if (r.out.empty()) throw InvalidRequest("out", "required");
+    // Under the lock every writer of OUT takes (TuningDatabase::store's): an entry a concurrent
+    // `tune --db OUT` stores is either in the file read here or stored after this write, never lost.
+    check_output_path(r.out);
+    const FileLock lock(r.out);
     std::vector<DbSection> acc;
     std::error_code ec;
     if (std::filesystem::exists(r.out, ec)) acc = TuningDatabase::read_file(r.out);

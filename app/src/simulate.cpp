@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/sim/recording.hpp"
 #include "convtune/sim/replay_backend.hpp"
@@ -58,6 +59,7 @@ SimulateReport simulate(const SimulateRequest& r) {
         for (std::size_t j = 0; j < i; ++j)
             if (settings[i].name == settings[j].name) throw InvalidRequest("flags", "setting '" + settings[i].name + "' given twice");
     if (!r.plot.empty()) {
+        check_output_path(r.plot);
         const std::filesystem::path dir = std::filesystem::path(r.plot).parent_path();
         if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw InvalidRequest("plot", "cannot write in the folder of '" + r.plot + "'");
     }
@@ -93,7 +95,7 @@ SimulateReport simulate(const SimulateRequest& r) {
     rep.context.title = r.workload.describe(stream) + ", " + std::to_string(r.iterations) + " iterations";
     rep.context.details = stream_details(stream.spec()) + rep.result.engine + (replay ? " of " + r.replay : std::string()) + " on backend " +
                           rep.result.backend + " (" + rep.result.environment + ")";
-    if (!r.plot.empty()) sim::write_file_atomic(r.plot, sim::to_svg(rep.result, rep.context));
+    if (!r.plot.empty()) write_file_atomic(r.plot, sim::to_svg(rep.result, rep.context));
     return rep;
 }
 
@@ -105,6 +107,7 @@ nlohmann::json to_json(const SimulateReport& r) {
 
 RecordReport record(const RecordRequest& r) {
     if (r.out.empty()) throw InvalidRequest("out", "required");
+    check_output_path(r.out);  // refused before anything is recorded
     if (r.iterations < 1) throw InvalidRequest("iterations", "must be >= 1 (got " + std::to_string(r.iterations) + ")");
     if (r.samples < 0) throw InvalidRequest("samples", "must be >= 0 (got " + std::to_string(r.samples) + ")");
     if (!(r.max_ms >= 0)) throw InvalidRequest("max_ms", "must be >= 0");

@@ -10,23 +10,15 @@
 namespace convtune {
 
 namespace {
-std::vector<double> to_double(const std::vector<std::byte>& b, DataType t) {
-    std::vector<double> r(b.size() / size_of(t));
-    for (std::size_t i = 0; i < r.size(); ++i) r[i] = load_as_double(b.data(), t, i);
-    return r;
-}
-}  // namespace
 
-OracleResult oracle(const HostTensors& t) {
+// The scatter, reading the inputs through `load(buffer, index)` in their own dtype.
+template <class Load>
+void scatter(const HostTensors& t, Load load, OracleResult& r) {
     const ConvProblem& p = t.problem;
-    const std::vector<double> x = to_double(t.x, p.dtype), w = to_double(t.w, p.dtype), y = to_double(t.y, p.dtype);
+    const std::byte *x = t.x.data(), *w = t.w.data(), *y = t.y.data();
     const Strides xs = x_strides(p), ws = w_strides(p), ys = y_strides(p);
     const Dims od = out_dims(p);
     const int64_t cpg = p.c_per_group(), kpg = p.k_per_group();
-    OracleResult r;
-    const std::size_t out_n = output_of(t).size() / size_of(p.dtype);
-    r.value.assign(out_n, 0.0);
-    r.magnitude.assign(out_n, 0.0);
     // Threads own disjoint outputs: batch items for fwd/bwd_data, filters for bwd_filter.
     const bool by_k = p.direction == Direction::bwd_filter;
     const int64_t owners = by_k ? p.k : p.n;
@@ -63,9 +55,9 @@ OracleResult oracle(const HostTensors& t) {
                                             double a = 0, b = 0;
                                             int64_t dst = 0;
                                             switch (p.direction) {
-                                                case Direction::fwd: a = x[xi], b = w[wi], dst = yi; break;
-                                                case Direction::bwd_data: a = y[yi], b = w[wi], dst = xi; break;
-                                                case Direction::bwd_filter: a = x[xi], b = y[yi], dst = wi; break;
+                                                case Direction::fwd: a = load(x, xi), b = load(w, wi), dst = yi; break;
+                                                case Direction::bwd_data: a = load(y, yi), b = load(w, wi), dst = xi; break;
+                                                case Direction::bwd_filter: a = load(x, xi), b = load(y, yi), dst = wi; break;
                                             }
                                             r.value[static_cast<std::size_t>(dst)] += a * b;
                                             r.magnitude[static_cast<std::size_t>(dst)] += std::fabs(a * b);
@@ -73,6 +65,36 @@ OracleResult oracle(const HostTensors& t) {
                             }
                 }
             }
+    }
+}
+
+}  // namespace
+
+std::size_t oracle_bytes(const ConvProblem& p) {
+    p.validate();
+    const int64_t out = p.direction == Direction::fwd ? p.y_elements() : p.direction == Direction::bwd_data ? p.x_elements() : p.w_elements();
+    std::size_t bytes = 0;
+    if (__builtin_mul_overflow(static_cast<std::size_t>(out), 2 * sizeof(double), &bytes)) return std::numeric_limits<std::size_t>::max();
+    return bytes;
+}
+
+OracleResult oracle(const HostTensors& t) {
+    const ConvProblem& p = t.problem;
+    OracleResult r;
+    const std::size_t out_n = output_of(t).size() / size_of(p.dtype);
+    r.value.assign(out_n, 0.0);
+    r.magnitude.assign(out_n, 0.0);
+    switch (p.dtype) {
+        case DataType::f64: scatter(t, [](const std::byte* b, int64_t i) { return reinterpret_cast<const double*>(b)[i]; }, r); break;
+        case DataType::f32:
+            scatter(t, [](const std::byte* b, int64_t i) { return static_cast<double>(reinterpret_cast<const float*>(b)[i]); }, r);
+            break;
+        case DataType::f16:
+            scatter(t, [](const std::byte* b, int64_t i) { return static_cast<double>(f16_to_float(reinterpret_cast<const uint16_t*>(b)[i])); }, r);
+            break;
+        case DataType::bf16:
+            scatter(t, [](const std::byte* b, int64_t i) { return static_cast<double>(bf16_to_float(reinterpret_cast<const uint16_t*>(b)[i])); }, r);
+            break;
     }
     return r;
 }

@@ -19,7 +19,11 @@ struct OracleResult {
     std::vector<double> magnitude;  // sum of |a*b| per output element
 };
 
+// Reads the inputs in place (no f64 copies): its only allocation is the result.
 OracleResult oracle(const HostTensors& t);
+// The bytes oracle() allocates: value and magnitude, 8 B each per output element (saturating).
+// Part of `run --check`'s peak (check_memory_budget's `oracle`).
+std::size_t oracle_bytes(const ConvProblem& p);
 
 struct ErrorStats {
     double max_abs = 0;     // max |out - ref|

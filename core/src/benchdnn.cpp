@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/problem.hpp"
 
 namespace convtune {
@@ -205,12 +206,9 @@ std::vector<ShapeLine> parse_shape_text(std::string_view text) {
 }
 
 std::vector<ShapeLine> read_shape_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw ParseError(path + ": cannot open shape file");
-    std::ostringstream ss;
-    ss << f.rdbuf();
+    const std::string text = read_file_bounded(path, kMaxShapeFileBytes, "shape file");
     try {
-        return parse_shape_text(ss.str());
+        return parse_shape_text(text);
     } catch (const ParseError& e) {
         throw ParseError(path + ": " + e.what());
     }

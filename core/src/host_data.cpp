@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -72,24 +73,36 @@ std::size_t memory_budget() {
 
 void set_memory_budget(std::size_t bytes) { g_budget.store(bytes); }
 
-std::string over_memory_budget(const ConvProblem& p, std::size_t workspace) {
+std::size_t peak_bytes(const ConvProblem& p, std::size_t workspace, std::size_t oracle) {
     p.validate();  // element counts fit in int64 from here on
-    const std::size_t es = size_of(p.dtype), budget = memory_budget();
+    const std::size_t es = size_of(p.dtype);
+    std::size_t total = 0;
+    for (int64_t e : {p.x_elements(), p.w_elements(), p.y_elements()}) {
+        std::size_t bytes = 0;
+        if (__builtin_mul_overflow(static_cast<std::size_t>(e), es, &bytes) || __builtin_add_overflow(total, bytes, &total))
+            return std::numeric_limits<std::size_t>::max();
+    }
+    if (__builtin_add_overflow(total, std::max(workspace, oracle), &total)) return std::numeric_limits<std::size_t>::max();
+    return total;
+}
+
+std::string over_memory_budget(const ConvProblem& p, std::size_t workspace, std::size_t oracle) {
+    const std::size_t peak = peak_bytes(p, workspace, oracle), budget = memory_budget();
+    if (peak <= budget) return {};
+    const std::size_t es = size_of(p.dtype);
     const std::size_t x = static_cast<std::size_t>(p.x_elements()) * es, w = static_cast<std::size_t>(p.w_elements()) * es,
                       y = static_cast<std::size_t>(p.y_elements()) * es;
-    std::size_t total = 0;
-    bool overflow = false;
-    for (std::size_t b : {x, w, y, workspace}) overflow = overflow || __builtin_add_overflow(total, b, &total);
-    if (!overflow && total <= budget) return {};
     std::string m = "memory budget: tensor x needs " + format_bytes(x) + ", w " + format_bytes(w) + ", y " + format_bytes(y);
     if (workspace) m += ", workspace " + format_bytes(workspace);
-    m += " (total " + (overflow ? std::string("beyond 2^64 B") : format_bytes(total)) + "), above the budget of " + format_bytes(budget) +
-         " (" + std::to_string(budget) + " B; raise it with CONVTUNE_MAX_BYTES or --max-bytes)";
+    if (oracle) m += ", the f64 oracle " + format_bytes(oracle);
+    m += " (peak " + (peak == std::numeric_limits<std::size_t>::max() ? std::string("beyond 2^64 B") : format_bytes(peak)) +
+         "), above the budget of " + format_bytes(budget) + " (" + std::to_string(budget) +
+         " B; raise it with CONVTUNE_MAX_BYTES or --max-bytes)";
     return m;
 }
 
-void check_memory_budget(const ConvProblem& p, std::size_t workspace) {
-    if (std::string m = over_memory_budget(p, workspace); !m.empty()) throw Error(m);
+void check_memory_budget(const ConvProblem& p, std::size_t workspace, std::size_t oracle) {
+    if (std::string m = over_memory_budget(p, workspace, oracle); !m.empty()) throw Error(m);
 }
 
 bool uses_host_memory(const Backend& b) { return dynamic_cast<const HostBackend*>(&b) != nullptr; }
@@ -108,6 +121,23 @@ std::vector<std::byte>& output_of(HostTensors& t) {
 }
 const std::vector<std::byte>& output_of(const HostTensors& t) { return output_of(const_cast<HostTensors&>(t)); }
 
+void fill_host_tensors(const ConvProblem& p, const ConvTensors& t, uint64_t seed) {
+    check_tensors(p, t);
+    const std::size_t counts[3] = {static_cast<std::size_t>(p.x_elements()), static_cast<std::size_t>(p.w_elements()),
+                                   static_cast<std::size_t>(p.y_elements())};
+    void* const bufs[3] = {t.x.data, t.w.data, t.y.data};
+    const int out = p.direction == Direction::fwd ? 2 : p.direction == Direction::bwd_data ? 0 : 1;
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    for (int b = 0; b < 3; ++b) {
+        if (b == out) {
+            for (std::size_t i = 0; i < counts[b]; ++i) store_from_double(bufs[b], p.dtype, i, std::numeric_limits<double>::quiet_NaN());
+        } else {
+            for (std::size_t i = 0; i < counts[b]; ++i) store_from_double(bufs[b], p.dtype, i, dist(rng));
+        }
+    }
+}
+
 HostTensors make_host_tensors(const ConvProblem& p, uint64_t seed) {
     check_memory_budget(p);  // validates p too
     HostTensors t;
@@ -116,17 +146,7 @@ HostTensors make_host_tensors(const ConvProblem& p, uint64_t seed) {
     t.x.resize(static_cast<std::size_t>(p.x_elements()) * es);
     t.w.resize(static_cast<std::size_t>(p.w_elements()) * es);
     t.y.resize(static_cast<std::size_t>(p.y_elements()) * es);
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<double> dist(-1.0, 1.0);
-    std::vector<std::byte>* out = &output_of(t);
-    for (std::vector<std::byte>* buf : {&t.x, &t.w, &t.y}) {
-        const std::size_t count = buf->size() / es;
-        if (buf == out) {
-            for (std::size_t i = 0; i < count; ++i) store_from_double(buf->data(), p.dtype, i, std::numeric_limits<double>::quiet_NaN());
-        } else {
-            for (std::size_t i = 0; i < count; ++i) store_from_double(buf->data(), p.dtype, i, dist(rng));
-        }
-    }
+    fill_host_tensors(p, t.views(), seed);
     return t;
 }
 
@@ -136,23 +156,35 @@ RunResult execute(const Algorithm& a, HostTensors& t, bool timed) {
     RunResult r;
     check_tensors(p, t.views());
     const std::size_t wsb = a.workspace_size(p);
-    if (uses_host_memory(b)) {
+    const bool host = uses_host_memory(b);
+    if (host) {
         check_memory_budget(p);
         if (std::string m = over_memory_budget(p, wsb); !m.empty()) {
             r.status = Status::out_of_memory(m);
             return r;
         }
     }
-    DeviceBuffer dx = b.allocate(t.x.size()), dw = b.allocate(t.w.size()), dy = b.allocate(t.y.size());
+    // Host memory: the algorithm runs on t's buffers, which are already the backend's memory.
+    DeviceBuffer dx, dw, dy;
+    if (!host) {
+        dx = b.allocate(t.x.size()), dw = b.allocate(t.w.size()), dy = b.allocate(t.y.size());
+        if (!dx || !dw || !dy) {
+            r.status = Status::out_of_memory("cannot allocate the tensors (" + std::to_string(t.x.size() + t.w.size() + t.y.size()) + " B)");
+            return r;
+        }
+    }
     DeviceBuffer ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
-    if (!dx || !dw || !dy || (wsb && !ws)) {
-        r.status = Status::out_of_memory("cannot allocate tensors and a " + std::to_string(wsb) + "-byte workspace");
+    if (wsb && !ws) {
+        r.status = Status::out_of_memory("cannot allocate a " + std::to_string(wsb) + "-byte workspace");
         return r;
     }
-    b.upload(dx.data(), t.x.data(), t.x.size());
-    b.upload(dw.data(), t.w.data(), t.w.size());
-    b.upload(dy.data(), t.y.data(), t.y.size());
-    const ConvTensors dev{{dx.data(), t.x.size()}, {dw.data(), t.w.size()}, {dy.data(), t.y.size()}};
+    ConvTensors dev = t.views();
+    if (!host) {
+        b.upload(dx.data(), t.x.data(), t.x.size());
+        b.upload(dw.data(), t.w.data(), t.w.size());
+        b.upload(dy.data(), t.y.data(), t.y.size());
+        dev = ConvTensors{{dx.data(), t.x.size()}, {dw.data(), t.w.size()}, {dy.data(), t.y.size()}};
+    }
     const Workspace w{ws.data(), wsb};
     if (timed) {
         r.status = a.run(p, dev, w);
@@ -162,7 +194,7 @@ RunResult execute(const Algorithm& a, HostTensors& t, bool timed) {
         r.status = a.run(p, dev, w);
         b.synchronize();
     }
-    if (!r.status.ok()) return r;
+    if (!r.status.ok() || host) return r;
     std::vector<std::byte>& out = output_of(t);
     const DeviceBuffer& dout = p.direction == Direction::fwd ? dy : p.direction == Direction::bwd_data ? dx : dw;
     b.download(out.data(), dout.data(), out.size());

@@ -291,13 +291,15 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
         bw = backend_.allocate(wb);
         by = backend_.allocate(yb);
         if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " to time candidates");
-        if (!backend_.simulated()) {
+        t = ConvTensors{{bx.data(), xb}, {bw.data(), wb}, {by.data(), yb}};
+        if (host_memory && !backend_.simulated()) {
+            fill_host_tensors(p, t, 2024);  // in place: no second copy to upload from
+        } else if (!backend_.simulated()) {
             HostTensors host = make_host_tensors(p, 2024);
             backend_.upload(bx.data(), host.x.data(), xb);
             backend_.upload(bw.data(), host.w.data(), wb);
             backend_.upload(by.data(), host.y.data(), yb);
         }
-        t = ConvTensors{{bx.data(), xb}, {bw.data(), wb}, {by.data(), yb}};
     }
 
     const bool robust = f.policy == Policy::convtune || f.policy == Policy::adaptive;

@@ -1,21 +1,12 @@
 #include "convtune/tuning_db.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 
 namespace convtune {
 
@@ -77,36 +68,10 @@ DbSection* find_section(std::vector<DbSection>& v, const Environment& e) {
     return nullptr;
 }
 
-// An exclusive lock on "<path>.lock" for the duration of a read-merge-write.
-class FileLock {
-public:
-    explicit FileLock(const std::string& path) {
-        fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (fd_ < 0) throw Error("cannot create lock file " + path + ".lock: " + std::strerror(errno));
-        while (::flock(fd_, LOCK_EX) != 0) {
-            if (errno != EINTR) {
-                ::close(fd_);
-                throw Error("cannot lock " + path + ".lock: " + std::strerror(errno));
-            }
-        }
-    }
-    ~FileLock() {
-        ::flock(fd_, LOCK_UN);
-        ::close(fd_);
-    }
-
-private:
-    int fd_ = -1;
-};
-
 }  // namespace
 
 std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw ParseError(path + ": cannot open");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string text = ss.str();
+    const std::string text = read_file_bounded(path, kMaxDatabaseBytes, "tuning database");
     if (text.empty()) throw ParseError(path + ": empty file");
     json j;
     try {
@@ -116,7 +81,10 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
     }
     if (!j.is_object()) throw ParseError(path + ": top level must be an object");
     if (!j.contains("format") || j["format"] != kFormat) throw ParseError(path + ": not a convtune tuning database (\"format\" is missing or wrong)");
-    if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kVersion)
+    if (j.contains("version") && j["version"].is_number_integer() && j["version"] > kVersion)
+        throw DatabaseVersionError(path + ": written by a newer convtune (database format version " + j["version"].dump() +
+                                   "; this convtune reads version " + std::to_string(kVersion) + "); refused, the file is left as it is");
+    if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != kVersion)
         throw ParseError(path + ": unsupported database version (this convtune reads version " + std::to_string(kVersion) + ")");
     if (!j.contains("environments") || !j["environments"].is_array()) throw ParseError(path + ": \"environments\" must be an array");
     std::vector<DbSection> out;
@@ -150,34 +118,7 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
 }
 
 void TuningDatabase::write_file(const std::string& path, const std::vector<DbSection>& sections) {
-    const std::string text = to_json(sections).dump(1) + "\n";
-    const fs::path target(path);
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    const std::string tmp = (dir / (target.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error("cannot write " + path + ": cannot create " + tmp + ": " + std::strerror(errno));
-    std::size_t done = 0;
-    while (done < text.size()) {
-        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            const std::string err = std::strerror(errno);
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            throw Error("cannot write " + path + ": " + err + " (the old file is unchanged)");
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        const std::string err = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throw Error("cannot write " + path + ": " + err + " (the old file is unchanged)");
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string err = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throw Error("cannot replace " + path + ": " + err + " (the old file is unchanged)");
-    }
+    write_file_atomic(path, to_json(sections).dump(1) + "\n");
 }
 
 std::vector<DbSection> TuningDatabase::merge(std::vector<DbSection> a, const std::vector<DbSection>& b) {
@@ -196,10 +137,13 @@ std::vector<DbSection> TuningDatabase::merge(std::vector<DbSection> a, const std
 }
 
 TuningDatabase::TuningDatabase(std::string path, Warn warn) : path_(std::move(path)), warn_(std::move(warn)) {
+    check_output_path(path_);  // a directory, device, FIFO, ... is refused before anything is read
     std::error_code ec;
     if (!fs::exists(path_, ec)) return;
     try {
         sections_ = read_file(path_);
+    } catch (const DatabaseVersionError&) {
+        throw;
     } catch (const Error& e) {
         this->warn(std::string("tuning database ignored: ") + e.what() + "; tuning starts afresh");
     }
@@ -247,8 +191,10 @@ bool TuningDatabase::store(const Environment& env, const std::string& key, const
             try {
                 on_disk = read_file(path_);
             } catch (const ParseError& e) {
-                const std::string keep = path_ + ".corrupt";
-                fs::rename(path_, keep, ec);
+                // Unreadable: kept aside under a name that never replaces an earlier copy. A file
+                // of a newer version, or one that is not a regular file or too large, is an Error
+                // but not a ParseError: never moved, the store fails below and leaves it as it is.
+                const std::string keep = keep_aside(path_);
                 warn(std::string("tuning database was unreadable (") + e.what() + "); kept as " + keep + " and replaced");
             }
         }

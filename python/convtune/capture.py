@@ -46,6 +46,7 @@ import runpy
 import stat
 import sys
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -54,7 +55,7 @@ try:
 except ImportError:  # a standalone copy of this file: no package, no C++ module
     _convtune = None
 
-__all__ = ["capture", "Recorder", "Trace", "Call", "mark_iteration", "main"]
+__all__ = ["capture", "Recorder", "Trace", "Call", "StopCapture", "mark_iteration", "main"]
 
 
 _LAYOUT_NAMES = {"nchw": ("ncw", "nchw", "ncdhw"), "nhwc": ("nwc", "nhwc", "ndhwc")}
@@ -108,6 +109,10 @@ class Trace:
     """Calls grouped into iterations."""
 
     iterations: list = field(default_factory=list)  # list of lists of Call
+    # Per iteration: host wall time from its first convolution to the next iteration's first (the
+    # whole step: the convolutions and everything else it does), or None where no next iteration
+    # started inside the capture (the last one).
+    wall_ms: list = field(default_factory=list)
     source: str = ""
     skipped: list = field(default_factory=list)  # (description, reason) of calls convtune cannot express
     torch_version: str = ""
@@ -130,7 +135,8 @@ class Trace:
             lines.append(f"# skipped (not expressible as a convtune problem): {desc}: {reason}")
         last_flags = None
         for i, it in enumerate(self.iterations):
-            lines.append(f"# iteration {i + 1}")
+            wall = self.wall_ms[i] if i < len(self.wall_ms) else None
+            lines.append(f"# iteration {i + 1}" + (f" wall_ms {wall:.3f}" if wall is not None else ""))
             for c in it:
                 f = _flags_text(c.flags)
                 if f != last_flags:
@@ -223,14 +229,21 @@ def _weight_key(w):
     return (w.device.type, w.device.index, w.data_ptr(), tuple(w.shape))
 
 
+class StopCapture(BaseException):
+    """Raised into the captured program once `max_iterations` iterations are complete, to end
+    it early (a BaseException, so that the program's own `except Exception` does not catch it)."""
+
+
 class Recorder:
     """A context manager recording every convolution PyTorch runs inside it (this thread and the
     autograd threads it starts). ``names`` maps weight tensors to layer names (see capture())."""
 
     _active = None
 
-    def __init__(self, names=None, auto_iterations=True):
+    def __init__(self, names=None, auto_iterations=True, max_iterations=None):
         self._names = dict(names or {})
+        self._max = max_iterations  # stop the program (raise StopCapture) once this many are complete
+        self._t_start = None  # perf_counter at the current iteration's first convolution
         self._auto = auto_iterations
         self._explicit = False
         self.trace = Trace()
@@ -254,10 +267,14 @@ class Recorder:
         with self._lock:
             self._explicit = True
             self._flush()
+            self._enough()
 
-    def _flush(self):
+    def _flush(self, last=False):
         if self._current:
             self.trace.iterations.append(self._current)
+            now = time.perf_counter()
+            self.trace.wall_ms.append(None if last or self._t_start is None else (now - self._t_start) * 1e3)
+            self._t_start = now if not last else None
         self._current = []
 
     def _call_site(self, weight):
@@ -286,7 +303,14 @@ class Recorder:
                 self._first = (lambda: None, index)
         elif self._current and (self._last_backward or (self._first[0]() is obj and self._first[1] == index)):
             self._flush()
+            self._last_backward = False
+            self._enough()
         self._last_backward = False
+
+    def _enough(self):
+        if self._max is not None and len(self.trace.iterations) >= self._max:
+            self._closed = True
+            raise StopCapture(f"{self._max} iterations captured")
 
     def _module_enter(self, module, _inputs):
         stack = getattr(self._tls, "stack", None)
@@ -317,6 +341,8 @@ class Recorder:
         if tuple(p["y_shape"]) != tuple(int(s) for s in y_shape):
             self.trace.skipped.append((p["canonical"], f"PyTorch's output {list(y_shape)} differs from convtune's {p['y_shape']}"))
             return
+        if not self._current and self._t_start is None:
+            self._t_start = time.perf_counter()
         self._current.append(Call(p["canonical"], direction, _torch_flags(), device, name, transposed))
 
     def _on_forward(self, x, w, stride, padding, dilation, transposed, groups, out):
@@ -439,7 +465,7 @@ class Recorder:
         self._mode = None
         with self._lock:
             self._closed = True  # threads still running record nothing more
-            self._flush()
+            self._flush(last=True)
         return False
 
 
@@ -521,6 +547,8 @@ def main(argv=None):
     ap.add_argument("-o", "--out", default="convtune.trace", help="trace file to write (default: %(default)s)")
     ap.add_argument("--no-auto-iterations", action="store_true",
                     help="do not split iterations automatically (only at convtune.capture.mark_iteration() calls)")
+    ap.add_argument("--max-iterations", type=int, metavar="N",
+                    help="end the script once N iterations are complete (their wall times are all known)")
     ap.add_argument("script", help="the Python script to run")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     a = ap.parse_args(argv)
@@ -537,13 +565,17 @@ def main(argv=None):
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [a.script] + a.args
     sys.path.insert(0, os.path.dirname(os.path.abspath(a.script)))
-    rec = Recorder(auto_iterations=not a.no_auto_iterations)
+    if a.max_iterations is not None and a.max_iterations < 1:
+        ap.error("--max-iterations: must be >= 1")
+    rec = Recorder(auto_iterations=not a.no_auto_iterations, max_iterations=a.max_iterations)
     status = 0
     failed = False
     try:
         with rec:
             try:
                 runpy.run_path(a.script, run_name="__main__")
+            except StopCapture:
+                pass  # --max-iterations reached: the script was ended on purpose
             except SystemExit as e:
                 # As Python exits: None is 0, an int its status, anything else is printed to
                 # stderr and exits 1.

@@ -26,6 +26,7 @@
 #include "convtune/app/tune.hpp"
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/tensor.hpp"
@@ -350,6 +351,16 @@ PYBIND11_MODULE(_convtune, m) {
 
     m.def("convolution", &convolution_numpy, py::arg("problem"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("backend"));
 
+    m.def(
+        "write_file_atomic",
+        [](const std::string& path, const py::bytes& data) {
+            std::string bytes = data;  // copied while the GIL is held
+            py::gil_scoped_release release;
+            write_file_atomic(path, bytes);
+        },
+        py::arg("path"), py::arg("data"),
+        "Writes data (bytes) to path as convtune's CLI writes its outputs: only where a regular file or nothing stands, "
+        "through a temporary file, fsync and rename; raises convtune.Error naming the path otherwise");
     m.def("tune", &tune, py::arg("problems"), py::arg("shapes"), py::arg("backend"), py::arg("policy"), py::arg("flags"),
           py::arg("db"), py::arg("batch"), py::arg("dir"), py::arg("dtype"), py::arg("layout"));
 

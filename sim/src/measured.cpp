@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/problem.hpp"
 
 namespace convtune::sim {
@@ -26,13 +27,10 @@ double time_field(const nlohmann::json& j, const char* name, const std::string& 
 }  // namespace
 
 PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw Error("pytorch measurements: cannot read '" + path + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
+    const std::string text = read_file_bounded(path, kMaxMeasurementBytes, "PyTorch measurement grid");
     nlohmann::json doc;
     try {
-        doc = nlohmann::json::parse(ss.str());
+        doc = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
         throw ParseError(path + ": not JSON: " + e.what());
     }

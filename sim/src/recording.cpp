@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/sim/report.hpp"
@@ -243,11 +244,13 @@ Recording parse_recording(std::string_view text, const std::string& where) {
 }  // namespace
 
 Recording Recording::load(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw InvalidRequest("replay", "cannot read '" + path + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return from_json(ss.str(), path);
+    std::string text;
+    try {
+        text = read_file_bounded(path, kMaxRecordingBytes, "recording");
+    } catch (const Error& e) {
+        throw InvalidRequest("replay", e.what());
+    }
+    return from_json(text, path);
 }
 
 void Recording::save(const std::string& path) const { write_file_atomic(path, to_json()); }

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fmt/core.h>
-#include <fstream>
 
 #include "convtune/error.hpp"
 
@@ -109,8 +108,7 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
         const IterationStats sum = s.sum();
         std::vector<double> it;
         for (const IterationStats& x : s.iterations) it.push_back(x.total_ms());
-        const double first = it.empty() ? 0 : it.front();
-        const double mx = it.empty() ? 0 : *std::max_element(it.begin(), it.end());
+        const double first = s.first_ms(), mx = s.max_ms();
         std::string vs = "-";
         if (static_cast<int>(i) != r.baseline && s.failure.empty() && r.baseline >= 0)
             vs = fmt::format("{:+.1f}%", -100 * r.comparisons[i].saving);
@@ -168,9 +166,9 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
                 {"misses", sum.misses},
                 {"searches", sum.searches},
                 {"distinct_shapes", sum.new_shapes},
-                {"first_iteration_ms", it.empty() ? 0.0 : it.front()},
+                {"first_iteration_ms", s.first_ms()},
                 {"median_iteration_ms", median(it)},
-                {"max_iteration_ms", it.empty() ? 0.0 : *std::max_element(it.begin(), it.end())},
+                {"max_iteration_ms", s.max_ms()},
                 {"saving_vs_baseline", cmp.saving},
                 {"break_even", cmp.break_even ? json(*cmp.break_even) : json(nullptr)},
                 {"projected_break_even", cmp.projected_break_even ? json(*cmp.projected_break_even) : json(nullptr)},
@@ -181,9 +179,11 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
             js["range_ms"] = {s.range_lo_ms, s.range_hi_ms};
         }
         json per = json::array();
-        for (const IterationStats& x : s.iterations)
-            per.push_back({{"search_ms", x.search_ms}, {"exec_ms", x.exec_ms}, {"calls", x.calls}, {"hits", x.hits}, {"misses", x.misses},
-                           {"searches", x.searches}, {"new_shapes", x.new_shapes}});
+        for (std::size_t k = 0; k < s.iterations.size(); ++k) {
+            const IterationStats& x = s.iterations[k];
+            per.push_back({{"iteration", s.number(k)}, {"search_ms", x.search_ms}, {"exec_ms", x.exec_ms}, {"calls", x.calls}, {"hits", x.hits},
+                           {"misses", x.misses}, {"searches", x.searches}, {"new_shapes", x.new_shapes}});
+        }
         js["per_iteration"] = per;
         settings.push_back(js);
     }
@@ -195,12 +195,11 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
 std::string to_csv(const SimulationResult& r) {
     std::string o = "setting,iteration,search_ms,exec_ms,total_ms,cumulative_ms,calls,hits,misses,searches,new_shapes\n";
     for (const ScenarioResult& s : r.scenarios) {
-        double cum = 0;
+        const std::vector<double> cum = s.cumulative_ms();
         for (std::size_t i = 0; i < s.iterations.size(); ++i) {
             const IterationStats& x = s.iterations[i];
-            cum += x.total_ms();
-            o += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.setting.name), i + 1, x.search_ms, x.exec_ms, x.total_ms(), cum, x.calls,
-                             x.hits, x.misses, x.searches, x.new_shapes);
+            o += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.setting.name), s.number(i), x.search_ms, x.exec_ms, x.total_ms(), cum[i],
+                             x.calls, x.hits, x.misses, x.searches, x.new_shapes);
         }
     }
     return o;
@@ -218,7 +217,7 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
     for (const ScenarioResult& s : r.scenarios) {
         const auto cum = s.cumulative_ms();
         if (!cum.empty()) ymax = std::max(ymax, cum.back());
-        n = std::max(n, static_cast<int>(cum.size()));
+        n = std::max(n, s.count());
     }
     const bool in_s = ymax >= 2000;
     const double unit = in_s ? 1000 : 1;
@@ -290,7 +289,7 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
         const std::size_t stride = std::max<std::size_t>(1, cum.size() / 1500);
         std::string pts = fmt::format("{:.2f},{:.2f}", X(0), Y(0));
         for (std::size_t k = 0; k < cum.size(); ++k)
-            if (k % stride == 0 || k + 1 == cum.size()) pts += fmt::format(" {:.2f},{:.2f}", X(static_cast<double>(k + 1)), Y(cum[k]));
+            if (k % stride == 0 || k + 1 == cum.size()) pts += fmt::format(" {:.2f},{:.2f}", X(static_cast<double>(s.number(k))), Y(cum[k]));
         // Every other line dashed, so that settings with equal results stay visible.
         const char* dash = i % 2 == 0 && i > 0 ? R"( stroke-dasharray="7 4")" : "";
         o += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2"{} points="{}"><title>{}</title></polyline>)"
@@ -313,7 +312,9 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
                          num(left + pw + 44), num(ly + 18), xml_escape(sub));
         if (static_cast<int>(i) != r.baseline && r.comparisons[i].break_even && s.failure.empty()) {
             const int be = *r.comparisons[i].break_even;
-            const double bx = X(be), by = Y(cum[static_cast<std::size_t>(be - 1)]);
+            std::size_t kb = 0;  // the kept record of that iteration
+            while (kb + 1 < cum.size() && s.number(kb) < be) ++kb;
+            const double bx = X(be), by = Y(cum[kb]);
             o += fmt::format(R"(<circle cx="{}" cy="{}" r="5" fill="white" stroke="{}" stroke-width="2"><title>{}</title></circle>)"
                              "\n",
                              num(bx), num(by), color, xml_escape(fmt::format("{} breaks even at iteration {}", s.setting.name, be)));
@@ -332,30 +333,6 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
     }
     o += "</svg>\n";
     return o;
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-    namespace fs = std::filesystem;
-    const fs::path target(path);
-    const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) throw Error("cannot write '" + path + "': cannot create a file in its folder");
-        f << text;
-        f.flush();
-        if (!f) {
-            f.close();
-            std::error_code ec;
-            fs::remove(tmp, ec);
-            throw Error("cannot write '" + path + "'");
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, target, ec);
-    if (ec) {
-        fs::remove(tmp, ec);
-        throw Error("cannot write '" + path + "': " + ec.message());
-    }
 }
 
 Progress::Progress(std::string label, bool enabled) : label_(std::move(label)), enabled_(enabled) {}

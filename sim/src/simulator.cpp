@@ -6,7 +6,9 @@
 #include <fmt/core.h>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "convtune/error.hpp"
@@ -42,27 +44,80 @@ Setting parse_setting(std::string_view text) {
     }
 }
 
-IterationStats ScenarioResult::sum() const {
-    IterationStats s;
-    for (const IterationStats& i : iterations) {
-        s.search_ms += i.search_ms;
-        s.exec_ms += i.exec_ms;
-        s.wall_ms += i.wall_ms;
-        s.calls += i.calls;
-        s.hits += i.hits;
-        s.misses += i.misses;
-        s.searches += i.searches;
-        s.new_shapes += i.new_shapes;
+namespace {
+void accumulate(IterationStats& s, const IterationStats& i) {
+    s.search_ms += i.search_ms;
+    s.exec_ms += i.exec_ms;
+    s.wall_ms += i.wall_ms;
+    s.calls += i.calls;
+    s.hits += i.hits;
+    s.misses += i.misses;
+    s.searches += i.searches;
+    s.new_shapes += i.new_shapes;
+}
+}  // namespace
+
+void ScenarioResult::add(const IterationStats& s) {
+    const int idx = count_++;
+    accumulate(total_, s);
+    cum_ += s.total_ms();
+    if (idx == 0) first_ = s.total_ms();
+    max_ = std::max(max_, s.total_ms());
+    // The latest record stays only until the next one when it is not on the stride.
+    if (!numbers.empty() && (numbers.back() - 1) % stride_ != 0) {
+        iterations.pop_back();
+        numbers.pop_back();
+        cumulative.pop_back();
     }
+    if (idx % stride_ == 0 && iterations.size() >= kKeptIterations) {
+        std::size_t kept = 0;
+        for (std::size_t k = 0; k < iterations.size(); ++k)
+            if ((numbers[k] - 1) % (2 * stride_) == 0) {
+                iterations[kept] = iterations[k];
+                numbers[kept] = numbers[k];
+                cumulative[kept] = cumulative[k];
+                ++kept;
+            }
+        iterations.resize(kept);
+        numbers.resize(kept);
+        cumulative.resize(kept);
+        stride_ *= 2;
+    }
+    iterations.push_back(s);
+    numbers.push_back(idx + 1);
+    cumulative.push_back(cum_);
+}
+
+int ScenarioResult::count() const { return numbers.empty() ? static_cast<int>(iterations.size()) : count_; }
+
+IterationStats ScenarioResult::sum() const {
+    if (!numbers.empty()) return total_;
+    IterationStats s;
+    for (const IterationStats& i : iterations) accumulate(s, i);
     return s;
 }
 
+double ScenarioResult::first_ms() const {
+    if (!numbers.empty()) return first_;
+    return iterations.empty() ? 0 : iterations.front().total_ms();
+}
+
+double ScenarioResult::max_ms() const {
+    if (!numbers.empty()) return max_;
+    double m = 0;
+    for (const IterationStats& i : iterations) m = std::max(m, i.total_ms());
+    return m;
+}
+
 std::vector<double> ScenarioResult::cumulative_ms() const {
+    if (!numbers.empty()) return cumulative;
     std::vector<double> c;
     double t = 0;
     for (const IterationStats& i : iterations) c.push_back(t += i.total_ms());
     return c;
 }
+
+int ScenarioResult::number(std::size_t k) const { return numbers.empty() ? static_cast<int>(k) + 1 : numbers[k]; }
 
 int64_t ScenarioResult::distinct_shapes() const { return sum().new_shapes; }
 
@@ -71,12 +126,19 @@ namespace {
 // Forwards to the real backend; charges the time of Backend::time_ms calls (the selector's
 // timing runs) to search and the time of every other algorithm call, measured with the real
 // backend's own clock, to execution. Algorithms are wrapped so that the selector's direct
-// calls pass through the meter.
-class MeteredBackend;
+// calls pass through the meter. Over a host-memory backend the meter is a HostBackend too, so
+// that the selector applies the memory budget as it does on the backend itself.
+class Meter {
+public:
+    virtual ~Meter() = default;
+    virtual Backend& backend() = 0;
+    virtual Status run_metered(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, Workspace w) const = 0;
+    mutable double search_ms = 0, exec_ms = 0;
+};
 
 class MeteredAlgorithm final : public Algorithm {
 public:
-    MeteredAlgorithm(const MeteredBackend& m, const Algorithm& a) : meter_(m), inner_(a) {}
+    MeteredAlgorithm(Meter& m, const Algorithm& a) : meter_(m), inner_(a) {}
     std::string_view id() const override { return inner_.id(); }
     const Backend& backend() const override;
     Notes notes() const override { return inner_.notes(); }
@@ -88,11 +150,12 @@ public:
     const Algorithm& inner() const { return inner_; }
 
 private:
-    const MeteredBackend& meter_;
+    Meter& meter_;
     const Algorithm& inner_;
 };
 
-class MeteredBackend final : public Backend {
+template <class Base>
+class MeteredBackend final : public Base, public Meter {
 public:
     explicit MeteredBackend(const Backend& inner) : inner_(inner), replay_(dynamic_cast<const ReplayBackend*>(&inner)) {
         for (const Algorithm* a : inner.algorithms()) {
@@ -147,7 +210,7 @@ public:
         return ms;
     }
 
-    Status run_metered(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, Workspace w) const {
+    Status run_metered(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, Workspace w) const override {
         if (depth_ > 0) return a.run(p, t, w);  // inside a timing run: the selector's clock counts it
         Status st;
         auto once = [&] { st = a.run(p, t, w); };
@@ -155,8 +218,7 @@ public:
         return st;
     }
 
-    const Backend& inner() const { return inner_; }
-    mutable double search_ms = 0, exec_ms = 0;
+    Backend& backend() override { return *this; }
 
 private:
     const Algorithm* wrap(const Algorithm* a) const {
@@ -172,46 +234,105 @@ private:
     mutable int depth_ = 0;
 };
 
-const Backend& MeteredAlgorithm::backend() const { return meter_; }
+const Backend& MeteredAlgorithm::backend() const { return meter_.backend(); }
 Status MeteredAlgorithm::run(const ConvProblem& p, const ConvTensors& t, Workspace w) const { return meter_.run_metered(inner_, p, t, w); }
 
 // Tensors of each problem on the backend, with reproducible data (virtual for a simulated
-// backend); kept while they fit in a byte budget, so repeated shapes reuse them.
+// backend); kept while they fit, so repeated shapes reuse them. On a host-memory backend they
+// fit while the pool's tensors plus the problem's tensors and the largest workspace a call may
+// allocate (one the memory budget allows) stay within the budget: the pool is emptied first
+// otherwise, so a live simulation's peak is a single problem's, as `run`'s.
 class TensorPool {
 public:
-    explicit TensorPool(const Backend& b, std::size_t budget = std::size_t{1} << 31) : b_(b), budget_(budget) {}
+    explicit TensorPool(const Backend& b)
+        : b_(b), host_(uses_host_memory(b) && !b.simulated()), budget_(host_ ? memory_budget() : std::size_t{1} << 31) {}
     ConvTensors get(const ConvProblem& p) {
         const std::string key = p.to_string();
         if (auto it = map_.find(key); it != map_.end()) return it->second.views;
         const std::size_t es = size_of(p.dtype);
         const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
                           yb = static_cast<std::size_t>(p.y_elements()) * es;
-        if (!b_.simulated() && bytes_ + xb + wb + yb > budget_) {
-            map_.clear();
-            bytes_ = 0;
+        if (!b_.simulated()) {
+            if (host_) check_memory_budget(p);  // the tensors alone fit
+            const std::size_t need = xb + wb + yb + (host_ ? workspace_reserve(p, key) : 0);
+            if (bytes_ + need > budget_) {
+                map_.clear();
+                bytes_ = 0;
+            }
         }
         Entry e;
         e.x = b_.allocate(xb), e.w = b_.allocate(wb), e.y = b_.allocate(yb);
         if (!e.x || !e.w || !e.y) throw Error("cannot allocate the tensors of " + p.to_string() + " on backend " + std::string(b_.name()));
-        if (!b_.simulated()) {
+        e.views = {{e.x.data(), xb}, {e.w.data(), wb}, {e.y.data(), yb}};
+        if (host_) {
+            fill_host_tensors(p, e.views, 7);
+        } else if (!b_.simulated()) {
             HostTensors h = make_host_tensors(p, 7);
             b_.upload(e.x.data(), h.x.data(), xb);
             b_.upload(e.w.data(), h.w.data(), wb);
             b_.upload(e.y.data(), h.y.data(), yb);
-            bytes_ += xb + wb + yb;
         }
-        e.views = {{e.x.data(), xb}, {e.w.data(), wb}, {e.y.data(), yb}};
+        if (!b_.simulated()) bytes_ += xb + wb + yb;
         return map_.emplace(key, std::move(e)).first->second.views;
     }
 
 private:
+    // The largest workspace of an algorithm that supports p and fits in the budget with p's
+    // tensors (the selector skips the others as out of memory).
+    std::size_t workspace_reserve(const ConvProblem& p, const std::string& key) {
+        if (auto it = reserve_.find(key); it != reserve_.end()) return it->second;
+        const std::size_t tensors = peak_bytes(p);
+        std::size_t ws = 0;
+        for (const Algorithm* a : b_.algorithms())
+            if (a->supports(p)) {
+                const std::size_t need = a->workspace_size(p);
+                if (need <= budget_ - tensors) ws = std::max(ws, need);
+            }
+        return reserve_[key] = ws;
+    }
     struct Entry {
         DeviceBuffer x, w, y;
         ConvTensors views;
     };
     const Backend& b_;
-    std::size_t budget_, bytes_ = 0;
+    const bool host_;
+    const std::size_t budget_;
+    std::size_t bytes_ = 0;
     std::map<std::string, Entry> map_;
+    std::map<std::string, std::size_t> reserve_;
+};
+
+// The calls of iteration i, built once per distinct variant (a trace's iterations once each), so
+// that a simulation holds O(distinct problems), not O(iterations). `fresh` says whether they
+// were built by this call.
+class IterationSource {
+public:
+    explicit IterationSource(const Stream& s) : s_(s) {}
+    const Iteration& get(int i, bool* fresh = nullptr) {
+        if (fresh) *fresh = false;
+        if (s_.spec().kind == StreamKind::trace && s_.trace_length() > 0) {
+            if (trace_.empty()) trace_.resize(static_cast<std::size_t>(s_.trace_length()));
+            std::optional<Iteration>& t = trace_[static_cast<std::size_t>(i % s_.trace_length())];
+            if (!t) {
+                t = s_.iteration(i);
+                if (fresh) *fresh = true;
+            }
+            return *t;
+        }
+        const Variant v = s_.variant(i);
+        const auto key = std::make_tuple(v.batch, v.scale[0], v.scale[1], v.scale[2]);
+        auto it = variants_.find(key);
+        if (it == variants_.end()) {
+            it = variants_.emplace(key, s_.iteration(i)).first;
+            if (fresh) *fresh = true;
+        }
+        return it->second;
+    }
+
+private:
+    const Stream& s_;
+    std::vector<std::optional<Iteration>> trace_;
+    std::map<std::tuple<int64_t, double, double, double>, Iteration> variants_;
 };
 
 std::string seconds(double ms) {
@@ -245,8 +366,7 @@ std::string measured_setting(const Setting& s) {
 // first call (the part above the steady time counts as search), later calls the steady time;
 // iteration 1 also carries the process's first-convolution start-up. Point values are medians
 // over the measured runs; the range is the lowest and highest total of the runs taken one by one.
-ScenarioResult replay_measured(const Setting& s, const std::string& which, const std::vector<Iteration>& its,
-                               const SimulationOptions& o) {
+ScenarioResult replay_measured(const Setting& s, const std::string& which, IterationSource& its, const SimulationOptions& o) {
     ScenarioResult sr;
     sr.setting = s;
     sr.source = "measured";
@@ -261,13 +381,13 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, const
     for (const MeasuredRun* r : runs) startups.push_back(r->startup_ms);
     std::vector<double> totals(runs.size(), 0.0);
     std::set<std::string> seen;
-    for (std::size_t i = 0; i < its.size(); ++i) {
+    for (int i = 0; i < o.iterations; ++i) {
         IterationStats st;
         if (i == 0) {
             st.exec_ms += median(startups);
             for (std::size_t r = 0; r < runs.size(); ++r) totals[r] += runs[r]->startup_ms;
         }
-        for (const Call& call : its[i]) {
+        for (const Call& call : its.get(i)) {
             const std::string key = call.problem.to_string();
             auto it = point.find(key);
             if (it == point.end()) {
@@ -297,7 +417,7 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, const
             }
         }
         st.wall_ms = st.total_ms();
-        sr.iterations.push_back(st);
+        sr.add(st);
     }
     sr.range_lo_ms = *std::min_element(totals.begin(), totals.end());
     sr.range_hi_ms = *std::max_element(totals.begin(), totals.end());
@@ -309,8 +429,7 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, const
 SimulationResult simulate_measured(const Stream& stream, const SimulationOptions& o) {
     if (!o.measured) throw Error("measured: no PyTorch measurements given");
     if (o.iterations < 1) throw Error("iterations: must be >= 1");
-    std::vector<Iteration> its;
-    for (int i = 0; i < o.iterations; ++i) its.push_back(stream.iteration(i));
+    IterationSource its(stream);
     SimulationResult res;
     res.engine = "measured";
     res.backend = "pytorch";
@@ -334,37 +453,48 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     if (o.iterations < 1) throw InvalidRequest("iterations", "must be >= 1");
     require_available(b);
     auto* replay = dynamic_cast<ReplayBackend*>(&b);
-    std::vector<Iteration> its;
-    its.reserve(static_cast<std::size_t>(o.iterations));
-    for (int i = 0; i < o.iterations; ++i) its.push_back(stream.iteration(i));
+    const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
+    IterationSource its(stream);
 
     SimulationResult res;
     res.engine = replay ? "replay" : "live";
     res.backend = std::string(b.name());
     res.environment = environment_of(b).describe();
     res.iterations = o.iterations;
-    if (replay) {
-        // Every problem must be answerable before anything runs.
-        std::set<std::string> seen;
-        std::vector<std::string> missing;
-        for (const Iteration& it : its)
-            for (const Call& c : it) {
-                const std::string k = c.problem.to_string();
-                if (!seen.insert(k).second) continue;
-                if (!replay->is_recorded(c.problem)) {
-                    if (replay->lookup(c.problem)) ++res.estimated_problems;
-                    else missing.push_back(k);
-                }
+    // Before anything runs: the calls the run makes (its time is proportional to them) and, for
+    // a replay, whether every problem is answerable.
+    int64_t calls = 0;
+    std::set<std::string> seen;
+    std::vector<std::string> missing;
+    for (int i = 0; i < o.iterations; ++i) {
+        bool fresh = false;
+        const Iteration& it = its.get(i, &fresh);
+        for (const Call& c : it) {
+            calls += c.count;
+            if (!replay || !fresh) continue;
+            const std::string k = c.problem.to_string();
+            if (!seen.insert(k).second) continue;
+            if (!replay->is_recorded(c.problem)) {
+                if (replay->lookup(c.problem)) ++res.estimated_problems;
+                else missing.push_back(k);
             }
-        if (!missing.empty())
-            throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
-                        " problems this simulation needs, and no recorded problem of the same layer to scale from; e.g. " + missing.front() +
-                        " (record them with `convtune record` and the same workload and stream options)");
-        res.judgeable = replay->recording().source == "measured";
+        }
     }
+    const auto n_settings = static_cast<int64_t>(settings.size());
+    if (calls > kMaxSimulatedCalls / n_settings)
+        throw InvalidRequest("iterations", fmt::format("{} iterations of this stream make {} convolution calls per setting, {} for {} settings: above the "
+                                "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations or settings",
+                                o.iterations, calls, calls * n_settings, n_settings, kMaxSimulatedCalls,
+                                kMaxSimulatedCalls / kSimulatedCallsPerMinute));
+    if (!missing.empty())
+        throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
+                    " problems this simulation needs, and no recorded problem of the same layer to scale from; e.g. " + missing.front() +
+                    " (record them with `convtune record` and the same workload and stream options)");
+    if (replay) res.judgeable = replay->recording().source == "measured";
 
-    const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
-    MeteredBackend meter(b);
+    const std::unique_ptr<Meter> metered = uses_host_memory(b) && !b.simulated() ? std::unique_ptr<Meter>(new MeteredBackend<HostBackend>(b))
+                                                                                 : std::unique_ptr<Meter>(new MeteredBackend<Backend>(b));
+    Meter& meter = *metered;
     TensorPool pool(b);
     const int64_t total_steps = static_cast<int64_t>(settings.size()) * o.iterations;
     for (std::size_t si = 0; si < settings.size(); ++si) {
@@ -378,12 +508,12 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
         sr.setting = s;
         if (replay) replay->reset(o.seed);
         TuningCache cache;
-        Selector sel(meter, cache);
+        Selector sel(meter.backend(), cache);
         std::set<std::string> shapes;
         for (int i = 0; i < o.iterations && sr.failure.empty(); ++i) {
             IterationStats st;
             const TuningCache::Stats c0 = cache.stats();
-            for (const Call& call : its[static_cast<std::size_t>(i)]) {
+            for (const Call& call : its.get(i)) {
                 if (shapes.insert(call.problem.to_string()).second) ++st.new_shapes;
                 const ConvTensors t = pool.get(call.problem);
                 for (int r = 0; r < call.count; ++r) {
@@ -410,7 +540,7 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
             const TuningCache::Stats c1 = cache.stats();
             st.hits = c1.hits - c0.hits;
             st.misses = c1.misses - c0.misses;
-            sr.iterations.push_back(st);
+            sr.add(st);
             if (o.progress) o.progress(static_cast<int64_t>(si) * o.iterations + i + 1, total_steps, s.name);
         }
         res.scenarios.push_back(std::move(sr));
@@ -438,21 +568,25 @@ void analyze(SimulationResult& r, double min_saving) {
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
         const ScenarioResult& s = r.scenarios[i];
         Comparison& c = r.comparisons[i];
-        if (static_cast<int>(i) == r.baseline || !s.failure.empty() || s.iterations.size() != base.iterations.size() || tb <= 0) continue;
+        if (static_cast<int>(i) == r.baseline || !s.failure.empty() || s.count() != base.count() || tb <= 0) continue;
+        // Both keep the same records (the same iteration numbers): a run's length decides them.
         const std::vector<double> cs = s.cumulative_ms();
         c.saving = (tb - cs.back()) / tb;
-        // The first iteration from which it stays at or below the baseline.
+        // The first iteration from which it stays at or below the baseline (at the kept records).
         std::optional<int> be;
         for (std::size_t k = cs.size(); k-- > 0;) {
-            if (cs[k] <= cb[k]) be = static_cast<int>(k) + 1;
+            if (cs[k] <= cb[k]) be = s.number(k);
             else break;
         }
         c.break_even = be;
-        const std::size_t half = cs.size() / 2;
-        double gain = 0;
-        for (std::size_t k = half; k < cs.size(); ++k) gain += base.iterations[k].total_ms() - s.iterations[k].total_ms();
-        c.steady_gain_ms = gain / static_cast<double>(cs.size() - half);
-        if (!be && c.steady_gain_ms > 0) c.projected_break_even = static_cast<double>(cs.size()) + (cs.back() - cb.back()) / c.steady_gain_ms;
+        // The mean gain per iteration over the second half, from the cumulative totals at the
+        // last kept record at or before the middle (exactly the middle when every one is kept).
+        const int n = s.count();
+        int h = 0;
+        double hb = 0, hs = 0;
+        for (std::size_t k = 0; k < cs.size() && s.number(k) <= n / 2; ++k) h = s.number(k), hb = cb[k], hs = cs[k];
+        c.steady_gain_ms = ((cb.back() - hb) - (cs.back() - hs)) / static_cast<double>(n - h);
+        if (!be && c.steady_gain_ms > 0) c.projected_break_even = static_cast<double>(n) + (cs.back() - cb.back()) / c.steady_gain_ms;
     }
     if (!r.judgeable) {
         r.recommendation.setting = "";
@@ -470,7 +604,7 @@ void analyze(SimulationResult& r, double min_saving) {
     }
     const Comparison& bc = r.comparisons[static_cast<std::size_t>(best)];
     const ScenarioResult& bs = r.scenarios[static_cast<std::size_t>(best)];
-    const int n = static_cast<int>(cb.size());
+    const int n = base.count();
     // The plain "benchmark on" setting, to explain what searching costs and wins back.
     int on = -1;
     for (std::size_t i = 0; i < r.scenarios.size(); ++i)

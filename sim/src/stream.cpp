@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 
 namespace convtune::sim {
 
@@ -139,12 +140,14 @@ std::vector<Iteration> parse_trace(std::string_view text) {
 }
 
 std::vector<Iteration> read_trace(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw InvalidRequest("stream", "cannot read trace file '" + path + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
+    std::string text;
     try {
-        return parse_trace(ss.str());
+        text = read_file_bounded(path, kMaxTraceBytes, "trace file");
+    } catch (const Error& e) {
+        throw InvalidRequest("stream", e.what());
+    }
+    try {
+        return parse_trace(text);
     } catch (const ParseError& e) {
         throw ParseError(path + ": " + e.what());
     }

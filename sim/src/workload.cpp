@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "convtune/error.hpp"
+#include "convtune/file_io.hpp"
 
 #ifndef CONVTUNE_DEFAULT_SHAPES_DIR
 #define CONVTUNE_DEFAULT_SHAPES_DIR ""
@@ -167,12 +168,14 @@ Workload load_workload(const std::string& name_or_file, const std::string& shape
                         "' (set {shapes_dir} or CONVTUNE_SHAPES_DIR)");
         name = std::string(b->name);
     }
-    std::ifstream f(path);
-    if (!f) throw InvalidRequest("workload", "cannot read '" + path + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
+    std::string text;
     try {
-        Workload w = parse_workload_text(ss.str(), name);
+        text = read_file_bounded(path, kMaxShapeFileBytes, "workload file");
+    } catch (const Error& e) {
+        throw InvalidRequest("workload", e.what());
+    }
+    try {
+        Workload w = parse_workload_text(text, name);
         w.source = path;
         return w;
     } catch (const ParseError& e) {

@@ -73,7 +73,7 @@ def test_errors_name_the_field_in_python_and_the_option_in_the_cli(cli, tmp_path
     assert str(e.value).startswith("batches: '")
     with pytest.raises(convtune.Error) as e:
         convtune.simulate(replay=tmp_path / "missing.json", stream="fixed", workload=os.path.join(DATA, "tiny.workload"))
-    assert str(e.value) == f"replay: cannot read '{tmp_path / 'missing.json'}'"
+    assert str(e.value).startswith(f"replay: {tmp_path / 'missing.json'}: cannot open recording")
     with pytest.raises(convtune.Error) as e:
         convtune.tune()
     assert str(e.value) == "problems: give exactly one of problems or shapes"

@@ -389,3 +389,46 @@ def test_iterations_outside_modules_follow_the_weight_object():
             y = torch.nn.functional.conv2d(y, w1 * 1.0, padding=1)  # a temporary: freed at once
             torch.nn.functional.conv2d(y, w1 * 1.0, padding=1)
     assert [len(it) for it in rec.trace.iterations] == [3, 3, 3]
+
+
+ENDLESS = """
+import time, torch
+m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3))
+for step in range(100000):
+    m(torch.randn(2, 3, 12, 12)).sum().backward()
+    time.sleep(0.03)
+print("ran to the end")
+"""
+
+
+def test_max_iterations_ends_the_script_and_every_iteration_has_its_wall_time(tmp_path):
+    script = tmp_path / "endless.py"
+    script.write_text(ENDLESS)
+    out = tmp_path / "e.trace"
+    r = run_capture("--max-iterations", 3, "-o", out, script)
+    assert r.returncode == 0, r.stderr
+    assert "ran to the end" not in r.stdout
+    walls = [line.split() for line in out.read_text().splitlines() if line.startswith("# iteration ")]
+    assert len(walls) == 3
+    for w in walls:
+        assert w[3] == "wall_ms"
+        # each step sleeps 30 ms after its convolutions: the wall time is the whole step's
+        assert 30.0 <= float(w[4]) < 10000.0
+
+
+def test_the_last_iteration_of_a_finished_script_has_no_wall_time(tmp_path):
+    script = tmp_path / "short.py"
+    script.write_text(ENDLESS.replace("range(100000)", "range(2)"))
+    out = tmp_path / "s.trace"
+    r = run_capture("-o", out, script)
+    assert r.returncode == 0, r.stderr
+    marks = [line for line in out.read_text().splitlines() if line.startswith("# iteration ")]
+    assert len(marks) == 2
+    assert "wall_ms" in marks[0] and "wall_ms" not in marks[1]
+
+
+def test_max_iterations_must_be_positive(tmp_path):
+    script = tmp_path / "endless.py"
+    script.write_text(ENDLESS)
+    r = run_capture("--max-iterations", 0, "-o", tmp_path / "x.trace", script)
+    assert r.returncode == 2 and "--max-iterations" in r.stderr

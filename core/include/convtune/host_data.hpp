@@ -15,20 +15,29 @@ namespace convtune {
 
 class Backend;
 
-// Memory budget: the most bytes one problem may make convtune allocate in host memory (its three
-// tensors, plus a workspace where one is allocated), checked before anything is allocated by
-// make_host_tensors, execute and the selector's search on host-memory backends. It is, in order,
-// the value given to set_memory_budget (the CLI's --max-bytes), CONVTUNE_MAX_BYTES, or
-// min(8 GiB, half the physical memory).
+// Memory budget: the most host memory one problem may make convtune allocate at its peak. It is,
+// in order, the value given to set_memory_budget (the CLI's --max-bytes), CONVTUNE_MAX_BYTES, or
+// min(8 GiB, half the physical memory). What a problem needs at its peak on a host-memory backend
+// (docs/reliability.md, "Memory budget"), checked before anything is allocated:
+//   x + w + y + workspace            make_host_tensors, execute (it runs on the host tensors in
+//                                    place), the selector's search (scratch tensors filled in
+//                                    place), a live simulation (its tensor pool evicts to fit);
+//   x + w + y + max(workspace, oracle)   `run --check`: the f64 oracle's two arrays, 16 B per
+//                                    output element (oracle_bytes() in backends/cpu/oracle.hpp),
+//                                    live after the run's workspace is freed.
+// The process's own memory (code, libraries, thread stacks, BLAS buffers) comes on top: a fixed
+// overhead, measured in docs/reliability.md.
 std::size_t memory_budget();
 void set_memory_budget(std::size_t bytes);  // 0 = back to CONVTUNE_MAX_BYTES / the default
 // "4096", "512K", "64M", "8G", "1T" (powers of 1024; a trailing "iB" or "B" is accepted).
 // Throws ParseError naming `what` on anything else, zero, or an overflowing value.
 std::size_t parse_byte_size(std::string_view text, std::string_view what = "size");
-// The message naming each tensor's size and the budget when the x + w + y + workspace bytes of
-// p exceed memory_budget(), else an empty string. check_memory_budget throws it as Error.
-std::string over_memory_budget(const ConvProblem& p, std::size_t workspace = 0);
-void check_memory_budget(const ConvProblem& p, std::size_t workspace = 0);
+// The peak above: x + w + y + max(workspace, oracle), saturating at SIZE_MAX.
+std::size_t peak_bytes(const ConvProblem& p, std::size_t workspace = 0, std::size_t oracle = 0);
+// The message naming each part's size, the peak and the budget when peak_bytes(p, workspace,
+// oracle) exceeds memory_budget(), else an empty string. check_memory_budget throws it as Error.
+std::string over_memory_budget(const ConvProblem& p, std::size_t workspace = 0, std::size_t oracle = 0);
+void check_memory_budget(const ConvProblem& p, std::size_t workspace = 0, std::size_t oracle = 0);
 // True when b's memory is host memory (a HostBackend), where the budget applies.
 bool uses_host_memory(const Backend& b);
 
@@ -42,6 +51,9 @@ struct HostTensors {
 // dtype (so every backend and the oracle see exactly the same numbers); the output tensor is
 // filled with NaN so an element an algorithm forgets to write cannot pass a check.
 HostTensors make_host_tensors(const ConvProblem& p, uint64_t seed = 1);
+// The same data written into host-memory buffers the caller owns (sized for p, checked), so
+// that a backend's own host buffers need no second copy to upload from.
+void fill_host_tensors(const ConvProblem& p, const ConvTensors& t, uint64_t seed = 1);
 
 // The tensor a direction writes: y for fwd, x for bwd_data, w for bwd_filter.
 std::vector<std::byte>& output_of(HostTensors& t);
@@ -52,9 +64,11 @@ struct RunResult {
     double ms = 0;  // time of the timed run on the backend's clock (0 when not timed)
 };
 
-// Runs `a` once on `t` through a's backend memory, leaving the result in output_of(t).
-// With `timed`, runs once more untimed first (warm-up) and reports the time of the second run.
-// Allocation failure is returned as out_of_memory.
+// Runs `a` once on `t`, leaving the result in output_of(t): on a host-memory backend on t's own
+// buffers (only the workspace is allocated), on another backend through its memory (upload,
+// run, download). With `timed`, runs once more untimed first (warm-up) and reports the time of
+// the second run. Allocation failure, or a workspace over the memory budget, is returned as
+// out_of_memory.
 RunResult execute(const Algorithm& a, HostTensors& t, bool timed = false);
 
 }  // namespace convtune

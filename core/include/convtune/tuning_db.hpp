@@ -3,11 +3,16 @@
 // One JSON file holds sections, one per environment (convtune version, backend, library version,
 // device, driver); a process only uses the entries of its own environment and leaves the others
 // untouched, warning that they were ignored. Writes never lose data: each store takes an
-// exclusive lock (flock on "<file>.lock"), re-reads the file, merges (the newer record of a key
-// wins), writes a temporary file in the same folder, fsyncs and renames it over the old one. A
-// file that cannot be parsed is reported and ignored; before the next write replaces it, it is
-// kept as "<file>.corrupt". A failing write (read-only folder, full disk) leaves the old file as
-// it was and is reported; tuning goes on in memory.
+// exclusive lock (FileLock: flock on "<file>.lock", the lock `convtune db merge` takes too),
+// re-reads the file, merges (the newer record of a key wins) and writes it with
+// write_file_atomic (file_io.hpp: temporary file, fsync, rename, folder fsync). A file that cannot
+// be parsed is reported and ignored; before the next write replaces it, it is kept aside as
+// "<file>.corrupt", or "<file>.corrupt.1", ".2", ... when that name is taken (an earlier copy is
+// never replaced). A file of a newer format version is refused (DatabaseVersionError), never
+// moved or replaced. A path where something other than a regular file stands (directory,
+// device, FIFO, ...) is refused by the constructor. A failing write (read-only folder, full disk,
+// a newer or oversized file appearing meanwhile) leaves the old file as it was and is reported;
+// tuning goes on in memory. Files above kMaxDatabaseBytes (file_io.hpp) are not read.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +25,16 @@
 #include <vector>
 
 #include "convtune/backend.hpp"
+#include "convtune/error.hpp"
 
 namespace convtune {
+
+// A database written by a newer convtune (format version above the one this build reads). Not a
+// ParseError: such a file is valid, only not for this build, so it is never kept aside or replaced.
+class DatabaseVersionError : public Error {
+public:
+    using Error::Error;
+};
 
 struct Environment {
     std::string convtune, backend, library, device, driver;
@@ -49,7 +62,9 @@ struct DbSection {
 class TuningDatabase {
 public:
     using Warn = std::function<void(const std::string&)>;
-    // Reads the file if it exists (problems are warned about, never thrown).
+    // Reads the file if it exists. An unreadable file is warned about (and kept aside by the next
+    // store); throws Error when something other than a regular file stands at `path` and
+    // DatabaseVersionError for a file of a newer format version.
     explicit TuningDatabase(std::string path, Warn warn = {});
 
     const std::string& path() const { return path_; }
@@ -62,9 +77,12 @@ public:
     bool store(const Environment& env, const std::string& key, const DbRecord& r);
     std::vector<DbSection> sections() const;
 
-    // File-level helpers (used by `convtune db`). read_file throws ParseError with the reason.
+    // File-level helpers (used by `convtune db`). read_file throws ParseError with the reason,
+    // DatabaseVersionError for a newer version, Error for a file it cannot open, that is not a
+    // regular file or that is larger than kMaxDatabaseBytes.
     static std::vector<DbSection> read_file(const std::string& path);
-    // Atomic write (temporary file + fsync + rename); throws Error on failure, old file intact.
+    // write_file_atomic (file_io.hpp); throws Error on failure, old file intact. Takes no lock:
+    // a caller that reads, merges and writes holds a FileLock on the path around all three.
     static void write_file(const std::string& path, const std::vector<DbSection>& sections);
     // Union of two databases; for a key in both, the newer record wins.
     static std::vector<DbSection> merge(std::vector<DbSection> a, const std::vector<DbSection>& b);

@@ -20,10 +20,6 @@ nlohmann::json to_json(const SimulationResult& r, const ReportContext& c);
 std::string to_csv(const SimulationResult& r);
 std::string to_svg(const SimulationResult& r, const ReportContext& c);
 
-// Writes `text` to `path` through a temporary file in the same folder renamed over it, so a
-// failure never leaves a partial file. Throws Error naming the path.
-void write_file_atomic(const std::string& path, const std::string& text);
-
 // A progress bar on stderr ("\r[=====     ] 12/50 label").
 class Progress {
 public:

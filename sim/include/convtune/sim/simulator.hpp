@@ -42,19 +42,35 @@ struct IterationStats {
     double total_ms() const { return search_ms + exec_ms; }
 };
 
+// What a setting did, iteration by iteration. Memory does not grow with the iteration count:
+// the totals are exact, and per-iteration records are kept for every iteration of a run of up to
+// kKeptIterations iterations; past that, for every `stride`-th iteration (the stride doubles
+// whenever the list fills) and the latest one, with the exact cumulative total
+// at each one. The report's curve, CSV rows and JSON per_iteration list show the kept ones.
 struct ScenarioResult {
+    static constexpr std::size_t kKeptIterations = 4096;
     Setting setting;
-    std::vector<IterationStats> iterations;
+    std::vector<IterationStats> iterations;  // the kept records
+    std::vector<int> numbers;                // their 1-based iteration numbers; empty: every iteration, in order
+    std::vector<double> cumulative;          // cumulative total through each kept record; empty: summed from `iterations`
     std::string failure;  // non-empty: the setting could not run the stream (why, and where)
     // "measured": replayed from PyTorch's own measurements (SimulationOptions::measured), with the
     // lowest and highest total over the measured runs; empty: simulated through the selector.
     std::string source;
     double range_lo_ms = 0, range_hi_ms = 0;
-    IterationStats sum() const;
-    std::vector<double> cumulative_ms() const;
+    void add(const IterationStats& s);       // records the next iteration
+    int count() const;                       // iterations run
+    IterationStats sum() const;              // over every iteration run
+    double first_ms() const, max_ms() const; // per-iteration totals: the first, the largest
+    std::vector<double> cumulative_ms() const;  // at each kept record
+    int number(std::size_t k) const;         // 1-based iteration number of kept record k
     int64_t distinct_shapes() const;
-};
 
+private:
+    IterationStats total_;
+    int count_ = 0, stride_ = 1;
+    double first_ = 0, max_ = 0, cum_ = 0;
+};
 // A setting against the baseline (the "off" setting when present, else the first).
 struct Comparison {
     double saving = 0;                 // (T_base - T) / T_base over the simulated iterations
@@ -81,6 +97,13 @@ struct SimulationResult {
     int64_t estimated_problems = 0;       // replay: problems scaled from a recorded neighbour
     bool judgeable = true;                // false for a tuning-database replay
 };
+
+// A simulation's time is proportional to its convolution calls (settings x iterations x calls
+// per iteration): the selector's bookkeeping runs about kSimulatedCallsPerMinute calls a minute
+// on a replay (docs/simulation.md has the measurement), and a live run adds the convolutions
+// themselves. simulate() refuses more than kMaxSimulatedCalls calls up front, naming the limit.
+inline constexpr int64_t kMaxSimulatedCalls = 100'000'000;
+inline constexpr int64_t kSimulatedCallsPerMinute = 6'000'000;
 
 struct SimulationOptions {
     int iterations = 100;
