@@ -1,6 +1,6 @@
 # Install rules: `cmake --install BUILD [--prefix P]` installs
 #   bin/convtune                              the CLI
-#   include/convtune/...                      the public headers (core, sim and app)
+#   include/convtune/...                      the public headers (core, src, verify, sim and app)
 #   lib/libconvtune*.a                        the static libraries
 #   lib/cmake/convtune/                       convtuneConfig.cmake, its version file and the targets
 #   <CONVTUNE_PYTHON_INSTALL_DIR>/convtune/   the Python package (when CONVTUNE_BUILD_PYTHON=ON;
@@ -22,8 +22,9 @@ set_target_properties(convtune_cpu PROPERTIES EXPORT_NAME cpu)
 set_target_properties(convtune PROPERTIES EXPORT_NAME convtune)
 set_target_properties(convtune_sim PROPERTIES EXPORT_NAME sim)
 set_target_properties(convtune_app PROPERTIES EXPORT_NAME app)
+set_target_properties(convtune_verify PROPERTIES EXPORT_NAME verify)
 set_target_properties(convtune_options PROPERTIES EXPORT_NAME options)
-set(_convtune_targets convtune_core convtune_cpu convtune convtune_sim convtune_app convtune_options)
+set(_convtune_targets convtune_core convtune_cpu convtune convtune_sim convtune_verify convtune_app convtune_options)
 if(CONVTUNE_WITH_ONEDNN)
   set_target_properties(convtune_onednn PROPERTIES EXPORT_NAME onednn)
   list(APPEND _convtune_targets convtune_onednn)
@@ -40,8 +41,8 @@ install(TARGETS ${_convtune_targets} EXPORT convtuneTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS convtune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/ ${PROJECT_SOURCE_DIR}/sim/include/ ${PROJECT_SOURCE_DIR}/app/include/
-                  ${PROJECT_SOURCE_DIR}/dist/include/
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/ ${PROJECT_SOURCE_DIR}/src/include/ ${PROJECT_SOURCE_DIR}/verify/include/
+  ${PROJECT_SOURCE_DIR}/sim/include/ ${PROJECT_SOURCE_DIR}/app/include/ ${PROJECT_SOURCE_DIR}/dist/include/
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT devel FILES_MATCHING PATTERN "*.hpp")
 
 install(EXPORT convtuneTargets NAMESPACE convtune:: DESTINATION ${CONVTUNE_INSTALL_CMAKEDIR} COMPONENT devel)

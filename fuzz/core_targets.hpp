@@ -84,7 +84,7 @@ inline void benchdnn_text(std::string_view in) {
         int last = 0;
         for (const ShapeLine& l : parse_shape_text(in)) {
             require_sound(l.problem, "parse_shape_text");
-            CONVTUNE_FUZZ_REQUIRE(l.line_number > last && l.repeat >= 1, "parse_shape_text: line numbers or repeat");
+            CONVTUNE_FUZZ_REQUIRE(l.line_number > last && l.repeat >= 1 && l.repeat <= kMaxRepeat, "parse_shape_text: line numbers or repeat");
             last = l.line_number;
         }
     } catch (const Error&) {

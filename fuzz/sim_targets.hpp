@@ -25,7 +25,7 @@ inline void workload_text(std::string_view in) {
     CONVTUNE_FUZZ_REQUIRE(!w.layers.empty(), "a workload without layers was accepted");
     for (const sim::Layer& l : w.layers) {
         require_sound(l.problem, "parse_workload_text");
-        CONVTUNE_FUZZ_REQUIRE(l.repeat >= 1 && l.problem.direction == Direction::fwd, "layer " + l.name);
+        CONVTUNE_FUZZ_REQUIRE(l.repeat >= 1 && l.repeat <= kMaxRepeat && l.problem.direction == Direction::fwd, "layer " + l.name);
     }
     CONVTUNE_FUZZ_REQUIRE(w.convolutions() >= static_cast<int64_t>(w.layers.size()), "convolutions() below the layer count");
     for (sim::Mode m : {sim::Mode::infer, sim::Mode::train}) {
@@ -39,7 +39,7 @@ inline void workload_text(std::string_view in) {
         }
         CONVTUNE_FUZZ_REQUIRE(calls.size() >= w.layers.size(), "instantiate lost layers");
         for (const sim::Call& c : calls) {
-            CONVTUNE_FUZZ_REQUIRE(c.count >= 1, "a call with count < 1");
+            CONVTUNE_FUZZ_REQUIRE(c.count >= 1 && c.count <= kMaxRepeat, "a call with a count outside [1, kMaxRepeat]");
             CONVTUNE_FUZZ_REQUIRE(!c.problem.check().has_value(), "instantiate made an invalid problem");
         }
         // Scaled variants either give valid problems or are rejected with Error.
@@ -60,7 +60,7 @@ inline void trace_text(std::string_view in) {
         for (const sim::Iteration& it : its) {
             CONVTUNE_FUZZ_REQUIRE(!it.empty(), "an empty iteration");
             for (const sim::Call& c : it) {
-                CONVTUNE_FUZZ_REQUIRE(c.count >= 1, "a call with count < 1");
+                CONVTUNE_FUZZ_REQUIRE(c.count >= 1 && c.count <= kMaxRepeat, "a call with a count outside [1, kMaxRepeat]");
                 require_sound(c.problem, "parse_trace");
             }
         }

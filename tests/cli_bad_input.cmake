@@ -164,7 +164,7 @@ endforeach()
 
 # ---- simulate and record: nothing written on bad input -----------------------------------------
 file(WRITE ${W}/bad.workload "convtune-workload 1\nlayer a x2 n=1,c=3,k=4,in=8x8,ker=3x3\nlayer b x0 n=1,c=3,k=4,in=8x8,ker=3x3\n")
-expect_bad("workload line 3: bad repeat 'x0'" simulate --workload ${W}/bad.workload --iterations 1 --plot ${W}/out.svg)
+expect_bad("workload line 3: bad repeat 'x0': must be >= 1" simulate --workload ${W}/bad.workload --iterations 1 --plot ${W}/out.svg)
 expect_absent(${W}/out.svg "simulate with a bad workload")
 file(WRITE ${W}/ok.workload "convtune-workload 1\nlayer a x1 n=1,c=3,k=4,in=8x8,ker=3x3\n")
 file(WRITE ${W}/bad.trace "n=1,c=3,k=4,in=8x8,ker=3x3 x2\nn=1,c=3,k=4,in=2x2,ker=3x3\n")
@@ -181,5 +181,55 @@ expect_bad("noise.json: not valid JSON" record --from-db ${W}/noise.json --backe
 expect_absent(${W}/rec.json "record from a corrupt database")
 expect_bad("memory budget: tensor" --max-bytes 1K record --workload ${W}/ok.workload --samples 1 --out ${W}/rec.json)
 expect_absent(${W}/rec.json "record over the memory budget")
+
+# ---- input rules: refused, never clamped or ignored ---------------------------------------------
+expect_bad("shape file must be a regular file, but a directory stands there" parse ${W})
+file(WRITE ${W}/repeat0.txt "ic3ih8oc4kh3n\"a*0\"\n")
+expect_bad("line 1: name: repeat hint: must be >= 1 \\(got 0\\)" parse ${W}/repeat0.txt)
+file(WRITE ${W}/repeatneg.txt "ic3ih8oc4kh3n\"a*-5\"\n")
+expect_bad("line 1: name: repeat hint: must be >= 1 \\(got -5\\)" parse ${W}/repeatneg.txt)
+file(WRITE ${W}/repeatbig.txt "ic3ih8oc4kh3n\"a*2147483647\"\n")
+expect_bad("line 1: name: repeat hint: 2147483647 is above the maximum of 10000" parse ${W}/repeatbig.txt)
+expect_bad("line 1: name: repeat hint: 2147483647 is above the maximum of 10000"
+           simulate --workload ${W}/repeatbig.txt --iterations 1 --plot ${W}/out.svg)
+expect_absent(${W}/out.svg "simulate with a repeat hint above the maximum")
+file(WRITE ${W}/bigcount.trace "n=1,c=3,k=4,in=8x8,ker=3x3 x10001\n")
+expect_bad("trace line 1: bad count 'x10001': 10001 is above the maximum of 10000" simulate --stream trace:${W}/bigcount.trace --iterations 1)
+expect_bad("--min-saving: 'nan' is not a number in \\[0, 1\\]" simulate --workload ${W}/ok.workload --iterations 1 --min-saving nan)
+expect_bad("--seed: '-1' is not an integer" simulate --workload ${W}/ok.workload --iterations 1 --seed -1)
+expect_bad("--seed: '18446744073709551616' is not an integer" simulate --workload ${W}/ok.workload --iterations 1 --seed 18446744073709551616)
+expect_bad("--seed: '-1' is not an integer" run --problem ${P} --seed -1)
+expect_bad("--seed: '-1' is not an integer" record --workload ${W}/ok.workload --seed -1 --out ${W}/rec.json)
+expect_absent(${W}/rec.json "record with a negative seed")
+expect_bad("flags: empty entry" tune --problem ${P} --flags "benchmark=1,,deterministic=1")
+expect_bad("flags: empty entry" tune --problem ${P} --flags "benchmark=1,")
+expect_bad("benchmark: given twice" tune --problem ${P} --flags "benchmark=1,benchmark=0")
+expect_bad("--dtype: (must not be empty|1 required TEXT:NONEMPTY missing)" run --problem ${P} --dtype "")
+expect_bad("--dtype: (must not be empty|1 required TEXT:NONEMPTY missing)" simulate --workload ${W}/ok.workload --iterations 1 --dtype "")
+# A recording's sample must be a time in [0, 1e9) ms: 1e308 made the totals print as nan.
+file(WRITE ${W}/huge.rec.json "{\"format\":\"convtune-recording\",\"version\":1,\"source\":\"measured\",\"samples\":1,\"environment\":{\"convtune\":\"0.1.0\",\"backend\":\"cpu\",\"library\":\"l\",\"device\":\"d\",\"driver\":\"\"},\"algorithms\":[{\"id\":\"cpu.direct\",\"notes\":[]}],\"problems\":[{\"problem\":\"n=1,c=3,k=4,in=8x8,ker=3x3\",\"heuristic\":[\"cpu.direct\"],\"algorithms\":{\"cpu.direct\":{\"samples_ms\":[1e308]}}}]}")
+expect_bad("huge.rec.json: problem 1, cpu.direct: \"samples_ms\" has a time of 1e9 ms or more"
+           simulate --workload ${W}/ok.workload --replay ${W}/huge.rec.json --iterations 1 --flags off --plot ${W}/out.svg)
+expect_absent(${W}/out.svg "simulate with a sample of 1e308")
+
+# Output that cannot be written is a failed run (exit 3), not a success.
+file(WRITE ${W}/one.txt "ic3ih8oc4kh3\n")
+foreach(cmd "list" "list;--json" "db;show;${W}/good.json" "parse;${W}/one.txt")
+  execute_process(COMMAND ${CLI} ${cmd} OUTPUT_FILE /dev/full RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 3 OR NOT err MATCHES "cannot write to standard output")
+    message(FATAL_ERROR "convtune ${cmd} >/dev/full: exit ${rc}, expected 3 and a message\n${err}")
+  endif()
+endforeach()
+
+# record --from-db reports the entries it leaves out.
+set(KEY "cpu|dir=fwd,dtype=f32,layout=nchw,n=1,c=2,k=2,g=1,in=5x5,ker=3x3,stride=1x1,dil=1x1,pad=0x0,pad_end=0x0|det=0|tf32=1|policy=convtune")
+file(READ ${W}/good.json gooddb)
+string(JSON gooddb SET "${gooddb}" environments 0 entries "${KEY}" "{\"algorithm\":\"cpu.direct\",\"median_ms\":-1,\"spread\":0,\"samples\":1,\"search_ms\":0,\"time\":1}")
+file(WRITE ${W}/negative.json "${gooddb}")
+execute_process(COMMAND ${CLI} record --from-db ${W}/negative.json --backend cpu --out ${W}/fromdb.rec.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT err MATCHES "warning: --from-db: left out entry 'cpu\\|dir=fwd[^']*c=2,[^']*': median -1(\\.0)? ms is not a time")
+  message(FATAL_ERROR "record --from-db with a negative median: exit ${rc}, expected 0 and a warning naming the entry\n${err}")
+endif()
 
 message(STATUS "${CASES} bad-input cases: exit 2, a message, nothing on stdout, nothing written")

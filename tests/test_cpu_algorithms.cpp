@@ -63,6 +63,19 @@ BOOST_AUTO_TEST_CASE(resnet50_layers_batch1) {
     // loops are too slow to repeat on every full-size layer.
     check_all(cases, ran, true);
     for (auto& [id, n] : ran) BOOST_TEST_MESSAGE(id << ": " << n << " ResNet-50 problems");
+    // Every unique layer of the file (23) was read in every direction; every CPU algorithm but the
+    // reference, and oneDNN in every direction, was checked on some of them.
+    BOOST_TEST(cases.size() == 3u * 23u);
+    for (const Algorithm* a : find_backend("cpu").algorithms())
+        if (!a->notes().has(Note::reference)) BOOST_TEST(ran[std::string(a->id())] > 0, a->id() << " was checked on no ResNet-50 layer");
+    bool onednn = false;
+    for (Backend* b : backends()) onednn = onednn || (b->name() == "onednn" && b->availability().ok);
+    if (onednn)
+        for (const std::string prefix : {"onednn.fwd.", "onednn.bwd_data.", "onednn.bwd_filter."}) {
+            int n = 0;
+            for (const auto& [id, count] : ran) n += id.rfind(prefix, 0) == 0 ? count : 0;
+            BOOST_TEST(n > 0, prefix << "* was checked on no ResNet-50 layer");
+        }
 }
 
 BOOST_AUTO_TEST_CASE(deterministic_algorithms_rerun_bitwise) {

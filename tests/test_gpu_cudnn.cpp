@@ -53,7 +53,7 @@ std::vector<const Algorithm*> cudnn_algorithms() {
 }
 
 std::string shapes_dir() {
-    if (const char* e = std::getenv("CONVTUNE_PEER_SHAPES_DIR"); e && *e) return e;
+    if (const char* e = std::getenv("CONVTUNE_SHAPES_DIR"); e && *e) return e;
     return test::peer_shapes_dir();
 }
 
@@ -401,6 +401,7 @@ BOOST_AUTO_TEST_CASE(memory_failures_are_values) {
         ++refused;
     }
     BOOST_TEST_MESSAGE(refused << " algorithms with a workspace refused to run without it");
+    BOOST_TEST(refused > 0, "no algorithm with a workspace supports " << p.to_string() << ": nothing was checked");
 }
 
 // The flags through the real selector on the GPU, rule by rule as test_selector proves them on a
@@ -542,6 +543,7 @@ BOOST_AUTO_TEST_CASE(resnet50_layers_against_oracle) {
         return c.label == "resnet_50_v1_5:res2a_branch2b" && c.problem.dtype == DataType::f16;
     });
     report(t, "ResNet-50");
+    BOOST_TEST(t.pairs > 0);
 }
 
 namespace {

@@ -12,7 +12,7 @@
 #include "convtune/numeric.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/selector.hpp"
-#include "cpu/oracle.hpp"
+#include "convtune/verify/oracle.hpp"
 
 using namespace convtune;
 
@@ -38,7 +38,7 @@ void round_to_tf32(std::vector<std::byte>& bytes) {
     }
 }
 
-// Error of `a` on `in`, scaled per element by sum|a*b| (see cpu/oracle.hpp).
+// Error of `a` on `in`, scaled per element by sum|a*b| (see convtune/verify/oracle.hpp).
 double scaled_error(const Algorithm& a, const HostTensors& in, const OracleResult& ref) {
     HostTensors t = in;
     const RunResult r = execute(a, t);

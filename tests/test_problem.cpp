@@ -6,6 +6,7 @@
 
 #include "convtune/error.hpp"
 #include "convtune/problem.hpp"
+#include "convtune/tensor.hpp"
 #include "support/sweep.hpp"
 #include "support/check.hpp"
 
@@ -167,8 +168,8 @@ BOOST_AUTO_TEST_CASE(readme_examples) {
     BOOST_TEST(p.spatial_dims == 3);
     BOOST_TEST(p.in[2] == 8);
     BOOST_TEST(p.kernel[1] == 3);
-    // Different widths: the output of w is deduced, not promoted from h.
-    p = ConvProblem::parse_benchdnn("ic3ih10iw20oc4oh8kh3");
+    // Different widths: w has entries of its own, so its output is deduced, not promoted from h.
+    p = ConvProblem::parse_benchdnn("ic3ih10iw20oc4oh8kh3kw3");
     BOOST_TEST(p.out(1) == 18);
     // Unquoted name to the end of the line, groups.
     p = ConvProblem::parse_benchdnn("g32mb8ic32ih112oc32oh112kh3ph1nmobilenet:conv2_1/dw", &name);
@@ -186,7 +187,7 @@ BOOST_AUTO_TEST_CASE(malformed_descriptors) {
         {"ic64ih56oc64kh3ph", "entry 'ph' has no valid number"},
         {"ic64ih5oc64kh9", "oh: deduced output size"},
         {"ic64ih56oc64kh3sh0", "sh: stride must be >= 1"},
-        {"ic64ih56oc64kh3dh-2", "dh: dilation must be >= 0"},
+        {"ic64ih56oc64kh3dh-2", "dh: must not be negative"},
         {"ic64ic32ih56oc64kh3", "entry 'ic' given twice"},
         {"ic63ih56oc64kh3g2", "c: input channels (63) must be divisible"},
         {"ic64ih56oc64kh3n\"unterminated", "name: missing closing quote"},
@@ -233,6 +234,69 @@ BOOST_AUTO_TEST_CASE(resnet50_file_contents) {
 BOOST_AUTO_TEST_CASE(shape_file_errors_name_the_line) {
     const std::string e = error_of([] { parse_shape_text("# comment\n\nic3ih8oc4kh3\nic3ih8oc4kh33\n"); });
     BOOST_TEST(starts_with(e, "line 4: oh: deduced output size"), e);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(tensor_strides)
+
+// The shared stride helper (make_strides, through x_strides, w_strides and y_strides), which the
+// reference algorithm and the oracle both use and so cannot check each other on, against the
+// memory order tensor.hpp documents: elements numbered one after another by nested loops, the
+// channel outermost after n (channels-first) or innermost (channels-last).
+BOOST_AUTO_TEST_CASE(strides_match_the_documented_memory_order) {
+    const char* specs[] = {"n=2,c=3,k=5,in=7,ker=3",
+                           "n=2,c=6,k=4,g=2,in=5x7,ker=3x2,stride=2x1",
+                           "n=3,c=4,k=2,in=3x4x5,ker=2x3x1,pad=1x0x0"};
+    int checked = 0;
+    for (const char* spec : specs) {
+        for (Layout layout : {Layout::nchw, Layout::nhwc}) {
+            ConvProblem p = ConvProblem::parse(spec);
+            p.layout = layout;
+            struct Tensor { const char* name; Strides s; int64_t outer, channels; Dims sizes; };
+            const Tensor tensors[] = {{"x", x_strides(p), p.n, p.c, p.in},
+                                      {"w", w_strides(p), p.k, p.c_per_group(), p.kernel},
+                                      {"y", y_strides(p), p.n, p.k, out_dims(p)}};
+            for (const Tensor& t : tensors) {
+                const int64_t d0 = p.spatial_dims > 0 ? t.sizes[0] : 1, d1 = p.spatial_dims > 1 ? t.sizes[1] : 1,
+                              d2 = p.spatial_dims > 2 ? t.sizes[2] : 1;
+                // sizes[i] for i < spatial_dims; the index passed for an unused slot is 0.
+                auto at = [&](int64_t o, int64_t ch, int64_t a, int64_t b, int64_t c) {
+                    const int64_t idx[3] = {a, b, c};
+                    int64_t s[3] = {0, 0, 0};
+                    for (int i = 0; i < p.spatial_dims; ++i) s[i] = idx[i];
+                    return t.s.at(o, ch, s[0], s[1], s[2]);
+                };
+                int64_t next = 0, wrong = 0;
+                // The spatial loops run over the used dimensions only (outermost first).
+                const int64_t e0 = d0, e1 = p.spatial_dims > 1 ? d1 : 1, e2 = p.spatial_dims > 2 ? d2 : 1;
+                for (int64_t o = 0; o < t.outer; ++o) {
+                    if (layout == Layout::nchw) {
+                        for (int64_t ch = 0; ch < t.channels; ++ch)
+                            for (int64_t a = 0; a < e0; ++a)
+                                for (int64_t b = 0; b < e1; ++b)
+                                    for (int64_t c = 0; c < e2; ++c) wrong += at(o, ch, a, b, c) != next++;
+                    } else {
+                        for (int64_t a = 0; a < e0; ++a)
+                            for (int64_t b = 0; b < e1; ++b)
+                                for (int64_t c = 0; c < e2; ++c)
+                                    for (int64_t ch = 0; ch < t.channels; ++ch) wrong += at(o, ch, a, b, c) != next++;
+                    }
+                }
+                const std::string what = std::string(t.name) + " of " + p.to_string();
+                BOOST_TEST(wrong == 0, what);
+                BOOST_TEST(next == t.outer * t.channels * e0 * e1 * e2, what);
+                ++checked;
+            }
+        }
+    }
+    BOOST_TEST(checked == 18);
+    // One value written out by hand: x of an NHWC (n, h, w, c) tensor, n=2 c=3 h=4 w=5, element
+    // (1, 2, 3, 4) sits at ((1 * 4 + 3) * 5 + 4) * 3 + 2.
+    const Strides s = make_strides(Layout::nhwc, 2, 3, Dims{4, 5, 1});
+    BOOST_TEST(s.at(1, 2, 3, 4) == ((1 * 4 + 3) * 5 + 4) * 3 + 2);
+    const Strides c = make_strides(Layout::nchw, 2, 3, Dims{4, 5, 1});
+    BOOST_TEST(c.at(1, 2, 3, 4) == ((1 * 3 + 2) * 4 + 3) * 5 + 4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

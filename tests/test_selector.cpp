@@ -100,6 +100,42 @@ BOOST_AUTO_TEST_CASE(benchmark_is_not_in_the_key) {
     BOOST_TEST(cache_key(b, kP, flags("policy=pytorch,allow_tf32=0")) != cache_key(b, kP, flags("policy=pytorch")));
 }
 
+BOOST_AUTO_TEST_CASE(benchmark_is_not_in_the_v7_key_either) {
+    // The legacy API's cache has the same quirk: a shape first met with benchmark off keeps the
+    // heuristic's pick when benchmark is turned on.
+    FakeBackend b("fake", five());
+    BOOST_TEST(cache_key(b, kP, flags("policy=pytorch-v7,benchmark=0")) == cache_key(b, kP, flags("policy=pytorch-v7,benchmark=1")));
+    TuningCache cache;
+    Selector s(b, cache);
+    BOOST_TEST(s.select(kP, flags("policy=pytorch-v7,benchmark=0"))->algorithm == "h1");
+    auto d = s.select(kP, flags("policy=pytorch-v7,benchmark=1"));
+    BOOST_TEST(d->algorithm == "h1");
+    BOOST_TEST((d->source == Source::memory));
+    BOOST_TEST(b.clock_ms() == 0.0);
+    // convtune's own policies keep benchmark in the key.
+    for (const char* pol : {"convtune", "adaptive"})
+        BOOST_TEST(cache_key(b, kP, flags(std::string("benchmark=0,policy=") + pol)) !=
+                       cache_key(b, kP, flags(std::string("benchmark=1,policy=") + pol)),
+                   pol);
+}
+
+BOOST_AUTO_TEST_CASE(workspace_limit_is_in_every_key) {
+    // A choice made without a workspace limit must not be reused under one: "big" (the fastest,
+    // 1 MiB of workspace) is chosen first, then a limit of 1000 bytes must choose "plain".
+    FakeBackend b("fake", {{"big", {1}, {}, 1 << 20}, {"plain", {3}}});
+    for (const char* pol : {"pytorch", "pytorch-v7", "convtune", "adaptive"}) {
+        const std::string base = std::string("benchmark=1,benchmark_limit=0,adaptive_after=1,policy=") + pol;
+        BOOST_TEST(cache_key(b, kP, flags(base)) != cache_key(b, kP, flags(base + ",workspace_limit=1000")), pol);
+        BOOST_TEST(cache_key(b, kP, flags(base + ",workspace_limit=2000")) != cache_key(b, kP, flags(base + ",workspace_limit=1000")), pol);
+        TuningCache cache;
+        Selector s(b, cache);
+        BOOST_TEST(s.select(kP, flags(base))->algorithm == "big", pol);
+        auto d = s.select(kP, flags(base + ",workspace_limit=1000"));
+        BOOST_TEST(d->algorithm == "plain", pol);
+        BOOST_TEST((d->source == Source::search), pol);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(single_sample_picks_a_lucky_noisy_candidate) {
     // "noisy" is slow (10 ms) but its first timed run is lucky (1 ms); "steady" always takes 5 ms.
     FakeBackend b("fake", {{"noisy", {10, 1, 10, 10, 10, 10, 10, 10}}, {"steady", {5}}});
@@ -339,6 +375,73 @@ BOOST_AUTO_TEST_CASE(reference_candidates_are_not_timed_while_others_are_eligibl
     BOOST_TEST(s2.select(kP, flags("benchmark=1"))->algorithm == "ref");
 }
 
+BOOST_AUTO_TEST_CASE(search_budget_cuts_the_sampling_short) {
+    // Three candidates at a constant 10 ms. Without a budget each gets a warm-up and 3 samples
+    // (the median is stable at min_samples). With search_budget_ms=25, the first candidate stops
+    // after its second sample (30 ms spent), and every later one, whose warm-up starts over the
+    // budget, gets a single sample.
+    const std::vector<FakeSpec> specs{{"a", {10}}, {"b", {10}}, {"c", {10}}};
+    {
+        FakeBackend b("fake", specs);
+        TuningCache cache;
+        Selector s(b, cache);
+        auto d = s.select(kP, flags("benchmark=1"));
+        for (const char* id : {"a", "b", "c"}) BOOST_TEST(cand(*d, id).samples_ms.size() == 3u, id);
+        BOOST_TEST(b.clock_ms() == 3 * 4 * 10.0);
+    }
+    FakeBackend b("fake", specs);
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("benchmark=1,search_budget_ms=25"));
+    BOOST_TEST(cand(*d, "a").samples_ms.size() == 2u);
+    BOOST_TEST(cand(*d, "a").reason == "search budget spent");
+    for (const char* id : {"b", "c"}) {
+        BOOST_TEST(cand(*d, id).samples_ms.size() == 1u, id);
+        BOOST_TEST((cand(*d, id).state == Candidate::State::timed), id);
+    }
+    BOOST_TEST(b.clock_ms() == 30 + 20 + 20.0);
+    BOOST_TEST(d->algorithm == "a");  // ties keep the heuristic order
+}
+
+BOOST_AUTO_TEST_CASE(max_samples_caps_a_median_that_never_settles) {
+    // Alternating 10 ms and 1 ms: the median swings between 10 and 5.5 and is never stable.
+    std::vector<double> swinging{1};
+    for (int i = 0; i < 40; ++i) swinging.push_back(i % 2 ? 1 : 10);
+    for (int cap : {5, 15}) {
+        FakeBackend b("fake", {{"swing", swinging}});
+        TuningCache cache;
+        Selector s(b, cache);
+        auto d = s.select(kP, flags("benchmark=1,max_samples=" + std::to_string(cap)));
+        BOOST_TEST(cand(*d, "swing").samples_ms.size() == static_cast<std::size_t>(cap), cap);
+        BOOST_TEST(b.runs("swing") == cap + 1, cap);  // and the warm-up
+    }
+    // PyTorch's policies take one sample whatever max_samples says.
+    FakeBackend b("fake", {{"swing", swinging}});
+    TuningCache cache;
+    Selector s(b, cache);
+    BOOST_TEST(cand(*s.select(kP, flags("policy=pytorch,benchmark=1,max_samples=5")), "swing").samples_ms.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(stable_rel_decides_when_the_median_has_settled) {
+    // Samples 100, 110, 111, 111, ...: medians 100, 105, 110, 110.5, 111, 111. With
+    // min_samples=2 the search stops at the first n >= 2 whose median moved by at most
+    // stable_rel x median: 5 <= 0.05 x 105 at n=2; 0.5 <= 0.02 x 110.5 at n=4; only a move of
+    // exactly 0 satisfies stable_rel=0, at n=6.
+    const std::vector<double> times{100, 100, 110, 111};
+    for (auto [rel, n] : {std::pair{"0.05", 2u}, std::pair{"0.02", 4u}, std::pair{"0", 6u}}) {
+        FakeBackend b("fake", {{"settling", times}});
+        TuningCache cache;
+        Selector s(b, cache);
+        auto d = s.select(kP, flags(std::string("benchmark=1,min_samples=2,stable_rel=") + rel));
+        BOOST_TEST(cand(*d, "settling").samples_ms.size() == n, "stable_rel=" << rel);
+    }
+    // min_samples holds even when the median has not moved: constant times stop at 3, not 2.
+    FakeBackend b("fake", {{"constant", {7}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    BOOST_TEST(cand(*s.select(kP, flags("benchmark=1,min_samples=3")), "constant").samples_ms.size() == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(adaptive_searches_on_the_nth_occurrence) {
     FakeBackend b("fake", five());
     TuningCache cache;
@@ -535,6 +638,26 @@ BOOST_AUTO_TEST_CASE(other_environment_and_unknown_ids_are_skipped) {
     BOOST_TEST(kept);
 }
 
+BOOST_AUTO_TEST_CASE(merge_keeps_the_union_and_the_newer_record_wins) {
+    const Environment e1{"0.1.0", "fake", "fake 1.0", "dev", ""}, e2{"0.1.0", "fake", "fake 1.0", "other dev", ""};
+    const std::vector<DbSection> a{{e1, {{"k1", {"old", 1, 0, 1, 0, 100}}, {"k2", {"a-newer", 2, 0, 1, 0, 300}}, {"only-a", {"x", 3, 0, 1, 0, 1}}}}};
+    const std::vector<DbSection> b{{e1, {{"k1", {"new", 1, 0, 1, 0, 200}}, {"k2", {"b-older", 2, 0, 1, 0, 250}}, {"only-b", {"y", 4, 0, 1, 0, 1}}}},
+                                   {e2, {{"k1", {"elsewhere", 5, 0, 1, 0, 1}}}}};
+    for (bool b_first : {false, true}) {
+        const auto m = b_first ? TuningDatabase::merge(b, a) : TuningDatabase::merge(a, b);
+        BOOST_REQUIRE(m.size() == 2u);
+        const DbSection& s1 = m[0].env == e1 ? m[0] : m[1];
+        const DbSection& s2 = m[0].env == e1 ? m[1] : m[0];
+        BOOST_TEST(s1.entries.size() == 4u);
+        BOOST_TEST(s1.entries.at("k1").algorithm == "new", b_first);      // newer in b
+        BOOST_TEST(s1.entries.at("k2").algorithm == "a-newer", b_first);  // newer in a
+        BOOST_TEST(s1.entries.at("only-a").algorithm == "x");
+        BOOST_TEST(s1.entries.at("only-b").algorithm == "y");
+        BOOST_TEST((s2.env == e2));
+        BOOST_TEST(s2.entries.at("k1").algorithm == "elsewhere");
+    }
+}
+
 BOOST_AUTO_TEST_CASE(wrong_types_are_reported) {
     TempDir dir;
     const std::string path = dir.file("tune.json");
@@ -637,7 +760,9 @@ BOOST_AUTO_TEST_CASE(flag_defaults_guards_and_threads) {
     BOOST_TEST(numeric_flags().size() == 8u);
     for (const NumericFlag& n : numeric_flags()) {
         const std::string key = n.key;
-        BOOST_CHECK_NO_THROW(parse_flags(key + "=" + std::to_string(static_cast<long long>(n.lo)) + ",max_samples=15"));
+        // (max_samples stays >= min_samples; a key may appear only once.)
+        BOOST_CHECK_NO_THROW(parse_flags(key + "=" + std::to_string(static_cast<long long>(n.lo)) +
+                                         (key == "max_samples" ? ",min_samples=1" : ",max_samples=15")));
         BOOST_CHECK_THROW(parse_flags(key + "=-1"), ParseError);
         BOOST_TEST(find_numeric_flag(key) == &n);
     }

@@ -77,7 +77,7 @@ double gflop(const ConvProblem& p) { return p.flops() / 1e9; }
 BOOST_AUTO_TEST_SUITE(workloads)
 
 BOOST_AUTO_TEST_CASE(resnet50_builtin_has_23_layers_and_53_convolutions) {
-    const Workload w = load_workload("resnet50", CONVTUNE_PEER_SHAPES_DIR);
+    const Workload w = load_workload("resnet50", CONVTUNE_SHAPES_DIR);
     BOOST_TEST(w.layers.size() == 23u);
     BOOST_TEST(w.convolutions() == 53);
     BOOST_TEST(w.layers.front().problem.n == 2);  // benchdnn's default mb
@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(resnet50_builtin_has_23_layers_and_53_convolutions) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_names_and_bad_files_are_named) {
-    BOOST_CHECK_EXCEPTION(load_workload("no_such_net", CONVTUNE_PEER_SHAPES_DIR), Error,
+    BOOST_CHECK_EXCEPTION(load_workload("no_such_net", CONVTUNE_SHAPES_DIR), Error,
                           [](const Error& e) { return std::string(e.what()).find("workload: ") == 0; });
     BOOST_CHECK_EXCEPTION(parse_workload_text("convtune-workload 1\nlayer a x0 c=1,k=1,in=4,ker=1\n", "t"), ParseError,
                           [](const Error& e) { return std::string(e.what()).find("line 2") != std::string::npos; });
@@ -218,7 +218,7 @@ BOOST_AUTO_TEST_CASE(bad_stream_options_name_the_option) {
     BOOST_TEST(msg([] { StreamSpec::parse("sometimes"); }).find("stream: ") == 0u);
     app::WorkloadRequest a;
     a.workload = "resnet50";
-    a.shapes_dir = CONVTUNE_PEER_SHAPES_DIR;
+    a.shapes_dir = CONVTUNE_SHAPES_DIR;
     a.batches = "1,x";
     a.stream = "batch";
     BOOST_TEST(msg([&] { a.make_stream(); }).find("batches: ") == 0u);
@@ -328,6 +328,46 @@ BOOST_AUTO_TEST_CASE(benchmark_that_never_wins_is_never) {
     const ScenarioResult& off = scenario(r, "off");
     BOOST_TEST(off.sum().misses == off.distinct_shapes());
     BOOST_TEST(off.sum().hits + off.sum().misses == off.sum().calls);
+}
+
+namespace {
+// A result with the baseline "off" and one setting "on", each iteration's total given.
+SimulationResult two_curves(const std::vector<double>& off, const std::vector<double>& on) {
+    SimulationResult r;
+    for (auto [name, totals] : {std::pair{"off", &off}, std::pair{"on", &on}}) {
+        ScenarioResult sc;
+        sc.setting = parse_setting(name);
+        for (double t : *totals) {
+            IterationStats it;
+            it.exec_ms = t;
+            sc.iterations.push_back(it);
+        }
+        r.scenarios.push_back(sc);
+    }
+    r.iterations = static_cast<int>(off.size());
+    analyze(r, 0.02);
+    return r;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(break_even_counts_touching_as_at_or_below) {
+    // Cumulative off 10, 20, 30, 40, 50; on 25, 30, 35, 40, 50: equal from iteration 4 on.
+    const SimulationResult r = two_curves({10, 10, 10, 10, 10}, {25, 5, 5, 5, 10});
+    BOOST_REQUIRE(r.baseline == 0);
+    BOOST_REQUIRE(comparison(r, "on").break_even.has_value());
+    BOOST_TEST(*comparison(r, "on").break_even == 4);
+    BOOST_TEST(comparison(r, "on").saving == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(break_even_is_where_it_stays_below_not_the_first_crossing) {
+    // Cumulative off 10, 20, 30, 40, 50, 60; on 5, 35, 40, 45, 49, 54: below at iteration 1,
+    // above at 2-4, below from 5 on. Break-even is 5.
+    const SimulationResult r = two_curves({10, 10, 10, 10, 10, 10}, {5, 30, 5, 5, 4, 5});
+    BOOST_REQUIRE(comparison(r, "on").break_even.has_value());
+    BOOST_TEST(*comparison(r, "on").break_even == 5);
+    // Ending above, after having been below, is no break-even at all.
+    const SimulationResult r2 = two_curves({10, 10, 10}, {5, 5, 30});
+    BOOST_TEST(!comparison(r2, "on").break_even.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(adaptive_searches_recurring_shapes_only) {
@@ -467,8 +507,21 @@ BOOST_AUTO_TEST_CASE(draws_reproduce_the_spread_and_are_seeded) {
     BOOST_TEST(a[0] == 50.0);  // the first (cold) call
     std::set<double> seen(a.begin() + 1, a.end());
     BOOST_TEST((seen == std::set<double>{1, 2, 3, 4}));
-    BOOST_TEST(b.simulated());
+    BOOST_TEST(!b.needs_tensor_data());
     BOOST_TEST(b.allocate(std::size_t{1} << 40).bytes() == std::size_t{1} << 40);  // virtual memory
+}
+
+BOOST_AUTO_TEST_CASE(sequence_factor_divides_by_the_median_of_an_even_sample_count) {
+    // The one median (stats.hpp) of the pick's two samples {1, 3} is 2, not the upper value 3.
+    // Runs of the only algorithm: start-up (6), the cold first call (1), the recorded cold call
+    // and its 2 samples, then 6 passes of the sequence (1 warm-up + 5 timed) at 2 ms each.
+    FakeBackend b("fake", {{"a", {1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 2}}});
+    RecordOptions ro;
+    ro.samples = 2;
+    const Recording r = record(b, {ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1")}, ro);
+    BOOST_TEST(r.problems[0].algorithms[0].samples_ms == (std::vector<double>{1, 3}), tt::per_element());
+    BOOST_REQUIRE(r.sequence_factor.has_value());
+    BOOST_TEST(*r.sequence_factor == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) {

@@ -25,6 +25,11 @@ struct ProblemOverrides {
 // The option that sets a request field ("shapes_dir" -> "--shapes-dir"): how the CLI names the
 // field of an InvalidRequest.
 std::string option_name(std::string_view field);
+// Checks of an option's text, run before it is converted (problem_options.cpp). CLI11 reports a
+// failed one as "--option: <message>" with exit code 2.
+const CLI::Validator& non_empty();  // "" is refused, not taken as "not given"
+const CLI::Validator& seed();       // an integer in [0, 2^64 - 1], no sign (CLI11 wraps -1 to 2^64 - 1)
+const CLI::Validator& fraction();   // a finite number in [0, 1] (CLI::Range lets NaN through)
 
 // The action of a subcommand returns the process exit code.
 using Action = std::function<int()>;

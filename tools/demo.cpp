@@ -7,7 +7,8 @@
 #include "cli.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
-#include "cpu/oracle.hpp"
+#include "convtune/stats.hpp"
+#include "convtune/verify/oracle.hpp"
 
 namespace convtune::cli {
 
@@ -50,8 +51,7 @@ int demo(const DemoOptions& o) {
                 ++failed;
                 continue;
             }
-            std::sort(ms.begin(), ms.end());
-            const double med = ms[ms.size() / 2];
+            const double med = median(ms);
             const ErrorStats e = compare(t, ref);
             const double bound = a->error_bound(p);
             const bool pass = e.finite && e.max_scaled <= bound;

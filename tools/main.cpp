@@ -1,6 +1,11 @@
 // convtune — see `convtune --help`. Bad input gets a message naming the field and the rule and
-// exit code 2; a failed check exit code 1; a failed run exit code 3.
+// exit code 2; a failed check exit code 1; a failed run exit code 3 (also when standard output
+// cannot be written).
 #include <fmt/core.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "cli.hpp"
 #include "convtune/error.hpp"
@@ -45,7 +50,15 @@ int main(int argc, char** argv) {
     }
     try {
         if (!max_bytes.empty()) set_memory_budget(parse_byte_size(max_bytes, "--max-bytes"));
-        return action ? action() : cli::ok;
+        const int rc = action ? action() : cli::ok;
+        // Output that could not be written (a full disk, a closed pipe, /dev/full) is a failed run,
+        // never a silent success.
+        errno = 0;
+        if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+            fmt::print(stderr, "convtune: error: cannot write to standard output: {}\n", errno ? std::strerror(errno) : "write error");
+            return cli::run_failed;
+        }
+        return rc;
     } catch (const InvalidRequest& e) {
         fmt::print(stderr, "convtune: error: {}\n", e.message(cli::option_name));
         return cli::bad_input;
@@ -53,6 +66,10 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "convtune: error: {}\n", e.what());
         return cli::bad_input;
     } catch (const std::exception& e) {
+        if (std::ferror(stdout)) {  // fmt throws when a write to stdout fails
+            fmt::print(stderr, "convtune: error: cannot write to standard output: {}\n", e.what());
+            return cli::run_failed;
+        }
         fmt::print(stderr, "convtune: internal error: {}\n", e.what());
         return cli::run_failed;
     }

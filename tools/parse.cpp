@@ -41,10 +41,7 @@ void add_parse(CLI::App& app, Action& action) {
                 return ok;
             }
             for (const ShapeLine& l : lines) {
-                const ConvProblem p = over->apply(l.problem);
-                fmt::print("{}", p.to_string());
-                if (!l.name.empty()) fmt::print("  # {}{}", l.name, l.repeat > 1 ? fmt::format(" x{}", l.repeat) : "");
-                fmt::print("\n");
+                fmt::print("{}\n", to_shape_line(over->apply(l.problem), l.name, l.repeat));
             }
             fmt::print(stderr, "{}: {} problems\n", *file, lines.size());
             return ok;

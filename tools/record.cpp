@@ -27,6 +27,7 @@ int record_command(const RecordCliOptions& o) {
     r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
     const app::RecordReport rep = app::record(r);
     bar.finish();
+    for (const std::string& d : rep.dropped) fmt::print(stderr, "convtune: warning: --from-db: left out {}\n", d);
     if (rep.source == "tuning-db")
         fmt::print(stderr, "{}: {} problems from the tuning database (winners' medians only)\n", rep.out, rep.problems);
     else
@@ -45,14 +46,14 @@ void add_record(CLI::App& app, Action& action) {
     cmd->add_option("--shapes-dir", o->r.workload.shapes_dir, "Folder of the benchdnn shape files behind the built-in names");
     cmd->add_option("--mode", o->r.workload.mode, "infer or train")->capture_default_str();
     cmd->add_option("--batch", o->r.workload.batch, "Batch size of the workload (default: as written)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-    cmd->add_option("--dtype", o->r.workload.dtype, "Data type of every problem: f32, f16, bf16");
-    cmd->add_option("--layout", o->r.workload.layout, "Layout of every problem: nchw or nhwc");
+    cmd->add_option("--dtype", o->r.workload.dtype, "Data type of every problem: f32, f16, bf16")->check(non_empty());
+    cmd->add_option("--layout", o->r.workload.layout, "Layout of every problem: nchw or nhwc")->check(non_empty());
     cmd->add_option("--stream,-s", o->r.workload.stream, "Also record the problems of this stream's iterations: fixed, batch, resolution, mixed, trace:FILE")
         ->capture_default_str();
     cmd->add_option("--iterations,-n", o->r.iterations, "Iterations of the stream whose problems are recorded")->capture_default_str()->check(CLI::Range(1, 1000000));
     cmd->add_option("--batches", o->r.workload.batches, "Batch sizes of a batch/mixed stream");
     cmd->add_option("--scales", o->r.workload.scales, "Spatial scales of a resolution/mixed stream");
-    cmd->add_option("--seed", o->r.workload.seed, "Seed of the stream's choices")->capture_default_str();
+    cmd->add_option("--seed", o->r.workload.seed, "Seed of the stream's choices")->capture_default_str()->check(seed());
     cmd->add_option("--samples", o->r.samples, "Timed calls per algorithm and problem, after one cold call")->capture_default_str()->check(CLI::Range(0, 1000));
     cmd->add_option("--max-ms", o->r.max_ms, "Stop sampling an algorithm on a problem once its calls took this long")->capture_default_str()->check(CLI::Range(0.0, 1e9));
     cmd->add_option("--out,-o", o->r.out, "Recording file to write (JSON)")->required();

@@ -11,9 +11,11 @@
 #include "cli.hpp"
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
+#include "convtune/hash.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
-#include "cpu/oracle.hpp"
+#include "convtune/stats.hpp"
+#include "convtune/verify/oracle.hpp"
 
 namespace convtune::cli {
 
@@ -27,11 +29,7 @@ struct RunOptions {
     ProblemOverrides over;
 };
 
-std::string fnv1a(const std::vector<std::byte>& bytes) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (std::byte b : bytes) h = (h ^ static_cast<uint64_t>(b)) * 0x100000001b3ull;
-    return fmt::format("{:016x}", h);
-}
+std::string fingerprint(const std::vector<std::byte>& bytes) { return fmt::format("{:016x}", fnv1a(bytes)); }
 
 int run_command(const RunOptions& o) {
     const ConvProblem p = o.over.apply(ConvProblem::parse_any(o.problem));
@@ -84,11 +82,11 @@ int run_command(const RunOptions& o) {
         else fmt::print(stderr, "convtune: {} failed ({}): {}\n", algo->id(), r.status.code_name(), r.status.message);
         return run_failed;
     }
-    doc["output_fnv1a"] = fnv1a(output_of(t));
+    doc["output_fnv1a"] = fingerprint(output_of(t));
     double median = 0;
     if (!times.empty()) {
         std::sort(times.begin(), times.end());
-        median = times[times.size() / 2];
+        median = convtune::median(times);
         doc["median_ms"] = median;
         doc["min_ms"] = times.front();
         doc["max_ms"] = times.back();
@@ -133,7 +131,7 @@ void add_run(CLI::App& app, Action& action) {
     cmd->add_option("--db", o->db, "Tuning database the selector reads and writes (with --flags)");
     cmd->add_flag("--check", o->check, "Compare with the f64 oracle (exit 1 when above the algorithm's error bound)");
     cmd->add_option("--repeat", o->repeat, "Timed runs after one warm-up (0 = run once, untimed)")->check(CLI::Range(0, 1000000));
-    cmd->add_option("--seed", o->seed, "Seed of the input data");
+    cmd->add_option("--seed", o->seed, "Seed of the input data")->check(seed());
     cmd->add_flag("--json", o->json, "Print one JSON document");
     o->over.add_to(*cmd);
     cmd->callback([o, &action] { action = [o] { return run_command(*o); }; });

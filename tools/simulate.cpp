@@ -46,9 +46,9 @@ void add_simulate(CLI::App& app, Action& action) {
     cmd->add_option("--batch", o->r.workload.batch, "Batch size of the workload (default: as written)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--batches", o->r.workload.batches, "Batch sizes a batch/mixed stream draws from, e.g. 1,2,4,8");
     cmd->add_option("--scales", o->r.workload.scales, "Scales of each spatial input size a resolution/mixed stream draws from, e.g. 0.5,1,1.5");
-    cmd->add_option("--dtype", o->r.workload.dtype, "Data type of every problem: f32, f16, bf16");
-    cmd->add_option("--layout", o->r.workload.layout, "Layout of every problem: nchw or nhwc");
-    cmd->add_option("--seed", o->r.workload.seed, "Seed of the stream's choices and of the replay's draws")->capture_default_str();
+    cmd->add_option("--dtype", o->r.workload.dtype, "Data type of every problem: f32, f16, bf16")->check(non_empty());
+    cmd->add_option("--layout", o->r.workload.layout, "Layout of every problem: nchw or nhwc")->check(non_empty());
+    cmd->add_option("--seed", o->r.workload.seed, "Seed of the stream's choices and of the replay's draws")->capture_default_str()->check(seed());
     cmd->add_option("--flags,-f", o->r.flags,
                     "A flag setting: off, on, on+det, adaptive, pytorch, key=value,... or LABEL:key=value,... (repeatable)");
     cmd->add_flag("--compare", o->r.compare, "Compare all five standard settings (the default when no --flags is given)");
@@ -65,7 +65,7 @@ void add_simulate(CLI::App& app, Action& action) {
     json->excludes(csv);
     cmd->add_option("--plot", o->r.plot, "Write an SVG plot of cumulative time per iteration");
     cmd->add_flag("--progress", o->progress, "Show a progress bar on stderr even when it is not a terminal");
-    cmd->add_option("--min-saving", o->r.min_saving, "Savings below this fraction count as no difference")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--min-saving", o->r.min_saving, "Savings below this fraction count as no difference")->capture_default_str()->check(fraction());
     cmd->callback([o, &action] { action = [o] { return simulate_command(*o); }; });
 }
 

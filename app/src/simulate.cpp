@@ -112,8 +112,9 @@ RecordReport record(const RecordRequest& r) {
     if (r.samples < 0) throw InvalidRequest("samples", "must be >= 0 (got " + std::to_string(r.samples) + ")");
     if (!(r.max_ms >= 0)) throw InvalidRequest("max_ms", "must be >= 0");
     sim::Recording rec;
+    std::vector<std::string> dropped;
     if (!r.from_db.empty()) {
-        rec = sim::recording_from_db(TuningDatabase::read_file(r.from_db), r.backend);
+        rec = sim::recording_from_db(TuningDatabase::read_file(r.from_db), r.backend, &dropped);
     } else {
         const sim::Stream stream = r.workload.make_stream();
         const std::vector<ConvProblem> problems = sim::distinct_problems(stream, r.iterations);
@@ -126,12 +127,12 @@ RecordReport record(const RecordRequest& r) {
     }
     rec.save(r.out);
     return {r.out, rec.source, rec.environment.backend, rec.environment.describe(), static_cast<int64_t>(rec.problems.size()),
-            static_cast<int64_t>(rec.algorithms.size())};
+            static_cast<int64_t>(rec.algorithms.size()), dropped};
 }
 
 nlohmann::json to_json(const RecordReport& r) {
     return {{"format", report_format}, {"out", r.out},       {"source", r.source},         {"backend", r.backend},
-            {"environment", r.environment}, {"problems", r.problems}, {"algorithms", r.algorithms}};
+            {"environment", r.environment}, {"problems", r.problems}, {"algorithms", r.algorithms}, {"dropped", r.dropped}};
 }
 
 }  // namespace convtune::app

@@ -16,6 +16,8 @@
 #include <cmath>
 #include <vector>
 
+#include "convtune/error.hpp"
+
 namespace convtune {
 
 namespace {
@@ -40,32 +42,38 @@ struct Efficiency {
 constexpr double kRate = 1.0;        // arbitrary units: MAC per unit time at efficiency 1
 constexpr double kBytesPerMac = 0.25;  // one byte of extra traffic costs this many MACs (memory vs FMA rate)
 
+// The estimate for a (supported) problem, in arbitrary units, by the algorithm's family. An
+// algorithm that is not a CpuAlgorithm has no family: an Error.
 double estimate(const Algorithm& a, const ConvProblem& p) {
     static const Efficiency e;
-    const std::string_view id = a.id();
+    const auto* cpu = dynamic_cast<const CpuAlgorithm*>(&a);
+    if (!cpu) throw Error("cpu cost model: '" + std::string(a.id()) + "' is not a CPU algorithm, it has no cost family");
+    const CpuFamily family = cpu->family();
     const double macs = static_cast<double>(p.macs());
     const double es = static_cast<double>(size_of(p.dtype));
     const double traffic_mac = kBytesPerMac;
-    if (id == "cpu.direct") return macs / (e.reference * kRate);
-    if (id == "cpu.direct_blocked")
-        return macs / ((p.layout == Layout::nhwc ? e.direct_blocked_nhwc : e.direct_blocked_nchw) * kRate);
-    if (id == "cpu.im2col_gemm" || id == "cpu.im2col_gemm.tf32") {
+    switch (family) {
+    case CpuFamily::reference: return macs / (e.reference * kRate);
+    case CpuFamily::direct_blocked: return macs / ((p.layout == Layout::nhwc ? e.direct_blocked_nhwc : e.direct_blocked_nchw) * kRate);
+    case CpuFamily::gemm:
+    case CpuFamily::gemm_tf32: {
         const bool one_by_one = p.kernel_spatial() == 1 && std::all_of(p.stride.begin(), p.stride.end(), [](int64_t s) { return s == 1; }) &&
                                 std::all_of(p.pad_begin.begin(), p.pad_begin.end(), [](int64_t v) { return v == 0; });
         // The column matrix is written once and read once.
         const double col = one_by_one ? 0 : 2.0 * static_cast<double>(p.n * p.c * p.kernel_spatial() * p.out_spatial()) * es;
-        const double eff = id == "cpu.im2col_gemm" ? e.gemm : e.gemm_tf32;
+        const double eff = family == CpuFamily::gemm ? e.gemm : e.gemm_tf32;
         return macs / (eff * kRate) + col * traffic_mac;
     }
-    if (id == "cpu.winograd_f2x3" || id == "cpu.winograd_f4x3") {
-        const double m = id == "cpu.winograd_f2x3" ? 2 : 4, alpha = m + 2;
+    case CpuFamily::winograd_f2x3:
+    case CpuFamily::winograd_f4x3: {
+        const double m = family == CpuFamily::winograd_f2x3 ? 2 : 4, alpha = m + 2;
         const double tiles = static_cast<double>(p.n) * std::ceil(static_cast<double>(p.out(0)) / m) * std::ceil(static_cast<double>(p.out(1)) / m);
         const double gemm = tiles * alpha * alpha * static_cast<double>(p.k * p.c_per_group());
         // Input and output transforms: ~2*alpha^3 adds per tile and channel, memory bound.
         const double transforms = tiles * static_cast<double>(p.c + p.k) * alpha * alpha * 4.0 * es;
         return gemm / (e.winograd * kRate) + transforms * traffic_mac;
     }
-    if (id == "cpu.fft") {
+    case CpuFamily::fft: {
         double size = 1;
         for (int i = 0; i < p.spatial_dims; ++i) size *= static_cast<double>(p.in[static_cast<std::size_t>(i)] + p.pad_begin[static_cast<std::size_t>(i)] + p.pad_end[static_cast<std::size_t>(i)]);
         const double freq = size / 2 + 1;
@@ -74,7 +82,8 @@ double estimate(const Algorithm& a, const ConvProblem& p) {
         const double transforms = 2.5 * size * std::log2(std::max(2.0, size)) * static_cast<double>(p.n * p.c + p.n * p.k + p.k * p.c_per_group());
         return (pointwise + transforms) / (e.fft * kRate);
     }
-    return macs / (e.gemm * kRate);  // unknown family: assume GEMM-like
+    }
+    throw Error("cpu cost model: '" + std::string(a.id()) + "' has an unknown cost family");
 }
 
 class CpuBackend final : public HostBackend {
@@ -113,7 +122,5 @@ Backend& cpu_backend() {
     static CpuBackend b;
     return b;
 }
-
-double cpu_cost_estimate(const Algorithm& a, const ConvProblem& p) { return estimate(a, p); }
 
 }  // namespace convtune

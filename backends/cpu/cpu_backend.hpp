@@ -9,20 +9,23 @@
 namespace convtune {
 
 Backend& cpu_backend();
-// The CPU cost model's estimate for a (supported) problem, in arbitrary units (ranking only).
-double cpu_cost_estimate(const Algorithm& a, const ConvProblem& p);
 
-// Base for algorithms whose id, notes and backend are fixed at construction.
+// What the cost model that ranks the CPU algorithms (cpu_backend.cpp) estimates an algorithm as.
+enum class CpuFamily { reference, direct_blocked, gemm, gemm_tf32, winograd_f2x3, winograd_f4x3, fft };
+
+// Base for algorithms whose id, notes, cost-model family and backend are fixed at construction.
 class CpuAlgorithm : public Algorithm {
 public:
-    CpuAlgorithm(std::string id, Notes notes) : id_(std::move(id)), notes_(notes) {}
+    CpuAlgorithm(std::string id, Notes notes, CpuFamily family) : id_(std::move(id)), notes_(notes), family_(family) {}
     std::string_view id() const override { return id_; }
     const Backend& backend() const override { return cpu_backend(); }
     Notes notes() const override { return notes_; }
+    CpuFamily family() const { return family_; }
 
 private:
     std::string id_;
     Notes notes_;
+    CpuFamily family_;
 };
 
 // Every CPU algorithm, in the backend's fixed order. Defined next to each algorithm.

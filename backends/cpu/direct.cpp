@@ -128,7 +128,7 @@ void direct(const ConvProblem& p, const ConvTensors& t) {
 
 class Direct final : public CpuAlgorithm {
 public:
-    Direct() : CpuAlgorithm("cpu.direct", Note::reference) {}
+    Direct() : CpuAlgorithm("cpu.direct", Note::reference, CpuFamily::reference) {}
     Support supports(const ConvProblem& p) const override {
         if (auto e = p.check()) return Support::no("invalid problem: " + *e);
         return Support::yes();

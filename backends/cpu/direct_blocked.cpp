@@ -852,7 +852,7 @@ private:
 
 class DirectBlocked final : public CpuAlgorithm {
 public:
-    DirectBlocked() : CpuAlgorithm("cpu.direct_blocked", Note::layout_conversion) {}
+    DirectBlocked() : CpuAlgorithm("cpu.direct_blocked", Note::layout_conversion, CpuFamily::direct_blocked) {}
 
     Support supports(const ConvProblem& p) const override {
         if (auto e = p.check()) return Support::no("invalid problem: " + *e);

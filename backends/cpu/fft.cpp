@@ -549,7 +549,7 @@ private:
 
 class Fft final : public CpuAlgorithm {
 public:
-    Fft() : CpuAlgorithm("cpu.fft", Note::fft) {}
+    Fft() : CpuAlgorithm("cpu.fft", Note::fft, CpuFamily::fft) {}
 
     Support supports(const ConvProblem& p) const override {
         if (auto e = p.check()) return Support::no("invalid problem: " + *e);

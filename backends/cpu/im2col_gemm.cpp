@@ -849,7 +849,7 @@ int64_t bwd_data_taps(const ConvProblem& p) {
 
 class Im2colGemm final : public CpuAlgorithm {
 public:
-    Im2colGemm(std::string id, bool tf32) : CpuAlgorithm(std::move(id), tf32 ? Notes(Note::tensor_core) : Notes{}), tf32_(tf32) {}
+    Im2colGemm(std::string id, bool tf32) : CpuAlgorithm(std::move(id), tf32 ? Notes(Note::tensor_core) : Notes{}, tf32 ? CpuFamily::gemm_tf32 : CpuFamily::gemm), tf32_(tf32) {}
 
     Support supports(const ConvProblem& p) const override {
         if (auto e = p.check()) return Support::no("invalid problem: " + *e);

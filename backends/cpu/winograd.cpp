@@ -575,8 +575,10 @@ private:
 
 template <int m>
 class Winograd final : public CpuAlgorithm {
+    static_assert(m == 2 || m == 4, "the cost model knows F(2x2,3x3) and F(4x4,3x3)");
+
 public:
-    explicit Winograd(std::string id) : CpuAlgorithm(std::move(id), Note::winograd) {}
+    explicit Winograd(std::string id) : CpuAlgorithm(std::move(id), Note::winograd, m == 2 ? CpuFamily::winograd_f2x3 : CpuFamily::winograd_f4x3) {}
 
     Support supports(const ConvProblem& p) const override {
         if (auto e = p.check()) return Support::no("invalid problem: " + *e);

@@ -22,8 +22,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include "convtune/device_tensors.hpp"
+#include "convtune/error.hpp"
 #include "convtune/numeric.hpp"
 #include "cudnn/cudnn_common.hpp"
 #include "cudnn/cudnn_internal.hpp"
@@ -545,23 +548,14 @@ std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const ConvTensor
 std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const CudnnFinderOptions& o) {
     const Backend& b = cudnn_backend();
     if (const std::string& u = unavailable_reason(); !u.empty()) return {setup_failure(Status::unsupported("cuDNN unavailable: " + u))};
-    const std::size_t es = size_of(p.dtype);
-    const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
-                      yb = static_cast<std::size_t>(p.y_elements()) * es;
-    DeviceBuffer x = b.allocate(xb), w = b.allocate(wb), y = b.allocate(yb);
-    if (!x || !w || !y) return {setup_failure(Status::out_of_memory("cudnn_find: cannot allocate the tensors"))};
     // Inputs in [-1, 1): the finder times real arithmetic, not zeros.
-    // (A 64-bit LCG: tensors at batch 32 hold tens of millions of elements.)
-    uint64_t state = 0x9e3779b97f4a7c15ull;
-    for (auto [buf, bytes] : {std::pair{&x, xb}, std::pair{&w, wb}, std::pair{&y, yb}}) {
-        std::vector<std::byte> host(bytes);
-        for (std::size_t i = 0; i < bytes / es; ++i) {
-            state = state * 6364136223846793005ull + 1442695040888963407ull;
-            const double v = static_cast<double>(state >> 40) * 0x1p-23 - 1.0;
-            store_from_double(host.data(), p.dtype, i, v);
-        }
-        b.upload(buf->data(), host.data(), bytes);
+    std::optional<DeviceTensors> t;
+    try {
+        t.emplace(b, p);
+    } catch (const Error& e) {  // the host copy of the data is over the memory budget
+        return {setup_failure(Status::out_of_memory(std::string("cudnn_find: ") + e.what()))};
     }
+    if (!t->ok()) return {setup_failure(Status::out_of_memory("cudnn_find: cannot allocate the tensors"))};
     // The largest workspace any algorithm of the direction asks for, capped by the limit.
     std::size_t need = 0;
     const cudnnMathType_t math = pytorch_math(p.dtype, o.allow_tf32);
@@ -570,7 +564,7 @@ std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const CudnnFinde
     need = std::min(need, o.workspace_limit);
     DeviceBuffer ws = need ? b.allocate(need) : DeviceBuffer{};
     if (need && !ws) need = 0;  // as PyTorch does when the pool cannot give it: search without workspace
-    return cudnn_find(p, ConvTensors{{x.data(), xb}, {w.data(), wb}, {y.data(), yb}}, Workspace{ws.data(), need}, o);
+    return cudnn_find(p, t->views(), Workspace{ws.data(), need}, o);
 }
 
 }  // namespace convtune

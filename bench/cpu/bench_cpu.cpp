@@ -44,10 +44,12 @@
 #include <vector>
 
 #include "convtune/backend.hpp"
+#include "convtune/device_tensors.hpp"
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/problem.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/stats.hpp"
 #include "peak.hpp"
 
 using namespace convtune;
@@ -63,7 +65,7 @@ struct Options {
     int64_t batch = 8;
     std::string dir = "fwd";
     std::vector<std::string> layers, algos, layouts{"nchw", "nhwc"};
-    std::string shapes = std::string(CONVTUNE_PEER_SHAPES_DIR) + "/shapes_resnet_50_v1_5";
+    std::string shapes = std::string(CONVTUNE_SHAPES_DIR) + "/shapes_resnet_50_v1_5";
     double min_time = 0.5;
     int min_samples = 5, max_samples = 50;
     bool include_reference = false;
@@ -211,12 +213,7 @@ struct PeakRecord {
     std::vector<double> samples;
     double value() const { return median(); }  // what ratios use
     double best() const { return samples.empty() ? 0 : *std::max_element(samples.begin(), samples.end()); }
-    double median() const {
-        if (samples.empty()) return 0;
-        std::vector<double> s = samples;
-        std::sort(s.begin(), s.end());
-        return s[s.size() / 2];
-    }
+    double median() const { return convtune::median(samples); }
 };
 
 // ------------------------------------------------------------------------------------------
@@ -284,26 +281,15 @@ Status timed_run(const Algorithm& a, const ConvProblem& p, const ConvTensors& t,
 // ------------------------------------------------------------------------------------------
 // Measuring one layer
 
-struct Tensors {  // one backend's copy of the layer's tensors
-    DeviceBuffer x, w, y;
-    ConvTensors views;
-};
-
 struct Entry {
     const Candidate* cand;
     Result* result;
-    Tensors* tensors;
+    DeviceTensors* tensors;  // its backend's copy of the layer's tensors
     DeviceBuffer ws;
     Workspace workspace;
     int target = 0;
     bool done = false;
 };
-
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 void measure_layer(const Options& o, const Config& cfg, const Layer& layer, const std::vector<Candidate>& cands,
                    std::vector<Result>& out, PeakRecord& peak) {
@@ -311,7 +297,7 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
     p.direction = cfg.dir;
     p.layout = cfg.layout;
     HostTensors host = make_host_tensors(p, 1);
-    std::map<std::string, std::unique_ptr<Tensors>> per_backend;
+    std::map<std::string, std::unique_ptr<DeviceTensors>> per_backend;
     const std::size_t first = out.size();
     std::vector<Entry> entries;
     std::vector<float> reference_out;
@@ -351,20 +337,13 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
         const Backend& b = a.backend();
         auto& tp = per_backend[std::string(b.name())];
         if (!tp) {
-            tp = std::make_unique<Tensors>();
-            tp->x = b.allocate(host.x.size());
-            tp->w = b.allocate(host.w.size());
-            tp->y = b.allocate(host.y.size());
-            if (!tp->x || !tp->w || !tp->y) {
+            tp = std::make_unique<DeviceTensors>(b, p, host.views());
+            if (!tp->ok()) {
                 r.kind = Kind::failed;
                 r.reason = "cannot allocate the tensors";
                 tp.reset();
                 continue;
             }
-            b.upload(tp->x.data(), host.x.data(), host.x.size());
-            b.upload(tp->w.data(), host.w.data(), host.w.size());
-            b.upload(tp->y.data(), host.y.data(), host.y.size());
-            tp->views = {{tp->x.data(), host.x.size()}, {tp->w.data(), host.w.size()}, {tp->y.data(), host.y.size()}};
         }
         Entry e{&c, &r, tp.get(), {}, {}, 0, false};
         r.workspace = a.workspace_size(p);  // oneDNN builds its primitive here
@@ -379,9 +358,9 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
         e.workspace = {e.ws.data(), r.workspace};
         // The output starts as NaN for every algorithm, so a stale result cannot pass the guard.
         const std::vector<std::byte>& out_host = output_of(host);
-        void* out_dev = p.direction == Direction::fwd ? tp->y.data() : p.direction == Direction::bwd_data ? tp->x.data() : tp->w.data();
+        void* out_dev = tp->output().data;
         b.upload(out_dev, out_host.data(), out_host.size());
-        Status st = a.run(p, tp->views, e.workspace);  // warm-up
+        Status st = a.run(p, tp->views(), e.workspace);  // warm-up
         b.synchronize();
         if (!st.ok()) {
             r.kind = Kind::failed;
@@ -404,7 +383,7 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
             r.deviation_from = reference_id;
         }
         // First timed sample: sets how many samples min-time needs.
-        st = timed_run(a, p, tp->views, e.workspace, r);
+        st = timed_run(a, p, tp->views(), e.workspace, r);
         if (!st.ok()) {
             r.kind = Kind::failed;
             r.reason = std::string(st.code_name()) + ": " + st.message;
@@ -421,7 +400,7 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
         if (round < kPeakRounds) peak.samples.push_back(bench::peak_gflops(cfg.threads, peak.iterations));
         for (Entry& e : entries) {
             if (e.done || static_cast<int>(e.result->samples.size()) >= e.target) continue;
-            const Status st = timed_run(*e.cand->algo, p, e.tensors->views, e.workspace, *e.result);
+            const Status st = timed_run(*e.cand->algo, p, e.tensors->views(), e.workspace, *e.result);
             if (!st.ok()) {
                 e.result->kind = Kind::failed;
                 e.result->reason = std::string(st.code_name()) + ": " + st.message;
@@ -434,7 +413,7 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
     for (Entry& e : entries) {
         Result& r = *e.result;
         if (r.kind != Kind::ok || r.samples.empty()) continue;
-        r.ms = median_of(r.samples);
+        r.ms = median(r.samples);
         r.min_ms = *std::min_element(r.samples.begin(), r.samples.end());
         r.max_ms = *std::max_element(r.samples.begin(), r.samples.end());
         r.gflops = p.flops() / (r.ms * 1e6);

@@ -31,9 +31,11 @@
 #include <string>
 #include <vector>
 
+#include "convtune/device_tensors.hpp"
 #include "convtune/flags.hpp"
 #include "convtune/numeric.hpp"
 #include "convtune/selector.hpp"
+#include "convtune/stats.hpp"
 #include "convtune/problem.hpp"
 #include "cudnn/cudnn_backend.hpp"
 
@@ -58,49 +60,16 @@ double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// As the Selector's filters: on the notes the algorithm has on p (precondition: it supports p).
+// The Selector's flag filters, on the notes the algorithm has on p (precondition: it supports p).
 bool allowed(const Algorithm& a, const ConvProblem& p, bool allow_tf32) {
-    const Notes n = a.notes_for(p);
-    if (n.has(Note::down_convert_inputs)) return false;
-    if (p.dtype == DataType::f32 && !allow_tf32 && n.has(Note::tensor_core)) return false;
-    return true;
-}
-
-struct Tensors {
-    DeviceBuffer x, w, y;
-    ConvTensors views;
-};
-
-// Device tensors filled with values in [-1, 1) (a 64-bit LCG: tens of millions of elements).
-std::optional<Tensors> make_tensors(const Backend& b, const ConvProblem& p) {
-    const std::size_t es = size_of(p.dtype);
-    const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
-                      yb = static_cast<std::size_t>(p.y_elements()) * es;
-    Tensors t{b.allocate(xb), b.allocate(wb), b.allocate(yb), {}};
-    if (!t.x || !t.w || !t.y) return std::nullopt;
-    uint64_t state = 0x2545f4914f6cdd1dull;
-    for (auto [buf, bytes] : {std::pair{&t.x, xb}, std::pair{&t.w, wb}, std::pair{&t.y, yb}}) {
-        std::vector<std::byte> host(bytes);
-        for (std::size_t i = 0; i < bytes / es; ++i) {
-            state = state * 6364136223846793005ull + 1442695040888963407ull;
-            store_from_double(host.data(), p.dtype, i, static_cast<double>(state >> 40) * 0x1p-23 - 1.0);
-        }
-        b.upload(buf->data(), host.data(), bytes);
-    }
-    t.views = {{t.x.data(), xb}, {t.w.data(), wb}, {t.y.data(), yb}};
-    return t;
+    FlagValues f;
+    f.allow_tf32 = allow_tf32;
+    return flag_filter_reason(a.notes_for(p), p, f).empty();
 }
 
 // Median ms of `samples` samples of `inner` back-to-back runs, after one warm-up run; nullopt
 // (with the status) when the algorithm does not run.
-std::optional<double> time_algorithm(const Algorithm& a, const ConvProblem& p, const Tensors& t, int samples, int inner, Status* status) {
+std::optional<double> time_algorithm(const Algorithm& a, const ConvProblem& p, const DeviceTensors& t, int samples, int inner, Status* status) {
     const Backend& b = a.backend();
     const std::size_t wsb = a.workspace_size(p);
     DeviceBuffer ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
@@ -109,14 +78,14 @@ std::optional<double> time_algorithm(const Algorithm& a, const ConvProblem& p, c
         return std::nullopt;
     }
     const Workspace w{ws.data(), wsb};
-    Status s = a.run(p, t.views, w);
+    Status s = a.run(p, t.views(), w);
     b.synchronize();
     if (status) *status = s;
     if (!s.ok()) return std::nullopt;
     std::vector<double> v;
     for (int i = 0; i < samples; ++i)
         v.push_back(b.time_ms([&] {
-            for (int j = 0; j < inner; ++j) a.run(p, t.views, w);
+            for (int j = 0; j < inner; ++j) a.run(p, t.views(), w);
         }) / inner);
     return median(v);
 }
@@ -230,10 +199,10 @@ int main(int argc, char** argv) {
                 w.dtype = pr.dtype;
                 w.layout = pr.layout;
                 w.direction = parse_direction(d);
-                if (auto t = make_tensors(b, w)) {
+                if (const DeviceTensors t(b, w); t.ok()) {
                     const auto order = b.heuristic_order(w);
-                    if (!order.empty()) time_algorithm(*order.front(), w, *t, 1, 1, nullptr);
-                    cudnn_find(w, t->views, {}, {});
+                    if (!order.empty()) time_algorithm(*order.front(), w, t, 1, 1, nullptr);
+                    cudnn_find(w, t.views(), {}, {});
                 }
             }
         fmt::print("warm-up (library loading, not counted): {:.0f} ms\n", now_ms() - t0);
@@ -339,8 +308,8 @@ int main(int argc, char** argv) {
                 p.layout = pr->layout;
                 p.direction = dir;
                 r.problem = p;
-                auto t = make_tensors(b, p);
-                if (!t) {
+                const auto t = std::make_unique<DeviceTensors>(b, p);
+                if (!t->ok()) {
                     fmt::print("{}: cannot allocate tensors\n", l.name);
                     continue;
                 }
@@ -362,7 +331,7 @@ int main(int argc, char** argv) {
                 {
                     FlagValues f = parse_flags("benchmark=0");
                     f.allow_tf32 = pr->allow_tf32;
-                    r.heuristic = selector_first_call(b, p, t->views, f);
+                    r.heuristic = selector_first_call(b, p, t->views(), f);
                 }
                 // 2. cuDNN's finder (legacy algorithms)
                 {
@@ -373,7 +342,7 @@ int main(int argc, char** argv) {
                     DeviceBuffer ws = need ? b.allocate(need) : DeviceBuffer{};
                     if (need && !ws) need = 0;
                     const double t0 = now_ms();
-                    const auto res = cudnn_find(p, t->views, Workspace{ws.data(), need}, {pr->allow_tf32, SIZE_MAX});
+                    const auto res = cudnn_find(p, t->views(), Workspace{ws.data(), need}, {pr->allow_tf32, SIZE_MAX});
                     r.finder.search_ms = now_ms() - t0;
                     for (const auto& f : res)
                         if (f.status.ok() && f.algorithm) {
@@ -387,7 +356,7 @@ int main(int argc, char** argv) {
                 {
                     FlagValues f = parse_flags(policy_flags, parse_flags("benchmark=1"));
                     f.allow_tf32 = pr->allow_tf32;
-                    r.policy = selector_first_call(b, p, t->views, f);
+                    r.policy = selector_first_call(b, p, t->views(), f);
                 }
                 // 4. an exhaustive timed search over everything supported and allowed
                 {

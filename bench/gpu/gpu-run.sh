@@ -25,7 +25,7 @@ NV=$($PY -c "import nvidia; print(list(nvidia.__path__)[0])" 2>/dev/null) || { e
 LIBS=""
 for d in "$NV"/*/lib; do [ -d "$d" ] && LIBS="$LIBS$d:"; done
 export LD_LIBRARY_PATH="$LIBS$PKG/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export CONVTUNE_PEER_SHAPES_DIR="$PKG/shapes"
+export CONVTUNE_SHAPES_DIR="$PKG/shapes"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 
 {

@@ -8,7 +8,7 @@
 # The problems of WORKLOAD come from bench/sim/data/<net>-<mode>-<precision>-b<batch>.json
 # (made by bench/sim/make-problems.sh). Writes OUT/<workload>-measure.json (pytorch_measure's grid)
 # and OUT/<workload>-runs.json (one line per network run). Environment: RUNS (default 3),
-# MEASURE_RUNS (default 2), ITERATIONS (default 20).
+# MEASURE_RUNS (default 2; 0 skips the per-problem measurements), ITERATIONS (default 20).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1
@@ -24,9 +24,11 @@ for w in "$@"; do
   problems="$here/data/$name.json"
   tf32=1
   [ "$precision" = fp32 ] && tf32=0
+  if [ "$MEASURE_RUNS" -gt 0 ]; then
   echo "== $name: per-problem measurements ($(python3 -c "import json;print(len(json.load(open('$problems'))))") calls)"
   python3 "$here/../../python/convtune/pytorch_measure.py" grid --problems "$problems" --allow-tf32 $tf32 \
     --runs "$MEASURE_RUNS" --out "$out/$name-measure.json"
+  fi
   echo "== $name: network runs"
   : >"$out/$name-runs.json"
   for r in $(seq 1 "$RUNS"); do

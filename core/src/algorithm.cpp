@@ -49,6 +49,11 @@ double default_error_bound(const ConvProblem& p, Notes notes) {
     return bound;
 }
 
+double error_floor(const ConvProblem& p) {
+    const DataType acc = p.dtype == DataType::f64 ? DataType::f64 : DataType::f32;
+    return 64.0 * static_cast<double>(p.reduction_length()) * subnormal_rounding(acc) + subnormal_rounding(p.dtype);
+}
+
 Notes Algorithm::notes_for(const ConvProblem&) const { return notes(); }
 
 double Algorithm::error_bound(const ConvProblem& p) const { return default_error_bound(p, notes()); }

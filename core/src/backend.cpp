@@ -19,7 +19,7 @@ void require_available(const Backend& b) {
         throw InvalidRequest("backend", "'" + std::string(b.name()) + "' is unavailable here: " + av.reason);
 }
 
-std::vector<const Algorithm*> Backend::heuristic_order(const ConvProblem& p) const {
+std::vector<const Algorithm*> Catalogue::heuristic_order(const ConvProblem& p) const {
     std::vector<const Algorithm*> r;
     for (const Algorithm* a : algorithms())
         if (a->supports(p)) r.push_back(a);
@@ -48,9 +48,9 @@ std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool 
     return std::make_unique<ListRanking>(std::move(order), decided, std::move(unsuggested));
 }
 
-std::unique_ptr<Ranking> Backend::ranking(const ConvProblem& p) const { return list_ranking(heuristic_order(p), true); }
+std::unique_ptr<Ranking> Catalogue::ranking(const ConvProblem& p) const { return list_ranking(heuristic_order(p), true); }
 
-const Algorithm* Backend::find(std::string_view id) const {
+const Algorithm* Catalogue::find(std::string_view id) const {
     for (const Algorithm* a : algorithms())
         if (a->id() == id) return a;
     return nullptr;

@@ -2,11 +2,15 @@
 //
 // Grammar (benchdnn's "knobs_desc"): entries gX mbX icX idX ihX iwX ocX odX ohX owX kdX khX kwX
 // sdX shX swX pdX phX pwX ddX dhX dwX nNAME, in any order, optionally separated by '_'.
-// Defaults g1 mb2, strides 1, dilations 0 (benchdnn's dilation is 0-based: d0 = dense).
-// Missing spatial values are promoted from the next higher dimension (w from h, h from d);
-// any d entry makes the problem 3-D, any h entry 2-D, otherwise it is 1-D. A missing output
-// size is deduced from the padding; a missing padding whose output is given is deduced from
-// the output; the end padding is always implied by the sizes and may be asymmetric or negative.
+// The dimension rule is oneDNN's own (tests/benchdnn/conv/conv_aux.cpp, str2desc, and
+// sanitize_desc in tests/benchdnn/dnnl_common.cpp): defaults g1 mb2, strides 1, dilations 0
+// (0-based: d0 = dense). Each spatial dimension that has entries is completed on its own: its
+// missing stride is 1, its dilation 0, a missing output is deduced from the padding (0 when also
+// missing) and a missing padding from the output. A lower dimension is copied whole from the one
+// above only when it has no entries at all. Any d entry makes the problem 3-D (and then h and w
+// are both given or both copied), else any h entry 2-D, else 1-D. The end padding is always
+// implied by the sizes and may be asymmetric or negative.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <fstream>
@@ -72,6 +76,7 @@ Desc tokenize(std::string_view s) {
             throw ParseError("entry '" + key + "' has no valid number at position " + std::to_string(j + 1));
         if (d.v.count(key)) throw ParseError("entry '" + key + "' given twice");
         if (val >= (int64_t{1} << 31) || val <= -(int64_t{1} << 31)) throw ParseError("entry '" + key + "': magnitude must be below 2^31 (got " + std::to_string(val) + ")");
+        if (val < 0) throw ParseError(key + ": must not be negative (got " + std::to_string(val) + ")");
         d.v[key] = val;
         i = e;
     }
@@ -81,20 +86,60 @@ Desc tokenize(std::string_view s) {
 }  // namespace
 
 ConvProblem ConvProblem::parse_benchdnn(std::string_view text, std::string* name) {
-    Desc d = tokenize(text);
-    auto has = [&](const char* k) { return d.v.count(k) != 0; };
-    auto get = [&](const char* k, int64_t def) { return has(k) ? d.v.at(k) : def; };
+    const Desc d = tokenize(text);
+    auto get = [&](const std::string& k, int64_t def) { return d.v.count(k) ? d.v.at(k) : def; };
+    if (d.v.count("g") && d.v.at("g") == 0) throw ParseError("g: groups must be >= 1 (got 0)");
+    if (get("ic", 0) == 0) throw ParseError("ic: missing or 0 (input channels are required)");
+    if (get("oc", 0) == 0) throw ParseError("oc: missing or 0 (output channels are required)");
 
+    // One spatial dimension as benchdnn holds it: 0 means "not given" for the sizes and the
+    // dilation, -1 for the padding (conv_aux.cpp, str2desc).
+    struct Dim {
+        int64_t i, o, k, s, p, d;
+    };
     const char dimc[3] = {'d', 'h', 'w'};
     auto key = [&](char prefix, int dim) { return std::string{prefix, dimc[dim]}; };
-    auto any_of_dim = [&](int dim) {
-        for (char p : {'i', 'o', 'k', 's', 'p', 'd'})
-            if (has(key(p, dim).c_str())) return true;
-        return false;
-    };
-    int nd = any_of_dim(0) ? 3 : any_of_dim(1) ? 2 : 1;
-    if (!has("ic")) throw ParseError("ic: missing (input channels are required)");
-    if (!has("oc")) throw ParseError("oc: missing (output channels are required)");
+    std::array<Dim, 3> dims{};
+    std::array<bool, 3> given{};
+    for (int dim = 0; dim < 3; ++dim) {
+        Dim& x = dims[static_cast<std::size_t>(dim)];
+        x = {get(key('i', dim), 0), get(key('o', dim), 0), get(key('k', dim), 0),
+             get(key('s', dim), 1), get(key('p', dim), -1), get(key('d', dim), 0)};
+        if (x.s == 0) throw ParseError(key('s', dim) + ": stride must be >= 1 (got 0)");
+        // A dimension has entries unless every value is benchdnn's "not given" (a stride of 1 or
+        // a padding of 0 alone does not count).
+        given[static_cast<std::size_t>(dim)] = (x.i | x.o | x.k | x.d) != 0 || x.s != 1 || x.p >= 1;
+        if (!given[static_cast<std::size_t>(dim)]) continue;
+        if (x.i == 0) throw ParseError(key('i', dim) + ": missing or 0 (input size is required in a dimension that has entries)");
+        if (x.k == 0) throw ParseError(key('k', dim) + ": missing or 0 (kernel size is required in a dimension that has entries)");
+        const int64_t ek = (x.k - 1) * (x.d + 1) + 1;
+        if (x.o == 0) {
+            if (x.p < 0) x.p = 0;
+            x.o = (x.i - ek + 2 * x.p) / x.s + 1;  // truncating division, as benchdnn's
+            if (x.o <= 0)
+                throw ParseError(key('o', dim) + ": deduced output size " + std::to_string(x.o) + " is below 1 (input " +
+                                 std::to_string(x.i) + ", dilated kernel " + std::to_string(ek) + ", padding " + std::to_string(x.p) + ")");
+        } else if (x.p < 0) {
+            x.p = ((x.o - 1) * x.s - x.i + ek) / 2;
+        }
+    }
+    // sanitize_desc: a lower dimension is copied whole from the one above only when it has no
+    // entries at all; a 3-D descriptor gives both h and w or neither.
+    int nd = 0;
+    if (given[0]) {
+        nd = 3;
+        if (!given[1] && !given[2]) dims[1] = dims[2] = dims[0];
+        else if (!given[1] || !given[2])
+            throw ParseError(std::string(given[1] ? "iw" : "ih") +
+                             ": missing (a descriptor with d entries gives entries for both h and w, or for neither)");
+    } else if (given[1]) {
+        nd = 2;
+        if (!given[2]) dims[2] = dims[1];
+    } else if (given[2]) {
+        nd = 1;
+    } else {
+        throw ParseError("ih: missing (no spatial dimension: give at least ih and kh, or id/kd, or iw/kw)");
+    }
 
     ConvProblem p;
     p.spatial_dims = nd;
@@ -102,70 +147,59 @@ ConvProblem ConvProblem::parse_benchdnn(std::string_view text, std::string* name
     p.groups = get("g", 1);
     p.c = d.v.at("ic");
     p.k = d.v.at("oc");
-    const int first = 3 - nd;  // benchdnn dim index of the outermost used dim
-    // Promote each kind of value from the next higher used dim. `def` < 0 means required.
-    auto fetch = [&](char prefix, int64_t def, std::array<std::optional<int64_t>, 3>& out) {
-        std::optional<int64_t> prev;
-        for (int dim = first; dim < 3; ++dim) {
-            const std::string k = key(prefix, dim);
-            if (has(k.c_str())) prev = d.v.at(k);
-            out[static_cast<std::size_t>(dim)] = prev;
-        }
-        for (int dim = first; dim < 3; ++dim) {
-            auto& o = out[static_cast<std::size_t>(dim)];
-            if (!o && def != INT64_MIN) o = def;
-        }
-    };
-    std::array<std::optional<int64_t>, 3> I, O, K, S, P, D;
-    fetch('i', INT64_MIN, I);
-    fetch('o', INT64_MIN, O);
-    // An output size is promoted only together with its input size; a dim that names its own
-    // input size but no output size gets its output deduced.
-    for (int dim = first; dim < 3; ++dim)
-        if (has(key('i', dim).c_str()) && !has(key('o', dim).c_str())) O[static_cast<std::size_t>(dim)].reset();
-    fetch('k', INT64_MIN, K);
-    fetch('s', 1, S);
-    fetch('p', INT64_MIN, P);
-    fetch('d', 0, D);
-    for (int dim = first; dim < 3; ++dim) {
-        const auto u = static_cast<std::size_t>(dim);
-        const int slot = dim - first;
+    for (int slot = 0; slot < nd; ++slot) {
+        const Dim& x = dims[static_cast<std::size_t>(3 - nd + slot)];
         const auto s = static_cast<std::size_t>(slot);
-        if (!I[u]) throw ParseError(key('i', dim) + ": missing (input size is required)");
-        if (!K[u]) throw ParseError(key('k', dim) + ": missing (kernel size is required)");
-        const int64_t i = *I[u], k = *K[u], st = *S[u], dl = *D[u];
-        if (st < 1) throw ParseError(key('s', dim) + ": stride must be >= 1 (got " + std::to_string(st) + ")");
-        if (dl < 0) throw ParseError(key('d', dim) + ": dilation must be >= 0 (benchdnn's 0-based dilation; got " + std::to_string(dl) + ")");
-        if (k < 1) throw ParseError(key('k', dim) + ": kernel size must be >= 1 (got " + std::to_string(k) + ")");
-        if (i < 1) throw ParseError(key('i', dim) + ": input size must be >= 1 (got " + std::to_string(i) + ")");
-        const int64_t ek = (k - 1) * (dl + 1) + 1;
-        int64_t pb = 0, o = 0;
-        if (P[u]) {
-            pb = *P[u];
-            o = O[u] ? *O[u] : (i - ek + 2 * pb) / st + 1;
-            if (!O[u] && i - ek + 2 * pb < 0) o = 0;
-        } else if (O[u]) {
-            o = *O[u];
-            pb = ((o - 1) * st - i + ek) / 2;
-        } else {
-            pb = 0;
-            o = i - ek < 0 ? 0 : (i - ek) / st + 1;
-        }
-        if (o < 1)
-            throw ParseError(key('o', dim) + ": deduced output size " + std::to_string(o) + " is below 1 (input " + std::to_string(i) +
-                             ", dilated kernel " + std::to_string(ek) + ", padding " + std::to_string(pb) + ")");
-        p.in[s] = i;
-        p.kernel[s] = k;
-        p.stride[s] = st;
-        p.dilation[s] = dl + 1;
-        p.pad_begin[s] = pb;
-        p.pad_end[s] = (o - 1) * st - i + ek - pb;
-        if (p.out(slot) != o)
-            throw ParseError(key('o', dim) + ": output size " + std::to_string(o) + " is inconsistent with the other sizes");
+        p.in[s] = x.i;
+        p.kernel[s] = x.k;
+        p.stride[s] = x.s;
+        p.dilation[s] = x.d + 1;
+        p.pad_begin[s] = x.p;
+        p.pad_end[s] = (x.o - 1) * x.s - x.i + ((x.k - 1) * (x.d + 1) + 1) - x.p;  // desc_t::init_pad_r
     }
     p.validate();
     if (name) *name = d.name;
     return p;
+}
+
+int parse_repeat(std::string_view digits, std::string_view what) {
+    const std::string w(what), text(digits);
+    int64_t r = 0;
+    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), r);
+    if (digits.empty() || ptr != digits.data() + digits.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+        throw ParseError(w + ": '" + text + "' is not an integer");
+    if (digits.front() == '-' || (ec == std::errc() && r < 1)) throw ParseError(w + ": must be >= 1 (got " + text + ")");
+    if (ec == std::errc::result_out_of_range || r > kMaxRepeat)
+        throw ParseError(w + ": " + text + " is above the maximum of " + std::to_string(kMaxRepeat));
+    return static_cast<int>(r);
+}
+
+bool is_canonical_form(std::string_view text) {
+    // The first '=' of a canonical line closes its first key, which has no digit; a benchdnn
+    // descriptor has a digit (ic3...) or its quoted name before any '='.
+    const auto eq = text.find('=');
+    if (eq == std::string_view::npos) return false;
+    const std::string_view head = text.substr(0, eq);
+    return std::none_of(head.begin(), head.end(), [](char c) { return c == '"' || (c >= '0' && c <= '9'); });
+}
+
+std::string to_shape_line(const ConvProblem& p, std::string_view name, int repeat) {
+    std::string s = p.to_string();
+    if (!name.empty()) {
+        s += "  # ";
+        s += name;
+        if (repeat > 1) s += " x" + std::to_string(repeat);
+    }
+    return s;
+}
+
+std::string_view strip_comment(std::string_view line) {
+    bool quoted = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+        if (line[i] == '"') quoted = !quoted;
+        else if (line[i] == '#' && !quoted) return line.substr(0, i);
+    }
+    return line;
 }
 
 std::vector<ShapeLine> parse_shape_text(std::string_view text) {
@@ -173,32 +207,30 @@ std::vector<ShapeLine> parse_shape_text(std::string_view text) {
     int line_no = 0;
     while (!text.empty()) {
         const auto nl = text.find('\n');
-        std::string_view line = text.substr(0, nl);
+        std::string_view line = strip_comment(text.substr(0, nl));
         text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
         ++line_no;
         while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.remove_prefix(1);
         while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
-        if (line.empty() || line.front() == '#') continue;
+        if (line.empty()) continue;
         ShapeLine sl;
         sl.line_number = line_no;
         try {
-            if (line.find('=') != std::string_view::npos) {
+            if (is_canonical_form(line)) {
                 sl.problem = ConvProblem::parse(line);
             } else {
                 sl.problem = ConvProblem::parse_benchdnn(line, &sl.name);
+                // A name ending in "*N" (N an integer, possibly negative) carries a repeat hint.
+                const auto star = sl.name.rfind('*');
+                const std::string_view tail = star == std::string::npos ? std::string_view{} : std::string_view(sl.name).substr(star + 1);
+                const std::string_view digits = !tail.empty() && tail.front() == '-' ? tail.substr(1) : tail;
+                if (!digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+                    sl.repeat = parse_repeat(tail, "name: repeat hint");
+                    sl.name.resize(star);
+                }
             }
         } catch (const Error& e) {
             throw ParseError("line " + std::to_string(line_no) + ": " + e.what() + " in '" + std::string(line) + "'");
-        }
-        const auto star = sl.name.rfind('*');
-        if (star != std::string::npos) {
-            int r = 0;
-            const std::string_view tail = std::string_view(sl.name).substr(star + 1);
-            auto [ptr, ec] = std::from_chars(tail.data(), tail.data() + tail.size(), r);
-            if (ec == std::errc() && ptr == tail.data() + tail.size() && r >= 1) {
-                sl.repeat = r;
-                sl.name.resize(star);
-            }
         }
         out.push_back(std::move(sl));
     }

@@ -1,29 +1,62 @@
 #include "convtune/flags.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <mutex>
+#include <string>
 #include <sstream>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 #include "convtune/error.hpp"
+#include "convtune/policy.hpp"
+#include "policies/policies.hpp"
 
 namespace convtune {
 
-std::string_view to_string(Policy p) {
-    switch (p) {
-        case Policy::pytorch: return "pytorch";
-        case Policy::pytorch_v7: return "pytorch-v7";
-        case Policy::convtune: return "convtune";
-        case Policy::adaptive: return "adaptive";
-    }
-    return "?";
+// The policy registry: each policy's user-facing name and its object (core/src/policies/), in
+// the order of Policy. A new policy is one row here, its enumerator and its file.
+namespace {
+
+struct PolicyEntry {
+    Policy id;
+    std::string_view name;
+    const SelectionPolicy& (*object)();
+};
+
+constexpr PolicyEntry kPolicies[] = {
+    {Policy::pytorch, "pytorch", policies::pytorch},
+    {Policy::pytorch_v7, "pytorch-v7", policies::pytorch_v7},
+    {Policy::convtune, "convtune", policies::convtune},
+    {Policy::adaptive, "adaptive", policies::adaptive},
+};
+
+constexpr Policy kPolicyIds[] = {Policy::pytorch, Policy::pytorch_v7, Policy::convtune, Policy::adaptive};
+static_assert(std::size(kPolicyIds) == std::size(kPolicies));
+
+const PolicyEntry& entry(Policy p) {
+    for (const PolicyEntry& e : kPolicies)
+        if (e.id == p) return e;
+    throw Error("policy: unregistered policy " + std::to_string(static_cast<int>(p)));
 }
 
+}  // namespace
+
+std::string_view to_string(Policy p) { return entry(p).name; }
+
+const SelectionPolicy& policy_of(Policy p) { return entry(p).object(); }
+
+std::span<const Policy> all_policies() { return kPolicyIds; }
+
 Policy parse_policy(std::string_view s) {
-    for (Policy p : {Policy::pytorch, Policy::pytorch_v7, Policy::convtune, Policy::adaptive})
-        if (s == to_string(p)) return p;
-    throw ParseError("policy: unknown policy '" + std::string(s) + "' (expected pytorch, pytorch-v7, convtune or adaptive)");
+    std::string known;  // "a, b, c or d"
+    for (std::size_t i = 0; i < std::size(kPolicies); ++i) {
+        if (s == kPolicies[i].name) return kPolicies[i].id;
+        known += std::string(i == 0 ? "" : i + 1 == std::size(kPolicies) ? " or " : ", ") + std::string(kPolicies[i].name);
+    }
+    throw ParseError("policy: unknown policy '" + std::string(s) + "' (expected " + known + ")");
 }
 
 std::string FlagValues::to_string() const {
@@ -97,14 +130,18 @@ const BoolFlag* find_bool_flag(std::string_view key) {
 std::span<const char* const> flag_names() { return kFlagNames; }
 
 FlagValues parse_flags(std::string_view text, FlagValues f) {
+    std::vector<std::string> seen;
     while (!text.empty()) {
         const auto comma = text.find(',');
         std::string_view item = text.substr(0, comma);
-        text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
-        if (item.empty()) continue;
+        const bool last = comma == std::string_view::npos;
+        text = last ? std::string_view{} : text.substr(comma + 1);
+        if (item.empty() || (!last && text.empty())) throw ParseError("flags: empty entry (two commas in a row, or a comma at an end?)");
         const auto eq = item.find('=');
         if (eq == std::string_view::npos) throw ParseError("flags: entry '" + std::string(item) + "' is not key=value");
         const std::string key(item.substr(0, eq));
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) throw ParseError(key + ": given twice");
+        seen.push_back(key);
         const std::string_view v = item.substr(eq + 1);
         if (const BoolFlag* b = find_bool_flag(key)) f.*(b->field) = parse_bool(key, v);
         else if (key == "policy") f.policy = parse_policy(v);

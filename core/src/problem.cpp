@@ -341,7 +341,7 @@ ConvProblem ConvProblem::parse(std::string_view text) {
 }
 
 ConvProblem ConvProblem::parse_any(std::string_view text) {
-    if (text.find('=') != std::string_view::npos) return parse(text);
+    if (is_canonical_form(text)) return parse(text);
     return parse_benchdnn(text);
 }
 

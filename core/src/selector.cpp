@@ -3,34 +3,31 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <unordered_set>
 
+#include "convtune/device_tensors.hpp"
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
+#include "convtune/measurement.hpp"
+#include "convtune/policy.hpp"
+#include "convtune/stats.hpp"
 
 namespace convtune {
 
-std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f) {
-    std::string k = std::string(b.name()) + "|" + p.to_string() + "|det=" + (f.deterministic ? "1" : "0") +
-                    "|tf32=" + (f.allow_tf32 ? "1" : "0");
-    // PyTorch's key has no `benchmark` (its quirk); convtune's has.
-    if (f.policy == Policy::convtune || f.policy == Policy::adaptive) k += std::string("|bench=") + (f.benchmark ? "1" : "0");
-    if (f.workspace_limit != FlagValues{}.workspace_limit) k += "|ws=" + std::to_string(f.workspace_limit);
-    k += "|policy=" + std::string(to_string(f.policy));
-    return k;
+std::string flag_filter_reason(const Notes& notes, const ConvProblem& p, const FlagValues& f) {
+    if (f.deterministic && notes.has(Note::nondeterministic)) return "deterministic=1 drops NONDETERMINISTIC";
+    if (p.dtype == DataType::f32 && !f.allow_tf32 && notes.has(Note::tensor_core)) return "allow_tf32=0 drops TENSOR_CORE for f32";
+    if (notes.has(Note::down_convert_inputs)) return "DOWN_CONVERT_INPUTS is always dropped";
+    return {};
 }
+
+std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f) { return CacheKey::of(b, p, f).to_string(); }
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double median_of(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 // The candidate for algorithm a: its support decided and the flags' filters applied. The
 // workspace is asked here only when a limit needs it: asking can build a plan (cuDNN compiles a
@@ -48,15 +45,9 @@ Candidate evaluate(const Algorithm& a, const ConvProblem& p, const FlagValues& f
     c.notes = a.notes_for(p);
     const bool limited = f.workspace_limit != FlagValues{}.workspace_limit;
     if (limited) c.workspace = a.workspace_size(p);
-    if (f.deterministic && c.notes.has(Note::nondeterministic)) {
+    if (std::string why = flag_filter_reason(c.notes, p, f); !why.empty()) {
         c.state = Candidate::State::filtered;
-        c.reason = "deterministic=1 drops NONDETERMINISTIC";
-    } else if (p.dtype == DataType::f32 && !f.allow_tf32 && c.notes.has(Note::tensor_core)) {
-        c.state = Candidate::State::filtered;
-        c.reason = "allow_tf32=0 drops TENSOR_CORE for f32";
-    } else if (c.notes.has(Note::down_convert_inputs)) {
-        c.state = Candidate::State::filtered;
-        c.reason = "DOWN_CONVERT_INPUTS is always dropped";
+        c.reason = std::move(why);
     } else if (limited && *c.workspace > f.workspace_limit) {
         c.state = Candidate::State::over_workspace;
         c.reason = "workspace " + std::to_string(*c.workspace) + " B > limit " + std::to_string(f.workspace_limit) + " B";
@@ -89,9 +80,6 @@ std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vec
     return cands;
 }
 
-// How many eligible candidates a search under f times at most (-1: all).
-int search_reach(const FlagValues& f) { return f.policy != Policy::pytorch_v7 && f.benchmark_limit > 0 ? f.benchmark_limit : -1; }
-
 std::string no_candidate_message(const Backend& b, const ConvProblem& p, const std::vector<Candidate>& cands) {
     std::string m = "no algorithm of backend '" + std::string(b.name()) + "' can run " + p.to_string() + " under these flags";
     for (const Candidate& c : cands) m += "\n  " + c.id + ": " + std::string(to_string(c.state)) + (c.reason.empty() ? "" : ": " + c.reason);
@@ -99,6 +87,14 @@ std::string no_candidate_message(const Backend& b, const ConvProblem& p, const s
 }
 
 const Algorithm* lookup(const Backend& b, const std::string& id) { return b.find(id); }
+
+// The samples of a decision's chosen candidate.
+const std::vector<double>& winner_samples(const Decision& d) {
+    static const std::vector<double> none;
+    for (const Candidate& c : d.candidates)
+        if (c.id == d.algorithm) return c.samples_ms;
+    return none;
+}
 
 // The candidate's workspace, asked of its algorithm the first time it is needed.
 std::size_t workspace_of(const Backend& b, const ConvProblem& p, Candidate& c) {
@@ -113,14 +109,15 @@ std::size_t workspace_of(const Backend& b, const ConvProblem& p, Candidate& c) {
 
 // The candidates of one decision, built only as far as the decision needs them: each algorithm
 // the backend's ranking yields has its support decided and the filters applied when reached.
-// convtune and adaptive never run a naive reference implementation (Note::reference) when any
+// The convtune policies never run a naive reference implementation (Note::reference) when any
 // other candidate is eligible (timing one costs seconds on a real layer and it never wins), so
 // an eligible reference candidate is held back and enters the list, filtered or eligible, when
-// the ranking ends. The PyTorch policies keep them, as PyTorch times whatever the library offers.
+// the ranking ends (SelectionPolicy::holds_back_reference). The PyTorch policies keep them, as
+// PyTorch times whatever the library offers.
 class CandidateList {
 public:
     CandidateList(const Backend& b, const ConvProblem& p, const FlagValues& f)
-        : b_(b), p_(p), f_(f), ranking_(b.ranking(p)), hold_reference_(f.policy == Policy::convtune || f.policy == Policy::adaptive) {}
+        : b_(b), p_(p), f_(f), ranking_(b.ranking(p)), hold_reference_(policy_of(f.policy).holds_back_reference()) {}
 
     std::vector<Candidate>& items() { return items_; }
     int eligible() const { return eligible_; }
@@ -207,7 +204,7 @@ int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
     int64_t eligible = 0;
     for (const Candidate& c : provisional.candidates)
         eligible += c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed;
-    if (const int limit = search_reach(f); limit > 0) eligible = std::min<int64_t>(eligible, limit);  // what the search times
+    if (const int limit = policy_of(f.policy).search_reach(f); limit > 0) eligible = std::min<int64_t>(eligible, limit);  // what the search times
     return std::max<int64_t>(2, eligible * (1 + f.max_samples));
 }
 
@@ -233,16 +230,17 @@ Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvT
         d.source = Source::fallback;
         return d;
     }
+    const SelectionPolicy& policy = policy_of(f.policy);
     CandidateList list(backend_, p, f);
-    // benchmark off needs the first eligible candidate; the adaptive policy's provisional
-    // decision counts what a search would time (adaptive_threshold); a search extends the list
-    // itself as it goes.
-    list.reach(f.benchmark ? 1 : f.policy == Policy::adaptive ? search_reach(f) : 1);
+    // A search extends the list itself as it goes; benchmark off reaches what the policy asks
+    // (the first eligible candidate; the adaptive policy's provisional decision counts what a
+    // search would time, for adaptive_threshold).
+    list.reach(f.benchmark ? 1 : policy.heuristic_reach(f));
     if (list.eligible() == 0) throw Error(no_candidate_message(backend_, p, std::move(list).finish()));
 
     if (f.benchmark) return search(p, f, list, d.key, t);
 
-    if (f.policy == Policy::pytorch_v7 && f.deterministic) {
+    if (policy.uses_fixed_default(f)) {
         if (const Algorithm* fd = backend_.fixed_default(p)) {
             list.reach(-1);
             for (Candidate& c : list.items())
@@ -275,56 +273,48 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     Decision d;
     d.key = key;
     d.source = Source::search;
+    if (observer_) observer_->search_started(p);
     const bool host_memory = uses_host_memory(backend_);
-    // Without the caller's tensors: scratch tensors with real-looking data; their preparation is
-    // not search time. A simulated backend never reads them, so it gets the allocations only.
-    DeviceBuffer bx, bw, by;
+    // Without the caller's tensors: scratch tensors with real-looking data (none on a device
+    // that needs none); their preparation is not search time.
+    std::optional<DeviceTensors> scratch;
     ConvTensors t;
     if (caller) {
         t = *caller;
     } else {
-        const std::size_t es = size_of(p.dtype);
-        const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
-                          yb = static_cast<std::size_t>(p.y_elements()) * es;
         if (host_memory) check_memory_budget(p);
-        bx = backend_.allocate(xb);
-        bw = backend_.allocate(wb);
-        by = backend_.allocate(yb);
-        if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " to time candidates");
-        t = ConvTensors{{bx.data(), xb}, {bw.data(), wb}, {by.data(), yb}};
-        if (host_memory && !backend_.simulated()) {
-            fill_host_tensors(p, t, 2024);  // in place: no second copy to upload from
-        } else if (!backend_.simulated()) {
-            HostTensors host = make_host_tensors(p, 2024);
-            backend_.upload(bx.data(), host.x.data(), xb);
-            backend_.upload(bw.data(), host.w.data(), wb);
-            backend_.upload(by.data(), host.y.data(), yb);
-        }
+        scratch.emplace(backend_, p);
+        t = scratch->require("to time candidates").views();
     }
 
-    const bool robust = f.policy == Policy::convtune || f.policy == Policy::adaptive;
-    const int limit = search_reach(f);
-    // convtune/adaptive keep `explore` of the limit for candidates the heuristics do not
-    // suggest: suggested ones past limit - explore wait (`deferred`) while the walk looks for
-    // unsuggested ones, and get the slots the walk leaves. The heuristic's pick is always timed.
-    const int explore = robust && limit > 0 && list.explores() ? std::clamp(f.explore_slots, 0, limit - 1) : 0;
+    const SelectionPolicy& policy = policy_of(f.policy);
+    const int limit = policy.search_reach(f);
+    // Of the limit, `explore` slots are kept for candidates the heuristics do not suggest:
+    // suggested ones past limit - explore wait (`deferred`) while the walk looks for unsuggested
+    // ones, and get the slots the walk leaves. The heuristic's pick is always timed.
+    const int explore = policy.explore_slots(f, limit, list.explores());
     int succeeded = 0, suggested_timed = 0;
     std::vector<std::size_t> deferred;
-    double best = 0;
     // One workspace buffer for the whole search, grown when a candidate needs more: allocating
     // and freeing one per candidate costs a device synchronisation each on a GPU.
     DeviceBuffer ws;
-    double spent = 0;  // timed on the backend's clock (a simulated one is virtual), warm-ups included
+    Measurement m(policy.measurement(f));
+    std::vector<std::size_t> measured;  // the list position of each of m's trials
     const auto t0 = Clock::now();
     std::vector<Candidate>& cands = list.items();
     const std::string limit_reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";
-    // Times candidate c (a warm-up, then samples); true when it ran.
-    auto time_candidate = [&](Candidate& c) {
+    auto fail = [](Candidate& c, const Status& st) {
+        c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
+        c.reason = st.message;
+    };
+    // Enters candidate cands[i] into the measurement (its workspace first); true when it ran.
+    auto time_candidate = [&](std::size_t i) {
+        Candidate& c = cands[i];
         const Algorithm* a = lookup(backend_, c.id);
         const std::size_t need = workspace_of(backend_, p, c);
-        if (std::string m = host_memory ? over_memory_budget(p, need) : std::string(); !m.empty()) {
+        if (std::string msg = host_memory ? over_memory_budget(p, need) : std::string(); !msg.empty()) {
             c.state = Candidate::State::out_of_memory;
-            c.reason = m;
+            c.reason = msg;
             return false;
         }
         if (need > ws.bytes()) {
@@ -336,50 +326,20 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
                 return false;
             }
         }
-        const Workspace w{need ? ws.data() : nullptr, need};
-        Status st;
-        auto once = [&] { st = a->run(p, t, w); };
-        c.first_ms = backend_.time_ms(once);  // warm-up
-        spent += c.first_ms;
-        if (!st.ok()) {
-            c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
-            c.reason = st.message;
+        // One timed call, reported to the observer (a simulator's meter). The workspace is read
+        // at each call: the buffer may have grown since.
+        TimedCall call = [this, a, &p, &t, &ws, need](Status& st) {
+            const Workspace w{need ? ws.data() : nullptr, need};
+            const double ms = backend_.time_ms([&] { st = a->run(p, t, w); });
+            if (observer_) observer_->candidate_timed(p, *a, ms);
+            return ms;
+        };
+        const Trial& r = m.enter(i, std::move(call));
+        if (!r.status.ok()) {
+            fail(c, r.status);
             return false;
         }
-        const bool over_budget = spent > f.search_budget_ms;
-        const int max_samples = !robust || over_budget ? 1 : f.max_samples;
-        double prev_median = -1;
-        for (int s = 0; s < max_samples; ++s) {
-            c.samples_ms.push_back(backend_.time_ms(once));
-            spent += c.samples_ms.back();
-            if (!st.ok()) break;
-            if (!robust) continue;
-            const double m = median_of(c.samples_ms);
-            // A candidate 3x slower than the best so far cannot win: stop paying for it.
-            if (best > 0 && m > 3 * best) {
-                c.reason = "stopped early: over 3x the best median";
-                break;
-            }
-            const int n = static_cast<int>(c.samples_ms.size());
-            if (n >= f.min_samples && prev_median > 0 && std::abs(m - prev_median) <= f.stable_rel * m) break;
-            prev_median = m;
-            if (spent > f.search_budget_ms && n >= 1) {
-                c.reason = "search budget spent";
-                break;
-            }
-        }
-        if (!st.ok()) {
-            c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
-            c.reason = st.message;
-            c.samples_ms.clear();
-            return false;
-        }
-        c.state = Candidate::State::timed;
-        if (!c.suggested && c.reason.empty()) c.reason = "explored: the heuristics do not suggest it";
-        c.median_ms = median_of(c.samples_ms);
-        const auto [lo, hi] = std::minmax_element(c.samples_ms.begin(), c.samples_ms.end());
-        c.spread = c.median_ms > 0 ? (*hi - *lo) / c.median_ms : 0;
-        if (best == 0 || c.median_ms < best) best = c.median_ms;
+        measured.push_back(i);
         return true;
     };
     // Candidates in heuristic order, the list extended as the search reaches its end, until
@@ -395,7 +355,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             deferred.push_back(i);
             continue;
         }
-        if (time_candidate(c)) {
+        if (time_candidate(i)) {
             ++succeeded;
             suggested_timed += c.suggested;
         }
@@ -407,16 +367,41 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             c.reason = limit_reason + " (" + std::to_string(explore) + " kept for candidates the heuristics do not suggest)";
             continue;
         }
-        succeeded += time_candidate(c);
+        succeeded += time_candidate(i);
+    }
+    // What the measurement found, onto the candidates.
+    m.finish();
+    const Choice choice = m.choose();
+    const int win = choice.trial;
+    for (std::size_t k = 0; k < measured.size(); ++k) {
+        const Trial& r = m.trials()[k];
+        Candidate& c = cands[measured[k]];
+        c.first_ms = r.first_ms;
+        c.samples_ms = r.samples_ms;
+        c.reason = r.reason;
+        if (!r.status.ok()) {
+            fail(c, r.status);
+            continue;
+        }
+        c.state = Candidate::State::timed;
+        if (!c.suggested && c.reason.empty()) c.reason = "explored: the heuristics do not suggest it";
+        c.median_ms = r.median_ms;
+        c.spread = r.spread;
+    }
+    std::string winner;
+    if (win >= 0) {
+        Candidate& w = cands[m.trials()[static_cast<std::size_t>(win)].order];
+        winner = w.id;
+        if (!choice.reason.empty()) w.reason = choice.reason;
+        if (policy.persists())
+            if (std::string no = persist_refusal(m.strategy(), w.samples_ms); !no.empty()) w.reason += (w.reason.empty() ? "" : "; ") + no;
     }
     d.search_ms = ms_since(t0);
     d.candidates = std::move(list).finish();
-    const Candidate* win = nullptr;
+    if (winner.empty()) throw Error(no_candidate_message(backend_, p, d.candidates));
+    d.algorithm = winner;
     for (const Candidate& c : d.candidates)
-        if (c.state == Candidate::State::timed && (!win || c.median_ms < win->median_ms)) win = &c;
-    if (!win) throw Error(no_candidate_message(backend_, p, d.candidates));
-    d.algorithm = win->id;
-    d.median_ms = win->median_ms;
+        if (c.id == winner) d.median_ms = c.median_ms;
     return d;
 }
 
@@ -426,13 +411,12 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
     p.validate();  // before the key is built from it
     if (!f.enabled) return std::make_shared<const Decision>(decide(p, f, t));
     const std::string key = cache_key(backend_, p, f);
-    const bool persistent = db_ && (f.policy == Policy::convtune || f.policy == Policy::adaptive);
+    const SelectionPolicy& policy = policy_of(f.policy);
+    const bool persistent = db_ && policy.persists();
     int64_t seen = 0;
-    const bool adaptive = f.policy == Policy::adaptive && f.benchmark;
-    if (adaptive) seen = cache_.note_occurrence(key);
-    // adaptive_after=0 (auto) decides per shape once its provisional decision knows how many
-    // candidates a search would time (adaptive_threshold); until then the shape waits.
-    bool adaptive_wait = adaptive && (f.adaptive_after == 0 || seen < f.adaptive_after);
+    const bool defers = policy.defers_search(f);
+    if (defers) seen = cache_.note_occurrence(key);
+    bool wait = defers && !policy.search_due(seen, nullptr, f);
     const Environment env = environment_of(backend_);
 
     auto compute = [&]() -> Decision {
@@ -458,7 +442,7 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
                 }
             }
         }
-        if (adaptive_wait) {
+        if (wait) {
             FlagValues off = f;
             off.benchmark = false;
             Decision d = decide(p, off, t);
@@ -467,7 +451,7 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
             return d;
         }
         Decision d = decide(p, f, t);
-        if (persistent && d.source == Source::search) {
+        if (persistent && d.source == Source::search && persist_refusal(policy.measurement(f), winner_samples(d)).empty()) {
             const auto now = std::chrono::system_clock::now();
             DbRecord r{d.algorithm, d.median_ms, 0, 0, d.search_ms, static_cast<int64_t>(std::chrono::system_clock::to_time_t(now))};
             for (const Candidate& c : d.candidates)
@@ -478,9 +462,9 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
     };
     bool hit = false;
     std::shared_ptr<const Decision> d = cache_.get_or_compute(key, compute, &hit);
-    if (hit && d->provisional && adaptive && seen >= adaptive_threshold(*d, f)) {
-        // The adaptive policy's shape has now recurred often enough: search it.
-        adaptive_wait = false;
+    if (hit && d->provisional && defers && policy.search_due(seen, d.get(), f)) {
+        // The shape has now recurred often enough: search it.
+        wait = false;
         cache_.erase(key);
         d = cache_.get_or_compute(key, compute, &hit);
     }
@@ -525,7 +509,12 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
             last = Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + c.id);
             return false;
         }
-        last = a->run(p, t, {ws.data(), wsb});
+        if (observer_) {
+            const double ms = backend_.time_execution_ms([&] { last = a->run(p, t, {ws.data(), wsb}); });
+            observer_->executed(p, *a, last, ms);
+        } else {
+            last = a->run(p, t, {ws.data(), wsb});
+        }
         if (!last.ok()) return false;
         if (c.id != d->algorithm && f.enabled) {
             Decision nd = *d;

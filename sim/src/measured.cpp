@@ -41,6 +41,7 @@ PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
     if (ms == doc.end() || !ms->is_array() || ms->empty()) throw Error(path + ": \"measurements\" must be a non-empty array");
     PyTorchMeasurements r;
     r.path = path;
+    try {
     for (std::size_t i = 0; i < ms->size(); ++i) {
         const nlohmann::json& m = (*ms)[i];
         const std::string w = path + ": measurements[" + std::to_string(i) + "]";
@@ -59,12 +60,14 @@ PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
         run.startup_ms = time_field(m, "startup_ms", w);
         const int tf32 = setting.value("allow_tf32", 1);
         const auto& env = m.value("environment", nlohmann::json::object());
+        // environment: strings, and cuDNN's version number or null (PyTorch on the CPU).
+        auto text = [&](const char* k) { return env.is_object() && env.contains(k) && env[k].is_string() ? env[k].get<std::string>() : ""; };
         if (i == 0) {
             r.allow_tf32 = tf32;
-            r.device = env.value("device", "");
-            r.torch = env.value("torch", "");
-            r.cudnn = env.value("cudnn", 0);
-        } else if (tf32 != r.allow_tf32 || env.value("device", "") != r.device) {
+            r.device = text("device");
+            r.torch = text("torch");
+            r.cudnn = env.is_object() && env.contains("cudnn") && env["cudnn"].is_number_integer() ? env["cudnn"].get<int>() : 0;
+        } else if (tf32 != r.allow_tf32 || text("device") != r.device) {
             throw Error(w + ": every measurement of a file must have the same device and allow_tf32");
         }
         const auto ps = m.find("problems");
@@ -84,6 +87,9 @@ PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
             run.problems[parsed.to_string()] = t;
         }
         r.runs.push_back(std::move(run));
+    }
+    } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+        throw Error(path + ": a field has the wrong type: " + e.what());
     }
     return r;
 }

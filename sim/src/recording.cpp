@@ -11,11 +11,14 @@
 #include <type_traits>
 #include <utility>
 
+#include "convtune/cache_key.hpp"
+#include "convtune/device_tensors.hpp"
 #include "convtune/error.hpp"
 #include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/sim/report.hpp"
+#include "convtune/stats.hpp"
 
 namespace convtune::sim {
 
@@ -69,10 +72,19 @@ T get(const json& j, const char* key, const std::string& where) {
     }
 }
 
+// Every recorded time (samples, first calls, search times) is a finite number of milliseconds in
+// [0, kMaxRecordedMs): a replay's totals stay finite whatever the workload and iterations.
+constexpr double kMaxRecordedMs = 1e9;
+
+double checked_time(double x, const char* key, const std::string& where) {
+    if (!(x >= 0)) throw ParseError(where + ": \"" + key + "\" has a negative or non-finite time (got " + json(x).dump() + ")");
+    if (!(x < kMaxRecordedMs)) throw ParseError(where + ": \"" + key + "\" has a time of 1e9 ms or more (got " + json(x).dump() + ")");
+    return x;
+}
+
 std::vector<double> get_times(const json& j, const char* key, const std::string& where) {
     std::vector<double> v = j.contains(key) ? get<std::vector<double>>(j, key, where) : std::vector<double>{};
-    for (double x : v)
-        if (!(x >= 0)) throw ParseError(where + ": \"" + key + "\" has a negative or non-finite time");
+    for (double x : v) checked_time(x, key, where);
     return v;
 }
 
@@ -166,6 +178,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
     Recording r;
     r.source = get<std::string>(doc, "source", where);
     r.samples = get<int>(doc, "samples", where);
+    if (r.samples < 0) throw ParseError(where + ": \"samples\" must be >= 0 (got " + std::to_string(r.samples) + ")");
     const json env = doc.contains("environment") ? doc["environment"] : json();
     if (!env.is_object()) throw ParseError(where + ": missing \"environment\"");
     r.environment = {get<std::string>(env, "convtune", where), get<std::string>(env, "backend", where), get<std::string>(env, "library", where),
@@ -181,10 +194,16 @@ Recording parse_recording(std::string_view text, const std::string& where) {
     }
     const json algos = doc.contains("algorithms") ? doc["algorithms"] : json();
     if (!algos.is_array()) throw ParseError(where + ": missing \"algorithms\"");
-    for (const json& a : algos) r.algorithms.push_back({get<std::string>(a, "id", where), parse_notes(a.contains("notes") ? a["notes"] : json::array(), where)});
     auto known = [&](const std::string& id) {
         return std::any_of(r.algorithms.begin(), r.algorithms.end(), [&](const AlgorithmInfo& a) { return a.id == id; });
     };
+    for (const json& a : algos) {
+        if (!a.is_object()) throw ParseError(where + ": \"algorithms\": each entry must be an object with an \"id\"");
+        const std::string id = get<std::string>(a, "id", where);
+        if (id.empty()) throw ParseError(where + ": \"algorithms\": empty id");
+        if (known(id)) throw ParseError(where + ": \"algorithms\": '" + id + "' listed twice");
+        r.algorithms.push_back({id, parse_notes(a.contains("notes") ? a["notes"] : json::array(), where)});
+    }
     const json probs = doc.contains("problems") ? doc["problems"] : json();
     if (!probs.is_array()) throw ParseError(where + ": missing \"problems\"");
     for (std::size_t i = 0; i < probs.size(); ++i) {
@@ -200,9 +219,9 @@ Recording parse_recording(std::string_view text, const std::string& where) {
         }
         pr.heuristic = get<std::vector<std::string>>(jp, "heuristic", w);
         if (jp.contains("unsuggested")) pr.unsuggested = get<std::vector<std::string>>(jp, "unsuggested", w);
-        pr.fallback = jp.value("fallback", "");
-        pr.fixed = jp.value("fixed", "");
-        pr.db_search_ms = jp.value("db_search_ms", 0.0);
+        if (jp.contains("fallback")) pr.fallback = get<std::string>(jp, "fallback", w);
+        if (jp.contains("fixed")) pr.fixed = get<std::string>(jp, "fixed", w);
+        if (jp.contains("db_search_ms")) pr.db_search_ms = checked_time(get<double>(jp, "db_search_ms", w), "db_search_ms", w);
         if (!jp.contains("algorithms") || !jp["algorithms"].is_object()) throw ParseError(w + ": missing \"algorithms\"");
         // Keep the recording's fixed order.
         for (const AlgorithmInfo& info : r.algorithms) {
@@ -219,8 +238,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
                 a.status = parse_code(x.value("status", "ok"), wa);
                 a.message = x.value("message", "");
                 if (x.contains("first_ms")) {
-                    a.first_ms = get<double>(x, "first_ms", wa);
-                    if (!(*a.first_ms >= 0)) throw ParseError(wa + ": negative first_ms");
+                    a.first_ms = checked_time(get<double>(x, "first_ms", wa), "first_ms", wa);
                 }
                 a.samples_ms = get_times(x, "samples_ms", wa);
                 if (x.contains("notes")) a.notes = parse_notes(x["notes"], wa);
@@ -230,10 +248,15 @@ Recording parse_recording(std::string_view text, const std::string& where) {
         }
         for (auto it = jp["algorithms"].begin(); it != jp["algorithms"].end(); ++it)
             if (!known(it.key())) throw ParseError(w + ": algorithm '" + it.key() + "' is not in \"algorithms\"");
+        // A replay runs the heuristic's order (each a supported record of this problem), the native
+        // fallback and the fixed default (each an algorithm of the recording).
+        if (pr.heuristic.empty()) throw ParseError(w + ": \"heuristic\" is empty (it lists the supporting algorithms, best first)");
         for (const std::string& id : pr.heuristic) {
             const AlgorithmRecord* a = pr.find(id);
             if (!a || !a->supported) throw ParseError(w + ": heuristic lists '" + id + "', which has no supported record");
         }
+        for (const auto& [key, id] : {std::pair<const char*, const std::string&>{"fallback", pr.fallback}, {"fixed", pr.fixed}})
+            if (!id.empty() && !known(id)) throw ParseError(w + ": \"" + key + "\" names '" + id + "', which is not in \"algorithms\"");
         for (const std::string& id : pr.unsuggested)
             if (std::find(pr.heuristic.begin(), pr.heuristic.end(), id) == pr.heuristic.end())
                 throw ParseError(w + ": unsuggested lists '" + id + "', which is not in \"heuristic\"");
@@ -258,23 +281,10 @@ void Recording::save(const std::string& path) const { write_file_atomic(path, to
 namespace {
 
 // Tensors of one problem on the backend, filled from `seed`.
-struct DeviceTensors {
-    DeviceBuffer x, w, y;
-    ConvTensors views;
-    DeviceTensors(const Backend& b, const ConvProblem& p, uint64_t seed) {
-        const HostTensors host = make_host_tensors(p, seed);
-        x = b.allocate(host.x.size()), w = b.allocate(host.w.size()), y = b.allocate(host.y.size());
-        if (!x || !w || !y) throw Error("cannot allocate the tensors of " + p.to_string() + " on backend " + std::string(b.name()));
-        b.upload(x.data(), host.x.data(), host.x.size());
-        b.upload(w.data(), host.w.data(), host.w.size());
-        b.upload(y.data(), host.y.data(), host.y.size());
-        views = {{x.data(), host.x.size()}, {w.data(), host.w.size()}, {y.data(), host.y.size()}};
-    }
-};
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
+std::unique_ptr<DeviceTensors> tensors_on(const Backend& b, const ConvProblem& p, uint64_t seed) {
+    auto t = std::make_unique<DeviceTensors>(b, p, seed);
+    t->require("on backend " + std::string(b.name()));
+    return t;
 }
 
 // The first algorithm of p's heuristic order with tensors and workspace ready; run() times one
@@ -290,7 +300,7 @@ struct HeuristicPick {
     HeuristicPick(const Backend& backend, const ConvProblem& problem, uint64_t seed) : b(backend), p(problem) {
         const auto order = b.heuristic_order(p);
         if (order.empty()) return;
-        t = std::make_unique<DeviceTensors>(b, p, seed);
+        t = tensors_on(b, p, seed);
         wsb = order.front()->workspace_size(p);
         ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
         if (!wsb || ws) a = order.front();
@@ -298,7 +308,7 @@ struct HeuristicPick {
     std::optional<double> run() const {
         if (!a) return std::nullopt;
         Status st;
-        const double ms = b.time_ms([&] { st = a->run(p, t->views, {ws.data(), wsb}); });
+        const double ms = b.time_ms([&] { st = a->run(p, t->views(), {ws.data(), wsb}); });
         return st.ok() ? std::optional<double>(ms) : std::nullopt;
     }
 };
@@ -345,7 +355,7 @@ std::optional<double> measure_sequence_factor(const Backend& b, const Recording&
     }
     if (steps.empty() || isolated <= 0) return std::nullopt;
     for (Step& s : steps) {
-        s.t = std::make_unique<DeviceTensors>(b, *s.p, seed);
+        s.t = tensors_on(b, *s.p, seed);
         s.ws = s.wsb ? b.allocate(s.wsb) : DeviceBuffer{};
         if (s.wsb && !s.ws) return std::nullopt;
     }
@@ -354,7 +364,7 @@ std::optional<double> measure_sequence_factor(const Backend& b, const Recording&
         double total = 0;
         for (Step& s : steps) {
             Status st;
-            total += b.time_ms([&] { st = s.a->run(*s.p, s.t->views, {s.ws.data(), s.wsb}); });
+            total += b.time_ms([&] { st = s.a->run(*s.p, s.t->views(), {s.ws.data(), s.wsb}); });
             if (!st.ok()) return std::nullopt;
         }
         if (pass > 0) passes.push_back(total);
@@ -394,13 +404,8 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
         }
         if (const Algorithm* a = b.native_fallback(p)) pr.fallback = std::string(a->id());
         if (const Algorithm* a = b.fixed_default(p)) pr.fixed = std::string(a->id());
-        HostTensors host = make_host_tensors(p, o.seed);
-        DeviceBuffer bx = b.allocate(host.x.size()), bw = b.allocate(host.w.size()), by = b.allocate(host.y.size());
-        if (!bx || !bw || !by) throw Error("cannot allocate the tensors of " + p.to_string() + " on backend " + std::string(b.name()));
-        b.upload(bx.data(), host.x.data(), host.x.size());
-        b.upload(bw.data(), host.w.data(), host.w.size());
-        b.upload(by.data(), host.y.data(), host.y.size());
-        const ConvTensors t{{bx.data(), host.x.size()}, {bw.data(), host.w.size()}, {by.data(), host.y.size()}};
+        const auto tensors = tensors_on(b, p, o.seed);
+        const ConvTensors t = tensors->views();
         for (const Algorithm* a : b.algorithms()) {
             AlgorithmRecord ar;
             ar.id = std::string(a->id());
@@ -455,7 +460,10 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     return r;
 }
 
-Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend) {
+Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend, std::vector<std::string>* dropped) {
+    auto drop = [&](const std::string& key, const std::string& why) {
+        if (dropped) dropped->push_back("entry '" + key + "': " + why);
+    };
     const DbSection* best = nullptr;
     for (const DbSection& s : sections)
         if (s.env.backend == backend && (!best || s.entries.size() > best->entries.size())) best = &s;
@@ -469,19 +477,24 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
         if (b->name() == backend) local = b;
     std::map<std::string, std::size_t> index;  // problem string -> position
     for (const auto& [key, rec] : best->entries) {
-        // key: backend|problem|det=..|tf32=..[|bench=..][|ws=..]|policy=..
-        const auto a = key.find('|');
-        const auto b = a == std::string::npos ? a : key.find('|', a + 1);
-        if (b == std::string::npos) continue;
-        ConvProblem p;
+        CacheKey k;
         try {
-            p = ConvProblem::parse(key.substr(a + 1, b - a - 1));
-        } catch (const Error&) {
+            k = CacheKey::parse(key);
+        } catch (const Error& e) {
+            drop(key, std::string("not a readable key: ") + e.what());
             continue;
         }
-        if (rec.algorithm.empty() || !(rec.median_ms > 0)) continue;
+        const ConvProblem& p = k.problem;
+        if (rec.algorithm.empty()) {
+            drop(key, "no algorithm");
+            continue;
+        }
+        if (!(rec.median_ms > 0 && rec.median_ms < 1e9)) {
+            drop(key, "median " + json(rec.median_ms).dump() + " ms is not a time in (0, 1e9) ms");
+            continue;
+        }
         // Prefer what a benchmark search under convtune's rules found.
-        const bool preferred = key.find("|bench=1") != std::string::npos && key.find("|policy=convtune") != std::string::npos;
+        const bool preferred = k.benchmark == true && k.policy == Policy::convtune;
         const std::string ps = p.to_string();
         auto it = index.find(ps);
         if (it != index.end() && !preferred) continue;

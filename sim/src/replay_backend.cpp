@@ -5,22 +5,14 @@
 #include <set>
 #include <limits>
 
+#include "convtune/hash.hpp"
+
 namespace convtune::sim {
 
 namespace {
 
-uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-uint64_t fnv1a(std::string_view s) {
-    uint64_t h = 1469598103934665603ull;
-    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    return h;
-}
+using convtune::fnv1a;
+constexpr auto mix = splitmix64;
 
 class ReplayAlgorithm final : public Algorithm {
 public:

@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "convtune/error.hpp"
+#include "convtune/stats.hpp"
 
 namespace convtune::sim {
 
@@ -22,13 +23,6 @@ std::string ms_text(double ms) {
     if (ms < 1) return fmt::format("{:.3f} ms", ms);
     if (ms < 1000) return fmt::format("{:.1f} ms", ms);
     return fmt::format("{:.2f} s", ms / 1000);
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 std::string break_even_text(const SimulationResult& r, std::size_t i) {
@@ -333,33 +327,6 @@ std::string to_svg(const SimulationResult& r, const ReportContext& c) {
     }
     o += "</svg>\n";
     return o;
-}
-
-Progress::Progress(std::string label, bool enabled) : label_(std::move(label)), enabled_(enabled) {}
-Progress::~Progress() { finish(); }
-
-void Progress::update(int64_t done, int64_t total, const std::string& what) {
-    if (!enabled_ || total <= 0) return;
-    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    if (done < total && last_ >= 0 && now - last_ < 0.1) return;
-    last_ = now;
-    const int width = 30;
-    const int filled = static_cast<int>(static_cast<double>(width) * static_cast<double>(done) / static_cast<double>(total));
-    std::string bar(static_cast<std::size_t>(filled), '=');
-    if (filled < width) bar += '>';
-    bar.resize(static_cast<std::size_t>(width), ' ');
-    std::string w = what.size() > 60 ? what.substr(0, 57) + "..." : what;
-    std::fprintf(stderr, "\r%s [%s] %lld/%lld %-60s", label_.c_str(), bar.c_str(), static_cast<long long>(done), static_cast<long long>(total), w.c_str());
-    std::fflush(stderr);
-    drawn_ = true;
-}
-
-void Progress::finish() {
-    if (drawn_) {
-        std::fprintf(stderr, "\r%*s\r", 120, "");
-        std::fflush(stderr);
-    }
-    drawn_ = false;
 }
 
 }  // namespace convtune::sim

@@ -9,11 +9,13 @@
 #include <optional>
 #include <set>
 #include <tuple>
-#include <unordered_map>
 
+#include "convtune/device_tensors.hpp"
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
+#include "convtune/policy.hpp"
 #include "convtune/selector.hpp"
+#include "convtune/stats.hpp"
 #include "convtune/sim/replay_backend.hpp"
 
 namespace convtune::sim {
@@ -123,136 +125,31 @@ int64_t ScenarioResult::distinct_shapes() const { return sum().new_shapes; }
 
 namespace {
 
-// Forwards to the real backend; charges the time of Backend::time_ms calls (the selector's
-// timing runs) to search and the time of every other algorithm call, measured with the real
-// backend's own clock, to execution. Algorithms are wrapped so that the selector's direct
-// calls pass through the meter. Over a host-memory backend the meter is a HostBackend too, so
-// that the selector applies the memory budget as it does on the backend itself.
-class Meter {
-public:
-    virtual ~Meter() = default;
-    virtual Backend& backend() = 0;
-    virtual Status run_metered(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, Workspace w) const = 0;
-    mutable double search_ms = 0, exec_ms = 0;
+// Charges the selector's timed calls (its searches) to search and the algorithms it executes,
+// timed with the device's execution clock, to execution.
+struct Meter final : SelectorObserver {
+    double search_ms = 0, exec_ms = 0;
+    void candidate_timed(const ConvProblem&, const Algorithm&, double ms) override { search_ms += ms; }
+    void executed(const ConvProblem&, const Algorithm&, const Status&, double ms) override { exec_ms += ms; }
 };
 
-class MeteredAlgorithm final : public Algorithm {
-public:
-    MeteredAlgorithm(Meter& m, const Algorithm& a) : meter_(m), inner_(a) {}
-    std::string_view id() const override { return inner_.id(); }
-    const Backend& backend() const override;
-    Notes notes() const override { return inner_.notes(); }
-    Notes notes_for(const ConvProblem& p) const override { return inner_.notes_for(p); }
-    Support supports(const ConvProblem& p) const override { return inner_.supports(p); }
-    std::size_t workspace_size(const ConvProblem& p) const override { return inner_.workspace_size(p); }
-    Status run(const ConvProblem& p, const ConvTensors& t, Workspace w) const override;
-    double error_bound(const ConvProblem& p) const override { return inner_.error_bound(p); }
-    const Algorithm& inner() const { return inner_; }
-
-private:
-    Meter& meter_;
-    const Algorithm& inner_;
-};
-
-template <class Base>
-class MeteredBackend final : public Base, public Meter {
-public:
-    explicit MeteredBackend(const Backend& inner) : inner_(inner), replay_(dynamic_cast<const ReplayBackend*>(&inner)) {
-        for (const Algorithm* a : inner.algorithms()) {
-            owned_.push_back(std::make_unique<MeteredAlgorithm>(*this, *a));
-            list_.push_back(owned_.back().get());
-            map_[a] = owned_.back().get();
-        }
-    }
-    std::string_view name() const override { return inner_.name(); }
-    Availability availability() const override { return inner_.availability(); }
-    BackendIdentity identity() const override { return inner_.identity(); }
-    std::span<const Algorithm* const> algorithms() const override { return list_; }
-    std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override {
-        std::vector<const Algorithm*> out;
-        for (const Algorithm* a : inner_.heuristic_order(p)) out.push_back(wrap(a));
-        return out;
-    }
-    // The inner ranking, lazy as it is, with each algorithm wrapped.
-    std::unique_ptr<Ranking> ranking(const ConvProblem& p) const override {
-        struct Wrapped final : Ranking {
-            const MeteredBackend& b;
-            std::unique_ptr<Ranking> inner;
-            Wrapped(const MeteredBackend& mb, std::unique_ptr<Ranking> r) : b(mb), inner(std::move(r)) {}
-            const Algorithm* next() override {
-                const Algorithm* a = inner->next();
-                return a ? b.wrap(a) : nullptr;
-            }
-            bool decided() const override { return inner->decided(); }
-            bool explores() const override { return inner->explores(); }
-            bool suggested(const Algorithm& a) const override { return inner->suggested(static_cast<const MeteredAlgorithm&>(a).inner()); }
-        };
-        return std::make_unique<Wrapped>(*this, inner_.ranking(p));
-    }
-    const Algorithm* native_fallback(const ConvProblem& p) const override { return wrap(inner_.native_fallback(p)); }
-    const Algorithm* fixed_default(const ConvProblem& p) const override { return wrap(inner_.fixed_default(p)); }
-    DeviceBuffer allocate(std::size_t bytes) const override { return inner_.allocate(bytes); }
-    void upload(void* d, const void* s, std::size_t n) const override { inner_.upload(d, s, n); }
-    void download(void* d, const void* s, std::size_t n) const override { inner_.download(d, s, n); }
-    void synchronize() const override { inner_.synchronize(); }
-    bool simulated() const override { return inner_.simulated(); }
-    double time_ms(const std::function<void()>& fn) const override {
-        ++depth_;
-        double ms = 0;
-        try {
-            ms = inner_.time_ms(fn);
-        } catch (...) {
-            --depth_;
-            throw;
-        }
-        --depth_;
-        if (depth_ == 0) search_ms += ms;
-        return ms;
-    }
-
-    Status run_metered(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, Workspace w) const override {
-        if (depth_ > 0) return a.run(p, t, w);  // inside a timing run: the selector's clock counts it
-        Status st;
-        auto once = [&] { st = a.run(p, t, w); };
-        exec_ms += replay_ ? replay_->time_execution_ms(once) : inner_.time_ms(once);
-        return st;
-    }
-
-    Backend& backend() override { return *this; }
-
-private:
-    const Algorithm* wrap(const Algorithm* a) const {
-        if (!a) return nullptr;
-        auto it = map_.find(a);
-        return it == map_.end() ? nullptr : it->second;
-    }
-    const Backend& inner_;
-    const ReplayBackend* replay_;  // executions are told apart from timed samples there
-    std::vector<std::unique_ptr<MeteredAlgorithm>> owned_;
-    std::vector<const Algorithm*> list_;
-    std::unordered_map<const Algorithm*, const Algorithm*> map_;
-    mutable int depth_ = 0;
-};
-
-const Backend& MeteredAlgorithm::backend() const { return meter_.backend(); }
-Status MeteredAlgorithm::run(const ConvProblem& p, const ConvTensors& t, Workspace w) const { return meter_.run_metered(inner_, p, t, w); }
-
-// Tensors of each problem on the backend, with reproducible data (virtual for a simulated
-// backend); kept while they fit, so repeated shapes reuse them. On a host-memory backend they
+// Tensors of each problem on the backend, with reproducible data (none on a device that needs
+// none); kept while they fit, so repeated shapes reuse them. On a host-memory backend they
 // fit while the pool's tensors plus the problem's tensors and the largest workspace a call may
 // allocate (one the memory budget allows) stay within the budget: the pool is emptied first
 // otherwise, so a live simulation's peak is a single problem's, as `run`'s.
 class TensorPool {
 public:
     explicit TensorPool(const Backend& b)
-        : b_(b), host_(uses_host_memory(b) && !b.simulated()), budget_(host_ ? memory_budget() : std::size_t{1} << 31) {}
+        : b_(b), real_(b.needs_tensor_data()), host_(uses_host_memory(b) && real_),
+          budget_(host_ ? memory_budget() : std::size_t{1} << 31) {}
     ConvTensors get(const ConvProblem& p) {
         const std::string key = p.to_string();
-        if (auto it = map_.find(key); it != map_.end()) return it->second.views;
+        if (auto it = map_.find(key); it != map_.end()) return it->second->views();
         const std::size_t es = size_of(p.dtype);
         const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
                           yb = static_cast<std::size_t>(p.y_elements()) * es;
-        if (!b_.simulated()) {
+        if (real_) {
             if (host_) check_memory_budget(p);  // the tensors alone fit
             const std::size_t need = xb + wb + yb + (host_ ? workspace_reserve(p, key) : 0);
             if (bytes_ + need > budget_) {
@@ -260,20 +157,10 @@ public:
                 bytes_ = 0;
             }
         }
-        Entry e;
-        e.x = b_.allocate(xb), e.w = b_.allocate(wb), e.y = b_.allocate(yb);
-        if (!e.x || !e.w || !e.y) throw Error("cannot allocate the tensors of " + p.to_string() + " on backend " + std::string(b_.name()));
-        e.views = {{e.x.data(), xb}, {e.w.data(), wb}, {e.y.data(), yb}};
-        if (host_) {
-            fill_host_tensors(p, e.views, 7);
-        } else if (!b_.simulated()) {
-            HostTensors h = make_host_tensors(p, 7);
-            b_.upload(e.x.data(), h.x.data(), xb);
-            b_.upload(e.w.data(), h.w.data(), wb);
-            b_.upload(e.y.data(), h.y.data(), yb);
-        }
-        if (!b_.simulated()) bytes_ += xb + wb + yb;
-        return map_.emplace(key, std::move(e)).first->second.views;
+        auto t = std::make_unique<DeviceTensors>(b_, p);
+        t->require("on backend " + std::string(b_.name()));
+        if (real_) bytes_ += xb + wb + yb;
+        return map_.emplace(key, std::move(t)).first->second->views();
     }
 
 private:
@@ -290,15 +177,11 @@ private:
             }
         return reserve_[key] = ws;
     }
-    struct Entry {
-        DeviceBuffer x, w, y;
-        ConvTensors views;
-    };
     const Backend& b_;
-    const bool host_;
+    const bool real_, host_;
     const std::size_t budget_;
     std::size_t bytes_ = 0;
-    std::map<std::string, Entry> map_;
+    std::map<std::string, std::unique_ptr<DeviceTensors>> map_;
     std::map<std::string, std::size_t> reserve_;
 };
 
@@ -346,13 +229,6 @@ std::string percent(double f) { return fmt::format("{:.1f}%", 100 * f); }
 }  // namespace
 
 namespace {
-
-// TODO(merge): the one median of convtune/stats.hpp.
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // The measured setting a standard setting stands for: `off` is PyTorch with benchmark=False,
 // `pytorch` with benchmark=True; others are not measured.
@@ -492,9 +368,7 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
                     " (record them with `convtune record` and the same workload and stream options)");
     if (replay) res.judgeable = replay->recording().source == "measured";
 
-    const std::unique_ptr<Meter> metered = uses_host_memory(b) && !b.simulated() ? std::unique_ptr<Meter>(new MeteredBackend<HostBackend>(b))
-                                                                                 : std::unique_ptr<Meter>(new MeteredBackend<Backend>(b));
-    Meter& meter = *metered;
+    Meter meter;
     TensorPool pool(b);
     const int64_t total_steps = static_cast<int64_t>(settings.size()) * o.iterations;
     for (std::size_t si = 0; si < settings.size(); ++si) {
@@ -508,7 +382,8 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
         sr.setting = s;
         if (replay) replay->reset(o.seed);
         TuningCache cache;
-        Selector sel(meter.backend(), cache);
+        Selector sel(b, cache);
+        sel.set_observer(&meter);
         std::set<std::string> shapes;
         for (int i = 0; i < o.iterations && sr.failure.empty(); ++i) {
             IterationStats st;
@@ -640,9 +515,10 @@ void analyze(SimulationResult& r, double min_saving) {
     rec.saving = bc.saving;
     const std::string when = bc.break_even ? fmt::format("after iteration {}", *bc.break_even) : "by the end of the run";
     const double saved = tb * bc.saving;
-    if (bs.setting.flags.policy == Policy::adaptive) {
-        rec.text = fmt::format("use the adaptive policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}", bs.setting.name,
-                               bs.setting.flags.to_string(), percent(bc.saving), seconds(saved), seconds(tb), n, when);
+    if (policy_of(bs.setting.flags.policy).recommended_by_name()) {
+        rec.text = fmt::format("use the {} policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}",
+                               to_string(bs.setting.flags.policy), bs.setting.name, bs.setting.flags.to_string(), percent(bc.saving),
+                               seconds(saved), seconds(tb), n, when);
         if (on >= 0 && on != best) {
             const Comparison& oc = r.comparisons[static_cast<std::size_t>(on)];
             rec.text += fmt::format("; plain benchmark on ('{}') would {} {}", r.scenarios[static_cast<std::size_t>(on)].setting.name,

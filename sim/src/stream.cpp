@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "convtune/error.hpp"
+#include "convtune/hash.hpp"
 #include "convtune/file_io.hpp"
 
 namespace convtune::sim {
@@ -126,10 +127,12 @@ std::vector<Iteration> parse_trace(std::string_view text) {
             throw ParseError("trace line " + std::to_string(line_no) + ": " + e.what());
         }
         if (!count.empty()) {
-            bool ok = count.size() >= 2 && count.size() <= 8 && count[0] == 'x' &&
-                      std::all_of(count.begin() + 1, count.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-            if (ok) c.count = std::stoi(count.substr(1));
-            if (!ok || c.count < 1) throw ParseError("trace line " + std::to_string(line_no) + ": bad count '" + count + "' (expected xN, N >= 1)");
+            if (count[0] != 'x') throw ParseError("trace line " + std::to_string(line_no) + ": bad count '" + count + "' (expected xN, N >= 1)");
+            try {
+                c.count = parse_repeat(std::string_view(count).substr(1), "bad count '" + count + "'");
+            } catch (const Error& e) {
+                throw ParseError("trace line " + std::to_string(line_no) + ": " + e.what());
+            }
         }
         c.layer = "line" + std::to_string(line_no);
         cur.push_back(std::move(c));
@@ -155,13 +158,7 @@ std::vector<Iteration> read_trace(const std::string& path) {
 
 namespace {
 
-// splitmix64: a good 64-bit mix, enough to make (seed, iteration, slot) independent draws.
-uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+constexpr auto mix = splitmix64;
 uint64_t draw(uint64_t seed, int i, int slot) { return mix(mix(seed) ^ mix(static_cast<uint64_t>(i) * 8 + static_cast<uint64_t>(slot))); }
 
 }  // namespace

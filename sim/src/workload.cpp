@@ -72,15 +72,6 @@ std::vector<std::string> split_ws(const std::string& s) {
     return out;
 }
 
-bool parse_repeat(const std::string& t, int* r) {
-    if (t.size() < 2 || t[0] != 'x') return false;
-    for (std::size_t i = 1; i < t.size(); ++i)
-        if (t[i] < '0' || t[i] > '9') return false;
-    if (t.size() > 8) return false;
-    *r = std::stoi(t.substr(1));
-    return true;
-}
-
 }  // namespace
 
 Workload parse_workload_text(std::string_view text, const std::string& name) {
@@ -93,7 +84,7 @@ Workload parse_workload_text(std::string_view text, const std::string& name) {
     for (std::string raw; std::getline(in, raw);) {
         ++line_no;
         std::string line = trim(raw);
-        if (const auto h = line.find('#'); h != std::string::npos) line = trim(line.substr(0, h));
+        line = trim(strip_comment(line));
         if (line.empty()) continue;
         const std::vector<std::string> tok = split_ws(line);
         if (tok.empty()) continue;  // only whitespace that trim() keeps (\v, \f)
@@ -117,7 +108,12 @@ Workload parse_workload_text(std::string_view text, const std::string& name) {
             l.name = tok[1];
             std::size_t next = 2;
             if (tok.size() == 4) {
-                if (!parse_repeat(tok[2], &l.repeat) || l.repeat < 1) fail("bad repeat '" + tok[2] + "' (expected xN, N >= 1)");
+                if (tok[2][0] != 'x') fail("bad repeat '" + tok[2] + "' (expected xN, N >= 1)");
+                try {
+                    l.repeat = parse_repeat(std::string_view(tok[2]).substr(1), "bad repeat '" + tok[2] + "'");
+                } catch (const Error& e) {
+                    fail(e.what());
+                }
                 next = 3;
             }
             try {

@@ -25,10 +25,10 @@ REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 def test_expected_list_is_benchdnn_resnet_50_v1_5(cli):
     """The script's own list (53 calls in forward order) is, as a multiset, benchdnn's ResNet-50
     v1.5 layer list (23 distinct layers with their repeat counts)."""
-    shapes_dir = os.environ.get("CONVTUNE_PEER_SHAPES_DIR", "")
+    shapes_dir = os.environ.get("CONVTUNE_SHAPES_DIR", "")
     path = os.path.join(shapes_dir, "shapes_resnet_50_v1_5")
     if not os.path.isfile(path):
-        pytest.skip(f"benchdnn shape file not found: {path!r} (CONVTUNE_PEER_SHAPES_DIR)")
+        pytest.skip(f"benchdnn shape file not found: {path!r} (CONVTUNE_SHAPES_DIR)")
     expected = gcc.resnet50_v15_forward(2, 224)
     assert len(expected) == 53 and len({e["name"] for e in expected}) == 53
     theirs = collections.Counter()

@@ -88,7 +88,13 @@ def test_simulate_matches_the_cli(cli, tmp_path):
         assert [i["calls"] for i in a["per_iteration"]] == [3, 3, 3, 3]
     off, lim1 = ours["settings"]
     assert off["distinct_shapes"] == 4 and off["searches"] == 0 and lim1["searches"] == 4
-    assert ours["recommendation"]["setting"] in ("off", "lim1")
+    # Which of the two is recommended follows from the reported numbers: lim1 when it saves at
+    # least min_saving (2%) against off, else off.
+    saving = lim1["saving_vs_baseline"]
+    assert off["saving_vs_baseline"] == 0
+    expected = "lim1" if saving >= 0.02 else "off"
+    assert ours["recommendation"]["setting"] == expected, (saving, ours["recommendation"])
+    assert ours["recommendation"]["saving"] == (saving if expected == "lim1" else 0)
     # The trace= shortcut is the same stream.
     again = convtune.simulate(trace=trace, iterations=2, flags="off")
     assert again["settings"][0]["calls"] == 6

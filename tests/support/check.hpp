@@ -6,7 +6,7 @@
 
 #include "convtune/algorithm.hpp"
 #include "convtune/host_data.hpp"
-#include "cpu/oracle.hpp"
+#include "convtune/verify/oracle.hpp"
 
 namespace convtune::test {
 

@@ -47,7 +47,7 @@ public:
         if (spec_.mode == FakeSpec::Mode::out_of_memory) return Status::out_of_memory("scripted out of memory");
         const double t = spec_.ms_per_gflop > 0 ? spec_.ms_per_gflop * p.flops() / 1e9
                                                 : spec_.times_ms[std::min<std::size_t>(static_cast<std::size_t>(i), spec_.times_ms.size() - 1)];
-        backend_.advance(t);
+        backend_.advance(backend_.load ? t * backend_.load(backend_.clock_ms()) : t);
         return Status::success();
     }
     bool suggested() const { return spec_.suggested; }

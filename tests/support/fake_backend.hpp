@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,9 @@ public:
     void advance(double ms) const { clock_ms_ += ms; }
     // Allocations larger than this fail (out of memory), 0 = unlimited.
     std::size_t memory_limit = 0;
+    // When set, every run's time is multiplied by load(clock_ms()): the machine's load as it
+    // drifts over (virtual) time, and any noise the test draws in it.
+    std::function<double(double)> load;
 
 private:
     std::string name_;

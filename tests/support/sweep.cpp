@@ -4,7 +4,7 @@
 
 namespace convtune::test {
 
-std::string peer_shapes_dir() { return CONVTUNE_PEER_SHAPES_DIR; }
+std::string peer_shapes_dir() { return CONVTUNE_SHAPES_DIR; }
 
 std::vector<Case> awkward_shapes() {
     std::vector<Case> r;

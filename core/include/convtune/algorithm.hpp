@@ -106,5 +106,11 @@ public:
 // accumulation term by 64 and FFT by 16: generous caps for backends (cuDNN) whose transforms we
 // cannot see; convtune's own Winograd and FFT algorithms override with derived bounds.
 double default_error_bound(const ConvProblem& p, Notes notes);
+// The absolute term of every algorithm's bound: an output element may differ from the exact value
+// by error_bound(p) * sum|a*b| + error_floor(p). It covers the roundings into the subnormal range
+// that a relative bound cannot: the output's, subnormal_rounding(p.dtype), and each of the
+// accumulator's, 64 * L * subnormal_rounding(accumulator) (64: the largest growth of a transform,
+// Winograd's, so that one floor serves every algorithm). Derived in docs/algorithms.md.
+double error_floor(const ConvProblem& p);
 
 }  // namespace convtune

@@ -1,9 +1,10 @@
-// Backend: a family of algorithms on one device.
+// Backend: a family of algorithms (a Catalogue) on one device (a Device).
 //
-// A backend says whether it can run here (and why not), lists its algorithms in a fixed order,
-// ranks them for a problem the way its "benchmark off" heuristic would, owns the device memory
-// and the clock the selector times with, and names itself (library version, device) so tuning
-// results from another environment are recognised as such.
+// The Device says whether it can run here (and why not), owns the memory and the clock the
+// selector times with, and names itself (library version, device) so tuning results from another
+// environment are recognised as such. The Catalogue lists the algorithms in a fixed order and
+// ranks them for a problem the way its "benchmark off" heuristic would. Code that only moves
+// data or times calls (DeviceTensors, execute) takes a Device.
 #pragma once
 
 #include <cstddef>
@@ -80,12 +81,35 @@ public:
 std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided,
                                       std::set<const Algorithm*> unsuggested = {});
 
-class Backend {
+// What a device offers: availability, identity, memory and a timer.
+class Device {
 public:
-    virtual ~Backend() = default;
-    virtual std::string_view name() const = 0;  // "cpu", "onednn", "cudnn"
+    virtual ~Device() = default;
     virtual Availability availability() const = 0;
     virtual BackendIdentity identity() const = 0;
+
+    // Memory: an empty buffer on failure (out of memory is a value, not an exception).
+    virtual DeviceBuffer allocate(std::size_t bytes) const = 0;
+    virtual void upload(void* device_dst, const void* host_src, std::size_t bytes) const = 0;
+    virtual void download(void* host_dst, const void* device_src, std::size_t bytes) const = 0;
+    // Timer: milliseconds of device time spent in fn (waits for the device to finish).
+    virtual double time_ms(const std::function<void()>& fn) const = 0;
+    // The time of one call executed as part of a program's sequence of calls, as opposed to a
+    // timing sample (a device that models both, such as a replay of recorded timings, tells them
+    // apart). The default is time_ms.
+    virtual double time_execution_ms(const std::function<void()>& fn) const { return time_ms(fn); }
+    virtual void synchronize() const {}
+    // False for a device whose algorithms never read or write tensor memory (a replay of
+    // recorded timings): tensors are then allocated but not filled (DeviceTensors), so timing
+    // candidates generates no host data of the problem's size.
+    virtual bool needs_tensor_data() const { return true; }
+};
+
+// What a catalogue offers: the algorithms and their ranking.
+class Catalogue {
+public:
+    virtual ~Catalogue() = default;
+    virtual std::string_view name() const = 0;  // "cpu", "onednn", "cudnn"
     // Every algorithm, in the backend's fixed order (the order ids are listed in).
     virtual std::span<const Algorithm* const> algorithms() const = 0;
     // The algorithms that support p, best first by the backend's heuristic (what
@@ -102,20 +126,14 @@ public:
     // forward, ALGO_1 backward); nullptr = the heuristic's first deterministic algorithm.
     virtual const Algorithm* fixed_default(const ConvProblem&) const { return nullptr; }
 
-    // Memory: an empty buffer on failure (out of memory is a value, not an exception).
-    virtual DeviceBuffer allocate(std::size_t bytes) const = 0;
-    virtual void upload(void* device_dst, const void* host_src, std::size_t bytes) const = 0;
-    virtual void download(void* host_dst, const void* device_src, std::size_t bytes) const = 0;
-    // Timer: milliseconds of device time spent in fn (waits for the device to finish).
-    virtual double time_ms(const std::function<void()>& fn) const = 0;
-    virtual void synchronize() const {}
-    // True for a simulated device whose algorithms never read or write tensor memory (the
-    // simulator's replay of recorded timings): the selector then times candidates without
-    // generating host data of the problem's size.
-    virtual bool simulated() const { return false; }
-
     // Convenience: the algorithm with this id, or nullptr.
     const Algorithm* find(std::string_view id) const;
+};
+
+// A catalogue on its device: what the selector, the registry and the CLI work with.
+class Backend : public Device, public Catalogue {
+public:
+    const Device& device() const { return *this; }
 };
 
 // A backend whose device is the host: memory is new[]/delete[], time is the steady clock.

@@ -51,6 +51,19 @@ inline double unit_roundoff(DataType t) {
     return 0.0;
 }
 
+// Half the spacing of t's subnormals (half its smallest positive value): the largest absolute
+// error of rounding a value into t's subnormal range, where unit_roundoff(t) no longer bounds the
+// relative error. f16: 2^-24 / 2, bf16: 2^-133 / 2, f32: 2^-149 / 2 (f64: 0, below double's range).
+inline double subnormal_rounding(DataType t) {
+    switch (t) {
+        case DataType::f64: return 0.0;  // 2^-1075 is below double's range
+        case DataType::f32: return 0x1p-150;
+        case DataType::f16: return 0x1p-25;
+        case DataType::bf16: return 0x1p-134;
+    }
+    return 0.0;
+}
+
 // Element i of a buffer of type t, read as double / written from double (rounding to t).
 inline double load_as_double(const void* p, DataType t, std::size_t i) {
     switch (t) {

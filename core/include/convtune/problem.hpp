@@ -104,7 +104,7 @@ struct ConvProblem {
     // Direction/dtype/layout are not part of the descriptor and come from the arguments.
     // `name` receives the descriptor's name when given. The result is validated.
     static ConvProblem parse_benchdnn(std::string_view text, std::string* name = nullptr);
-    // Either form: benchdnn when the text has no '='.
+    // Either form: canonical when is_canonical_form(text), else benchdnn.
     static ConvProblem parse_any(std::string_view text);
 };
 
@@ -115,6 +115,21 @@ struct ShapeLine {
     int repeat = 1;    // from a "*N" hint in the name
     ConvProblem problem;
 };
+// The largest repeat count accepted: a "*N" hint in a benchdnn name, "xN" on a workload layer or a
+// trace line. Larger counts are refused with this limit named, never clamped.
+inline constexpr int kMaxRepeat = 10000;
+// The count N of a repeat hint from its digits ("3", "-5", ...); throws ParseError "<what>: ..."
+// unless N is an integer in [1, kMaxRepeat].
+int parse_repeat(std::string_view digits, std::string_view what);
+// True when the text is in the canonical form (its first '=' comes before any digit or quote),
+// false for a benchdnn descriptor, whose name may itself contain '='.
+bool is_canonical_form(std::string_view text);
+// The line `convtune parse` prints for a shape-file line: p's canonical form, then the name and
+// a repeat above 1 as a comment ("  # name x3"), so that the line reads back as p.
+std::string to_shape_line(const ConvProblem& p, std::string_view name, int repeat);
+// The line without its comment: '#' starts one anywhere, except inside a double-quoted benchdnn
+// name (n"...").
+std::string_view strip_comment(std::string_view line);
 // Reads a benchdnn shape file (or a file of canonical lines). Throws ParseError naming the
 // line number on the first bad line.
 std::vector<ShapeLine> read_shape_file(const std::string& path);

@@ -2,17 +2,11 @@
 // database, from the backend's heuristic, or by timing candidates — and runs it, falling
 // through to the next candidate when one fails or runs out of memory.
 //
-// Policies (FlagValues::policy), documented with their rules in docs/autotuning.md:
-//   pytorch     PyTorch v8: cache key without `benchmark`; benchmark off = heuristic order, first
-//               candidate that can run; on = 1 warm-up + 1 timed run per candidate in heuristic
-//               order until benchmark_limit succeeded (0 = all), fastest wins.
-//   pytorch-v7  legacy API: benchmark on times every candidate and caches the first that runs in
-//               time order; deterministic && !benchmark takes the backend's fixed default.
-//   convtune    `benchmark` is in the key; robust timing (warm-up, samples until the median is
-//               stable or the budget is spent); the heuristic's pick is always timed, so a search
-//               never returns an algorithm its own timing says is slower.
-//   adaptive    convtune's search, but only once a shape has been asked for adaptive_after
-//               times; until then the heuristic pick runs (marked provisional).
+// The selector only orchestrates: what goes into the cache key, when to search, which candidates
+// a decision reaches, how they are measured and whether the result is persisted are the policy's
+// answers (FlagValues::policy -> SelectionPolicy, policy.hpp; each policy's rules are at the top
+// of its file in core/src/policies/ and in docs/autotuning.md); timing and choosing are the
+// measurement's (measurement.hpp).
 // Filters, every policy: deterministic drops NONDETERMINISTIC; f32 without allow_tf32 drops
 // TENSOR_CORE; DOWN_CONVERT_INPUTS is always dropped; workspace above workspace_limit is dropped.
 #pragma once
@@ -21,6 +15,7 @@
 #include <string>
 
 #include "convtune/backend.hpp"
+#include "convtune/cache_key.hpp"
 #include "convtune/decision.hpp"
 #include "convtune/flags.hpp"
 #include "convtune/tuning_cache.hpp"
@@ -28,13 +23,33 @@
 
 namespace convtune {
 
-// The cache key: backend, problem and the flag fields the policy keys on.
+// The cache key's text (CacheKey: backend, problem and the flag fields the policy keys on).
 std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f);
+
+// Why the flag filters drop an algorithm whose notes on p (Algorithm::notes_for) are `notes`, or
+// an empty string when they keep it: the selector's filters above except the workspace limit (for
+// the benchmarks, which apply the same rules).
+std::string flag_filter_reason(const Notes& notes, const ConvProblem& p, const FlagValues& f);
 
 // The occurrence on which the adaptive policy searches a shape whose provisional (heuristic)
 // decision is `provisional`: flags.adaptive_after when set, else (0, auto) the number of calls a
 // search costs: the candidates it times (eligible ones, at most benchmark_limit) x (1 + max_samples).
 int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f);
+
+// What a selector reports as it works, for metering (the simulator charges search and execution
+// time through it) and tracing. Calls come from the thread that calls select() or run(); the
+// defaults do nothing.
+class SelectorObserver {
+public:
+    virtual ~SelectorObserver() = default;
+    // A timed search of p begins (every cache and database missed).
+    virtual void search_started(const ConvProblem&) {}
+    // One timed call of candidate a during a search (its warm-up or a sample): ms on the device's clock.
+    virtual void candidate_timed(const ConvProblem&, const Algorithm&, double) {}
+    // run() executed a on p with this status, in ms of Device::time_execution_ms. Executions are
+    // timed only while an observer is set.
+    virtual void executed(const ConvProblem&, const Algorithm&, const Status&, double) {}
+};
 
 class CandidateList;  // a decision's candidates, built as far as it needs (selector.cpp)
 
@@ -44,6 +59,9 @@ public:
     Selector(const Backend& backend, TuningCache& cache, TuningDatabase* db = nullptr);
 
     const Backend& backend() const { return backend_; }
+    // The observer of what this selector does next (nullptr: none). Not owned; set it before the
+    // selector is shared between threads.
+    void set_observer(SelectorObserver* o) { observer_ = o; }
 
     // The decision for p under f, from the cheapest source that has one. Throws Error when no
     // algorithm of the backend can run p under f (the message lists why each was rejected).
@@ -69,6 +87,7 @@ private:
     const Backend& backend_;
     TuningCache& cache_;
     TuningDatabase* db_;
+    SelectorObserver* observer_ = nullptr;
 };
 
 }  // namespace convtune

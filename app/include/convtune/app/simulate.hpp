@@ -58,11 +58,12 @@ struct RecordReport {
     std::string source;  // "measured" or "tuning-db"
     std::string backend, environment;
     int64_t problems = 0, algorithms = 0;
+    std::vector<std::string> dropped;  // from_db: the entries left out, each with why
 };
 
 // Measures (or reads the database), then writes the recording to `out`.
 RecordReport record(const RecordRequest& r);
-// {"format", "out", "source", "backend", "environment", "problems", "algorithms"}
+// {"format", "out", "source", "backend", "environment", "problems", "algorithms", "dropped"}
 nlohmann::json to_json(const RecordReport& r);
 
 }  // namespace convtune::app

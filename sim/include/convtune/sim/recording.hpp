@@ -90,7 +90,10 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
 // A recording from a tuning database where that is all there is: per problem only the winner,
 // with its median as the one sample. Benchmark off and on then run the same algorithm, so such
 // a recording shows totals but cannot judge benchmark mode. Picks the section of `backend` with
-// the most entries. Throws Error when there is none.
-Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend);
+// the most entries. Throws Error when there is none. Entries it cannot use (a key it cannot read,
+// no algorithm, a median that is not a time in (0, 1e9) ms) are left out and, when `dropped` is
+// given, each is described there ("entry '<key>': <why>").
+Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend,
+                            std::vector<std::string>* dropped = nullptr);
 
 }  // namespace convtune::sim

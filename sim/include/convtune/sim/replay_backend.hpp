@@ -15,7 +15,8 @@
 // invented: a problem with no such neighbour is unsupported by every algorithm.
 //
 // Memory is virtual too (allocate returns placeholders; nothing is read or written), so replaying
-// big problems costs no host memory; simulated() tells the selector so.
+// big problems costs no host memory; needs_tensor_data() is false, so tensors are allocated but
+// never filled.
 #pragma once
 
 #include <map>
@@ -48,8 +49,8 @@ public:
     double time_ms(const std::function<void()>& fn) const override;
     // time_ms for a workload's execution call (not a selector's timed sample): the recording's
     // sequence_factor applies to the warm calls inside.
-    double time_execution_ms(const std::function<void()>& fn) const;
-    bool simulated() const override { return true; }
+    double time_execution_ms(const std::function<void()>& fn) const override;
+    bool needs_tensor_data() const override { return false; }
 
     const Recording& recording() const { return recording_; }
     // A fresh process: virtual clock 0, no call seen yet, draws from `seed`.

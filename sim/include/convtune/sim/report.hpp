@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "convtune/progress.hpp"
 #include "convtune/sim/simulator.hpp"
 
 namespace convtune::sim {
@@ -20,19 +21,7 @@ nlohmann::json to_json(const SimulationResult& r, const ReportContext& c);
 std::string to_csv(const SimulationResult& r);
 std::string to_svg(const SimulationResult& r, const ReportContext& c);
 
-// A progress bar on stderr ("\r[=====     ] 12/50 label").
-class Progress {
-public:
-    Progress(std::string label, bool enabled);
-    ~Progress();
-    void update(int64_t done, int64_t total, const std::string& what);
-    void finish();
-
-private:
-    std::string label_;
-    bool enabled_;
-    bool drawn_ = false;
-    double last_ = -1;
-};
+// The library's progress bar (convtune/progress.hpp), under the name the simulator's users know.
+using convtune::Progress;
 
 }  // namespace convtune::sim

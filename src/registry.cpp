@@ -15,8 +15,9 @@
 
 namespace convtune {
 
-std::span<Backend* const> backends() {
-    static const std::vector<Backend*> list = [] {
+namespace {
+std::vector<Backend*>& registered() {
+    static std::vector<Backend*> list = [] {
         std::vector<Backend*> v{&cpu_backend()};
 #ifdef CONVTUNE_WITH_ONEDNN
         v.push_back(&onednn_backend());
@@ -27,6 +28,15 @@ std::span<Backend* const> backends() {
         return v;
     }();
     return list;
+}
+}  // namespace
+
+std::span<Backend* const> backends() { return registered(); }
+
+void register_backend(Backend& b) {
+    for (const Backend* r : registered())
+        if (r->name() == b.name()) throw Error("backend: '" + std::string(b.name()) + "' is already registered");
+    registered().push_back(&b);
 }
 
 Backend& find_backend(std::string_view name) {

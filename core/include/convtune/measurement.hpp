@@ -1,0 +1,110 @@
+// Measurement: how a search times its candidates and picks the winner, as data (MeasureStrategy)
+// and one engine that follows it (Measurement). The selector decides which candidates a search
+// reaches and enters them in its order; the measurement times them and chooses. Statistics come
+// from stats.hpp. Two strategies, after cudnn-frontend's sample-once / till-stable:
+//
+//   sample-once  (the pytorch policies, PyTorch's own): per candidate one warm-up and one timed
+//                call, taken as it is entered; the fastest call wins, however lucky.
+//   robust       (the convtune policies): every candidate's warm-up as it is entered, then
+//                interleaved rounds, one timed call of each remaining candidate per round, so that
+//                a change in the machine's load falls on all of them alike. Racing: a candidate
+//                whose calls (warm-up included) were all over drop_ratio x the leader's slowest
+//                stops after its first round; from round min_samples on, one whose median is
+//                above the leader's beyond the noise (stats.hpp: slower_beyond_noise, z and
+//                lead_floor) is dropped. Rounds stop when one candidate is left, when the ones
+//                left are within lead_floor of each other with stable medians (moved by at most
+//                stable_rel over the last round), at max_samples, or, after the first round, once
+//                budget_ms is spent. The fastest median of the candidates left wins. With
+//                keep_heuristic_within_noise (off in robust(), see docs/autotuning.md) it wins
+//                only when its lead over the heuristic's pick (the first candidate entered)
+//                exceeds the noise, otherwise the heuristic's pick stays. A decision whose
+//                winner's robust spread (relative_noise, over at least 3 samples) is above
+//                persist_max_noise is not stored in a tuning database.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "convtune/algorithm.hpp"
+#include "convtune/flags.hpp"
+
+namespace convtune {
+
+struct MeasureStrategy {
+    const char* name = "sample-once";
+    // Timed calls per candidate after its warm-up: at least min_samples (unless the candidate is
+    // dropped or the budget is spent), at most max_samples.
+    int min_samples = 1, max_samples = 1;
+    // Rounds across the candidates (robust) instead of each candidate's samples as it is entered.
+    bool interleaved = false;
+    // Interleaved only: see the file comment.
+    double stable_rel = 0;
+    double budget_ms = std::numeric_limits<double>::infinity();
+    double drop_ratio = 0;     // 0: no candidate stops after its first round
+    bool racing = false;       // drop candidates slower than the leader beyond the noise
+    double z = 3;              // standard errors a difference must exceed to count
+    double lead_floor = 0;     // ... and this fraction of the faster median
+    bool keep_heuristic_within_noise = false;
+    double persist_max_noise = std::numeric_limits<double>::infinity();
+
+    // PyTorch's: one warm-up, one timed call, the fastest wins.
+    static MeasureStrategy sample_once();
+    // convtune's, from the flags' knobs (min_samples, max_samples, stable_rel, search_budget_ms).
+    static MeasureStrategy robust(const FlagValues& f);
+};
+
+// One timed call of a candidate: runs it, sets the status, returns its time in ms on the
+// device's clock.
+using TimedCall = std::function<double(Status&)>;
+
+// One candidate as measured.
+struct Trial {
+    std::size_t order = 0;  // its position in heuristic order: ties go to the earlier one
+    TimedCall call;
+    double first_ms = 0;             // the warm-up
+    std::vector<double> samples_ms;  // the timed calls after it
+    Status status;                   // not ok: it failed (samples cleared)
+    bool racing = true;              // still sampled in the next round
+    std::string reason;              // why its sampling stopped early, when it did
+    double median_ms = 0, spread = 0;
+};
+
+// What a measurement decided.
+struct Choice {
+    int trial = -1;      // the winning trial, -1 when none ran
+    std::string reason;  // why, when the rule was not "the fastest median"
+};
+
+// Empty when a decision whose winner took these samples may be stored in a tuning database under
+// strategy s, else why not.
+std::string persist_refusal(const MeasureStrategy& s, const std::vector<double>& winner_samples);
+
+class Measurement {
+public:
+    explicit Measurement(MeasureStrategy s) : s_(std::move(s)) {}
+    const MeasureStrategy& strategy() const { return s_; }
+
+    // Adds a candidate and runs its warm-up (and, unless interleaved, its samples). Returns its
+    // trial; the candidate ran when trial.status is ok.
+    const Trial& enter(std::size_t order, TimedCall call);
+    // Interleaved: the rounds over the entered candidates (nothing otherwise).
+    void finish();
+    // The trials, in the order they were entered.
+    const std::vector<Trial>& trials() const { return trials_; }
+    // Device time spent so far, warm-ups included.
+    double spent_ms() const { return spent_; }
+    // The decision (after finish()).
+    Choice choose() const;
+
+private:
+    double call(Trial& t);
+    void drop(Trial& t, std::string why);
+    MeasureStrategy s_;
+    std::vector<Trial> trials_;
+    double spent_ = 0;
+};
+
+}  // namespace convtune

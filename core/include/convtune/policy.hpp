@@ -1,0 +1,78 @@
+// SelectionPolicy: what one selection policy (FlagValues::policy) answers, so that the selector
+// only orchestrates. Every policy is one type in core/src/policies/<name>.cpp, registered once in
+// the table of core/src/flags.cpp, which also gives it its user-facing name (Policy, parse_policy).
+//
+// The questions, in the order a selection asks them:
+//   key         is `benchmark` part of the cache key (keys_benchmark)
+//   when        does this selection search now, or run the heuristic's pick provisionally until the
+//               shape has recurred (defers_search, search_due)
+//   which       which candidates a decision reaches and in what order: how many a search times
+//               (search_reach), how many of those are kept for candidates the heuristics do not
+//               suggest (explore_slots), whether a naive reference is held back while others are
+//               eligible (holds_back_reference), how many benchmark off reaches (heuristic_reach),
+//               and whether benchmark off takes the backend's fixed default (uses_fixed_default)
+//   how         how the reached candidates are timed and the winner chosen (measurement)
+//   persisted   whether a searched decision is read from and stored in the tuning database
+//               (persists)
+// docs/architecture.md, "How to add a policy", lists the files a new one touches.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "convtune/flags.hpp"
+#include "convtune/measurement.hpp"
+
+namespace convtune {
+
+struct Decision;
+
+class SelectionPolicy {
+public:
+    virtual ~SelectionPolicy() = default;
+    virtual Policy id() const = 0;
+    std::string_view name() const { return to_string(id()); }
+
+    // The cache key holds `benchmark` (PyTorch's has not: a shape first met with benchmark off
+    // keeps its heuristic pick when benchmark is turned on, PyTorch issue 45372).
+    virtual bool keys_benchmark() const = 0;
+
+    // Whether a selection under f counts the shape's occurrences and searches only once
+    // search_due says so, running the heuristic's pick (a provisional decision) until then.
+    virtual bool defers_search(const FlagValues&) const { return false; }
+    // For a policy that defers: whether the shape, asked for the `seen`-th time, is searched now.
+    // `provisional` is the shape's provisional decision when there is one yet (nullptr before).
+    virtual bool search_due(int64_t /*seen*/, const Decision* /*provisional*/, const FlagValues&) const { return true; }
+
+    // How many eligible candidates a search times at most (-1: all).
+    virtual int search_reach(const FlagValues& f) const { return f.benchmark_limit > 0 ? f.benchmark_limit : -1; }
+    // Of a search's reach `limit`, how many are kept for candidates the backend's heuristics do
+    // not suggest, when its ranking has such candidates (`explores`).
+    virtual int explore_slots(const FlagValues&, int /*limit*/, bool /*explores*/) const { return 0; }
+    // An eligible naive reference implementation (Note::reference) is held back while another
+    // candidate is eligible.
+    virtual bool holds_back_reference() const { return false; }
+    // How many eligible candidates a decision with benchmark off reaches (-1: all); it picks the
+    // first, the others are counted (the adaptive policy's threshold counts them).
+    virtual int heuristic_reach(const FlagValues&) const { return 1; }
+    // Benchmark off takes the backend's fixed default (Backend::fixed_default) when eligible.
+    virtual bool uses_fixed_default(const FlagValues&) const { return false; }
+
+    // How a search times its candidates and chooses (measurement.hpp).
+    virtual MeasureStrategy measurement(const FlagValues& f) const = 0;
+
+    // Searched decisions are read from and stored in the tuning database.
+    virtual bool persists() const = 0;
+
+    // The simulator's recommendation names this policy ("use the adaptive policy") instead of
+    // "turn benchmark on".
+    virtual bool recommended_by_name() const { return false; }
+};
+
+// The object of a policy (the registry in core/src/flags.cpp).
+const SelectionPolicy& policy_of(Policy p);
+// Every registered policy, in the order of Policy.
+std::span<const Policy> all_policies();
+
+}  // namespace convtune

@@ -1,0 +1,24 @@
+// The registered policies' objects (one file each in this folder), for the registry in
+// core/src/flags.cpp.
+#pragma once
+
+#include "convtune/policy.hpp"
+
+namespace convtune::policies {
+
+const SelectionPolicy& pytorch();
+const SelectionPolicy& pytorch_v7();
+const SelectionPolicy& convtune();
+const SelectionPolicy& adaptive();
+
+// convtune's search (convtune.cpp), which the adaptive policy shares.
+class ConvtuneSearch : public SelectionPolicy {
+public:
+    bool keys_benchmark() const override { return true; }
+    int explore_slots(const FlagValues& f, int limit, bool explores) const override;
+    bool holds_back_reference() const override { return true; }
+    MeasureStrategy measurement(const FlagValues& f) const override;
+    bool persists() const override { return true; }
+};
+
+}  // namespace convtune::policies

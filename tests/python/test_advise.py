@@ -1,0 +1,66 @@
+"""python3 -m convtune.advise end to end on the CPU (--device cpu: PyTorch's CPU convolutions
+stand in for the GPU, so the pipeline — capture, PyTorch measurements, simulation — is exercised
+without one), and its refusals. Needs PyTorch (Debian's python3-torch)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: advise cannot be tested")
+
+SCRIPT = """
+import torch
+m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, stride=2))
+for step in range(100000):
+    m(torch.randn(2, 3, 12, 12)).sum().backward()
+print("the script ran to its end")
+"""
+
+
+def advise(cli, *args):
+    env = dict(os.environ, CONVTUNE_CLI=cli.path)
+    return subprocess.run([sys.executable, "-m", "convtune.advise", *map(str, args)], capture_output=True, text=True,
+                          timeout=900, env=env)
+
+
+def test_advise_runs_the_whole_pipeline(cli, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    keep = tmp_path / "kept"
+    r = advise(cli, "--device", "cpu", "--runs", "1", "--iterations", "50", "--capture-iterations", "2", "--keep", keep,
+               "--kernel-cache", "warm", script)
+    assert r.returncode == 0, r.stderr
+    assert "the script ran to its end" not in r.stdout
+    for step in ("step 1/4", "step 2/4", "step 3/4", "step 4/4"):
+        assert step in r.stderr
+    # The report: both measured rows, and a recommendation.
+    assert "measured: PyTorch itself" in r.stdout
+    assert "recommendation:" in r.stdout
+    # The measurements cover exactly the captured problems (5 distinct: 2 forward, 1 bwd_data, 2 bwd_filter - the
+    # first layer has no bwd_data), with both settings, one run each, cold then warm.
+    problems = json.loads((keep / "problems.json").read_text())
+    grid = json.loads((keep / "pytorch.json").read_text())
+    keys = {p["key"] for p in problems}
+    assert len(keys) == 5
+    assert sorted((m["name"], m["cache"]) for m in grid["measurements"]) == [("bm0", "cold"), ("bm0", "warm"),
+                                                                              ("bm1", "cold"), ("bm1", "warm")]
+    for m in grid["measurements"]:
+        assert {p["key"] for p in m["problems"]} == keys
+    walls = [line for line in (keep / "script.trace").read_text().splitlines() if line.startswith("# iteration")]
+    assert len(walls) == 2 and all("wall_ms" in w for w in walls)
+
+
+def test_advise_refusals(cli, tmp_path):
+    r = advise(cli, "--device", "cpu", tmp_path / "missing.py")
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    script = tmp_path / "s.py"
+    script.write_text(SCRIPT)
+    r = advise(cli, "--device", "cpu", "--runs", "0", script)
+    assert r.returncode == 2 and "--runs" in r.stderr
+    env = dict(os.environ, CONVTUNE_CLI="", PATH="/nonexistent")
+    r = subprocess.run([sys.executable, "-m", "convtune.advise", "--device", "cpu", str(script)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 2 and "convtune executable was not found" in r.stderr
