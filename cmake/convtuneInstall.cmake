@@ -7,7 +7,8 @@
 #                                             its rules live in python/CMakeLists.txt)
 #
 # A consumer writes find_package(convtune) and links convtune::convtune (plus convtune::sim for
-# the simulator, convtune::app for the application operations the CLI runs). The libraries are static, so the package finds their dependencies again
+# the simulator, convtune::app for the application operations the CLI runs, convtune::dist for
+# the distributed tune and dist::agree over MPI). The libraries are static, so the package finds their dependencies again
 # (OpenMP, fmt, nlohmann_json, Eigen3, OpenBLAS, oneDNN, cuDNN) through find_dependency.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -32,6 +33,8 @@ if(CONVTUNE_WITH_CUDNN)
   set_target_properties(convtune_cudnn PROPERTIES EXPORT_NAME cudnn)
   list(APPEND _convtune_targets convtune_cudnn)
 endif()
+set_target_properties(convtune_dist PROPERTIES EXPORT_NAME dist)
+list(APPEND _convtune_targets convtune_dist)
 
 install(TARGETS ${_convtune_targets} EXPORT convtuneTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel
@@ -39,7 +42,7 @@ install(TARGETS ${_convtune_targets} EXPORT convtuneTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS convtune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/ ${PROJECT_SOURCE_DIR}/src/include/ ${PROJECT_SOURCE_DIR}/verify/include/
-  ${PROJECT_SOURCE_DIR}/sim/include/ ${PROJECT_SOURCE_DIR}/app/include/
+  ${PROJECT_SOURCE_DIR}/sim/include/ ${PROJECT_SOURCE_DIR}/app/include/ ${PROJECT_SOURCE_DIR}/dist/include/
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT devel FILES_MATCHING PATTERN "*.hpp")
 
 install(EXPORT convtuneTargets NAMESPACE convtune:: DESTINATION ${CONVTUNE_INSTALL_CMAKEDIR} COMPONENT devel)

@@ -1,10 +1,13 @@
-// convtune tune (--problem SPEC | --shapes FILE) [--backend B] [--policy P] [--flags ...]
+// convtune tune (--problem SPEC | --shapes FILE) [--backend B | --replay REC] [--policy P] [--flags ...]
 //               [--db PATH] [--json]
 // convtune explain --problem SPEC [--backend B] [--policy P] [--flags ...] [--db PATH] [--json]
 // Chooses an algorithm per problem under the given flags (benchmark=1 unless --flags says
 // otherwise) and explains each choice: candidates, their state, samples, median and spread,
 // workspace, notes, which filter removed which candidate, and where the choice came from.
 // The work is convtune::app::tune / explain; this file fills the request and prints the report.
+// Started by mpirun (or srun), tune shares the problems out over the ranks through
+// convtune::dist::tune (docs/distributed.md): rank 0 prints the report, its database is the
+// merge of every rank's decisions, and problems that could not be tuned exit 3.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -13,6 +16,8 @@
 
 #include "cli.hpp"
 #include "convtune/app/tune.hpp"
+#include "convtune/dist/launch.hpp"
+#include "convtune/dist/tune.hpp"
 #include "convtune/sim/report.hpp"
 
 namespace convtune::cli {
@@ -22,7 +27,8 @@ namespace {
 struct TuneOptions {
     app::TuneRequest r;
     std::string problem, db;
-    bool json = false, progress = false;
+    bool json = false, progress = false, coordinator_only = false;
+    double db_flush_s = 1;
     ProblemOverrides over;
 };
 
@@ -51,6 +57,28 @@ int tune(TuneOptions& o) {
     r.dir = o.over.dir;
     r.dtype = o.over.dtype;
     r.layout = o.over.layout;
+    const int ranks = dist::launched_ranks();
+    if (ranks > 1 || (ranks == 1 && dist::mpi_built())) {
+        dist::bind_gpu_to_local_rank();  // before any backend initialises
+        sim::Progress bar("tune", o.progress || ::isatty(2));
+        r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
+        dist::TuneOptions dopt;
+        dopt.rank0_works = !o.coordinator_only;
+        dopt.flush_s = o.db_flush_s;
+        std::unique_ptr<app::TuneSink> sink;
+        if (o.json) sink = std::make_unique<app::TuneJsonWriter>(std::cout);
+        else sink = std::make_unique<TextSink>(bar);
+        dist::TuneReport rep;
+        try {
+            rep = dist::tune(r, sink.get(), dopt);
+        } catch (const dist::PeerFailed&) {
+            return bad_input;  // rank 0 prints why
+        }
+        if (rep.rank != 0) return ok;
+        bar.finish();
+        fmt::print(stderr, "{}", dist::to_text(rep));
+        return rep.failed.empty() ? ok : run_failed;
+    }
     sim::Progress bar("tune", o.progress || ::isatty(2));
     r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
     if (o.json) {
@@ -90,12 +118,16 @@ void add_tune(CLI::App& app, Action& action) {
     cmd->add_option("--problem,-p", o->problem, "One problem (canonical or benchdnn)");
     cmd->add_option("--shapes,-s", o->r.shapes, "A shape file (benchdnn or canonical lines)");
     cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)");
+    cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend");
     cmd->add_option("--policy", o->r.policy, "pytorch, pytorch-v7, convtune (default) or adaptive");
     cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1");
     cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)");
     cmd->add_option("--batch", o->r.batch, "Override the batch size of every problem")->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
     cmd->add_flag("--json", o->json, "Print one JSON document");
     cmd->add_flag("--progress", o->progress, "Show the progress bar even when stderr is not a terminal");
+    cmd->add_flag("--coordinator-only", o->coordinator_only, "Under mpirun: rank 0 hands out problems and merges, but decides none");
+    cmd->add_option("--db-flush", o->db_flush_s, "Under mpirun: seconds between rank 0's database writes (default 1; 0 = every result)")
+        ->check(CLI::Range(0.0, 3600.0));
     o->over.add_to(*cmd);
     cmd->callback([o, &action] { action = [o] { return tune(*o); }; });
 }

@@ -9,6 +9,7 @@
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/sim/replay_backend.hpp"
 
 namespace convtune::app {
 
@@ -63,35 +64,74 @@ std::string to_text(const TunedProblem& p) {
     return s;
 }
 
-TuneReport tune(const TuneRequest& r, TuneSink* sink, bool keep) {
+struct TuneJob::State {
+    FlagValues flags;
+    std::unique_ptr<sim::ReplayBackend> replay;
+    Backend* backend = nullptr;
+    std::vector<ShapeLine> lines;
+    std::vector<std::string> labels;
+    TuneReport header;
+    std::unique_ptr<Context> ctx;
+    Selector* selector = nullptr;
+};
+
+TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
     // Everything is validated before anything is decided.
     if (r.problems.empty() == r.shapes.empty()) throw InvalidRequest("problems", "give exactly one of {problems} or {shapes}");
-    const FlagValues f = tune_flags(r);
+    s_->flags = tune_flags(r);
     if (r.batch < 0) throw InvalidRequest("batch", "must be >= 1 (got " + std::to_string(r.batch) + ")");
-    Backend& b = find_backend(r.backend);
-    require_available(b);
-    std::vector<ShapeLine> lines;
+    if (!r.replay.empty()) {
+        s_->replay = std::make_unique<sim::ReplayBackend>(sim::Recording::load(r.replay));
+        s_->backend = s_->replay.get();
+    } else {
+        s_->backend = &find_backend(r.backend);
+        require_available(*s_->backend);
+    }
+    std::vector<ShapeLine>& lines = s_->lines;
     if (!r.problems.empty())
         for (const std::string& s : r.problems) lines.push_back({0, "", 1, ConvProblem::parse_any(s)});
     else lines = read_shape_file(r.shapes);
     for (ShapeLine& l : lines) {
         if (r.batch > 0) l.problem.n = r.batch;
         l.problem = with_overrides(l.problem, r.dir, r.dtype, r.layout);
+        s_->labels.push_back(l.name.empty() ? l.problem.to_string() : l.name);
     }
 
-    TuneReport rep;
-    rep.backend = std::string(b.name());
-    rep.flags = f.to_string();
+    TuneReport& rep = s_->header;
+    rep.backend = std::string(s_->backend->name());
+    rep.flags = s_->flags.to_string();
     rep.db = r.db ? *r.db : default_db_path();
     rep.count = static_cast<int64_t>(lines.size());
+    s_->ctx = std::make_unique<Context>(rep.db);
+    s_->selector = &s_->ctx->selector(*s_->backend);
+}
+
+TuneJob::~TuneJob() = default;
+const TuneReport& TuneJob::header() const { return s_->header; }
+int64_t TuneJob::size() const { return s_->header.count; }
+const FlagValues& TuneJob::flags() const { return s_->flags; }
+Backend& TuneJob::backend() const { return *s_->backend; }
+Context& TuneJob::context() const { return *s_->ctx; }
+const std::string& TuneJob::label(int64_t i) const { return s_->labels.at(static_cast<std::size_t>(i)); }
+
+TunedProblem TuneJob::problem(int64_t i) const {
+    const ShapeLine& l = s_->lines.at(static_cast<std::size_t>(i));
+    return {l.problem.to_string(), l.name, nullptr};
+}
+
+TunedProblem TuneJob::decide(int64_t i) {
+    TunedProblem t = problem(i);
+    t.decision = s_->selector->select(s_->lines[static_cast<std::size_t>(i)].problem, s_->flags);
+    return t;
+}
+
+TuneReport tune(const TuneRequest& r, TuneSink* sink, bool keep) {
+    TuneJob job(r);
+    TuneReport rep = job.header();
     if (sink) sink->begin(rep);
-    Context ctx(rep.db);
-    Selector& sel = ctx.selector(b);
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-        const ShapeLine& l = lines[i];
-        TunedProblem t{l.problem.to_string(), l.name, nullptr};
-        if (r.progress) r.progress(static_cast<int64_t>(i), rep.count, l.name.empty() ? t.problem : l.name);
-        t.decision = sel.select(l.problem, f);
+    for (int64_t i = 0; i < rep.count; ++i) {
+        if (r.progress) r.progress(i, rep.count, job.label(i));
+        TunedProblem t = job.decide(i);
         rep.total_search_ms += t.decision->search_ms;
         rep.from_database += t.decision->source == Source::database;
         if (sink) sink->problem(t);

@@ -16,6 +16,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "convtune/app/report.hpp"
+#include "convtune/backend.hpp"
+#include "convtune/convtune.hpp"
 #include "convtune/decision.hpp"
 #include "convtune/flags.hpp"
 
@@ -25,6 +27,7 @@ struct TuneRequest {
     std::vector<std::string> problems;  // problem strings (canonical or benchdnn), or
     std::string shapes;                 // a shape file: exactly one of the two
     std::string backend = "cpu";
+    std::string replay{};               // a recording: tune on its replay (sim::ReplayBackend) instead of backend
     std::string policy;                 // over benchmark=1: pytorch, pytorch-v7, convtune, adaptive
     std::string flags;                  // "key=value,...", applied after the policy
     std::optional<FlagValues> flag_values;  // when set, the flags as they are (policy and flags unused)
@@ -64,6 +67,31 @@ public:
     virtual void begin(const TuneReport&) {}
     virtual void problem(const TunedProblem& p) = 0;
     virtual void end(const TuneReport&) {}
+};
+
+// A validated request, ready to decide its problems one at a time, in any order: what tune()
+// loops over, and what a distributed tune (dist/) hands out by index. Construction validates the
+// whole request (errors name its fields) and opens the database; nothing is decided yet.
+class TuneJob {
+public:
+    explicit TuneJob(const TuneRequest& r);
+    ~TuneJob();
+    TuneJob(const TuneJob&) = delete;
+    TuneJob& operator=(const TuneJob&) = delete;
+
+    const TuneReport& header() const;  // backend, flags, db and count; no totals
+    int64_t size() const;
+    const FlagValues& flags() const;
+    Backend& backend() const;
+    Context& context() const;           // the selector's cache and database
+    // The shape file's name of problem i, else its canonical form (what progress shows).
+    const std::string& label(int64_t i) const;
+    TunedProblem problem(int64_t i) const;  // its canonical form and name, no decision yet
+    TunedProblem decide(int64_t i);         // throws Error when nothing can run it
+
+private:
+    struct State;
+    std::unique_ptr<State> s_;
 };
 
 // Validates the whole request, then decides each problem. Errors name the request's fields.

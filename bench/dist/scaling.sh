@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Problems per second of `convtune tune` against MPI ranks (docs/distributed.md), two catalogues:
+#   cpu     24 convolutions (batch 8) tuned live on the CPU backend, one single-threaded rank per core
+#           (OMP_NUM_THREADS=1, --bind-to core): the search itself scaling with ranks;
+#   replay  ResNet-50 H200 training problems at batch sizes 1-30 (2040 problems) replayed from
+#           tests/data (a search costs next to nothing): what rank 0's hand-out and database
+#           writes can sustain, the ceiling of the model in docs/distributed.md.
+# Each row: catalogue, ranks, problems, wall seconds (mpirun start-up included), problems/s. The load (uptime) is
+# printed first: on a shared machine the numbers are indicative only.
+# Usage: bench/dist/scaling.sh [BUILD_DIR (build/cpu)] [RANKS... (1 2)]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build/cpu}
+[ $# -gt 0 ] && shift
+ranks=("$@")
+[ ${#ranks[@]} -gt 0 ] || ranks=(1 2)
+cli=$build/tools/convtune
+[ -x "$cli" ] || { echo "no $cli: build the cpu preset first" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+with open(f"{work}/cpu.shapes", "w") as f:
+    for c, k, h in [(16, 16, 28), (16, 32, 28), (32, 32, 28), (32, 64, 14), (64, 64, 14), (64, 32, 14)]:
+        for ker, pad in [(3, 1), (1, 0)]:
+            for d in ["fwd", "bwd_data"]:
+                f.write(f"dir={d},n=8,c={c},k={k},in={h}x{h},ker={ker}x{ker},pad={pad}x{pad}\n")
+rec = json.load(open("tests/data/resnet50_h200_f32_train.json"))
+with open(f"{work}/replay.shapes", "w") as f:
+    for b in range(1, 31):
+        for p in rec["problems"]:
+            f.write(",".join(f"n={b}" if kv.startswith("n=") else kv for kv in p["problem"].split(",")) + "\n")
+PY
+
+echo "machine: $(nproc) cores; load: $(uptime)"
+run() {  # name ranks args...
+  local name=$1 n=$2
+  shift 2
+  rm -f "$work/$name.db"*
+  local t0 t1
+  t0=$(date +%s.%N)
+  OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe --bind-to core -np "$n" "$cli" tune "$@" --db "$work/$name.db" --json \
+    > "$work/out.json" 2> "$work/err.txt" || { cat "$work/err.txt" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  python3 - "$work/out.json" "$t0" "$t1" "$name" "$n" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1])); t0, t1 = float(sys.argv[2]), float(sys.argv[3])
+n = len(doc["problems"]); wall = t1 - t0
+print(f"{sys.argv[4]:<7} ranks {sys.argv[5]:>2}  problems {n:>5}  wall {wall:7.2f} s  {n / wall:8.1f} problems/s")
+PY
+}
+for n in "${ranks[@]}"; do run cpu "$n" --shapes "$work/cpu.shapes" --flags search_budget_ms=200,max_samples=5; done
+for n in "${ranks[@]}"; do run replay "$n" --replay tests/data/resnet50_h200_f32_train.json --shapes "$work/replay.shapes"; done

@@ -1,0 +1,88 @@
+// A tune shared out over the ranks of an MPI job, its decisions merged into one database.
+//
+// Every rank calls tune() with the same request (mpirun starts the same command on each). Rank 0
+// reads the database, hands problem indices out on request (a rank that finishes one asks for
+// the next, so slow problems hold no static share back) and, by default, decides problems too on
+// a thread of its own; every other rank decides the problems it is given. Each rank decides
+// through app::TuneJob with a private copy of the database as it was at the start (what was
+// tuned before comes from the database, on every rank); the records of new searches travel to
+// rank 0, which stores them in the database with TuningDatabase's rules (file lock, newer record
+// wins, atomic write) as they arrive, so an interrupted job keeps what it finished. The sink gets
+// the problems in the request's order on rank 0.
+//
+// Failures: a problem whose decision throws on a rank is given to a rank that has not failed it;
+// after max_attempts ranks failed it, or when no such rank is left, it is given up and reported
+// by name (DistTuneReport::failed). A rank that fails retire_after problems that another rank
+// then decided is retired (a broken device). A rank that dies takes the job with it (MPI); the
+// database keeps what was stored, and the same command run again resumes from it.
+//
+// CONVTUNE_DIST_FAIL=RANK:AFTER makes rank RANK fail every problem after its first AFTER
+// (RANK:AFTER:exit: the process exits mid-problem) — the tests' injected failure.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "convtune/app/tune.hpp"
+#include "convtune/error.hpp"
+
+namespace convtune::dist {
+
+struct TuneOptions {
+    bool rank0_works = true;  // false: rank 0 only coordinates (and with one rank, decides alone)
+    int max_attempts = 2;     // distinct ranks that may fail a problem before it is given up
+    int retire_after = 3;     // a rank's failures, of problems another rank then decided, before it is retired
+    double flush_s = 1;       // rank 0 writes new records to the database at most this often (0 = each at once)
+};
+
+struct FailedProblem {
+    int64_t index = 0;
+    std::string problem, name;
+    std::vector<std::string> reasons;  // "rank R: message", one per attempt
+};
+
+struct TuneReport {
+    app::TuneReport totals;       // over every rank (rank 0; other ranks: their own share)
+    int ranks = 1;
+    int rank = 0;                 // this process's rank
+    std::vector<int64_t> decided; // rank 0: problems each rank decided
+    std::vector<int> retired;     // rank 0: ranks retired for failing
+    int64_t retried = 0;          // rank 0: problems decided after a failure elsewhere
+    std::vector<FailedProblem> failed;  // rank 0: problems given up, in order
+    std::vector<std::string> not_started;  // rank 0: "rank R: why" for ranks that could not start
+    double wall_s = 0;
+};
+
+// Collective over MPI_COMM_WORLD. When MPI is not initialised yet, tune() initialises it and
+// finalises it before returning (see Session), which MPI allows once per process: a program that
+// calls tune() more than once, or uses MPI itself, initialises MPI first. `sink` and
+// r.progress are used on rank 0 only; progress names the ranks, the rate and the time left.
+// Errors in the request throw on every rank.
+TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink = nullptr, const TuneOptions& o = {});
+
+// Rank 0's summary: ranks, what each decided, retries, retired ranks, each problem given up.
+std::string to_text(const TuneReport& r);
+
+// Thrown on the other ranks when rank 0 refused the request (rank 0 throws and prints the reason).
+class PeerFailed : public Error {
+public:
+    using Error::Error;
+};
+
+// MPI for the lifetime of the object: initialised (threads: funneled) unless it already is, and
+// finalised by the one that initialised it.
+class Session {
+public:
+    Session();
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+    int rank() const;
+    int size() const;
+
+private:
+    bool owner_ = false;
+};
+
+}  // namespace convtune::dist

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Distributed tune under mpirun -np 2 (docs/distributed.md), one case per run:
+
+  replay   the merged database equals the single-process one decision for decision (replay
+           backend: exact, deterministic times), and rank 0's report lists the same decisions
+  cpu      the live CPU backend: every problem lands in the merged database
+  fail     a rank that fails every problem after its first two (CONVTUNE_DIST_FAIL=0:2; rank 0,
+           which always gets work) loses none: the other rank decides them, the database equals
+           the single-process one; a problem no rank can decide is reported by name, exit code 3
+  exit     a rank that dies (CONVTUNE_DIST_FAIL=0:30:exit, --db-flush 0: each result written as it
+           arrives) ends the job; what was stored stays,
+           and the same command run again completes a database equal to the single-process one
+
+Usage: dist_tune.py CASE CONVTUNE MPIRUN DATA_DIR WORK_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+case, convtune, mpirun, data, work = sys.argv[1:6]
+recording = os.path.join(data, "resnet50_h200_f32_train.json")
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def run(args, env=None, mpi=0, expect=0):
+    cmd = ([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(mpi)] if mpi else []) + [convtune] + args
+    e = dict(os.environ)
+    e.pop("CONVTUNE_DIST_FAIL", None)
+    e.update(env or {})
+    p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=300)
+    print("$", " ".join(cmd), "->", p.returncode)
+    if expect is not None and p.returncode != expect:
+        fail(f"exit {p.returncode}, expected {expect}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}")
+    return p
+
+
+def decisions(db):
+    """key -> (algorithm, median_ms, spread, samples) over every environment of the database."""
+    doc = json.loads(run(["db", "show", db, "--json"]).stdout)
+    out = {}
+    for env in doc["environments"]:
+        for e in env["entries"]:
+            out[(env["environment"], e["key"])] = (e["algorithm"], e["median_ms"], e["spread"], e["samples"])
+    return out
+
+
+def same(a, b, what):
+    if not a:
+        fail(what + ": the single-process database is empty")
+    if a != b:
+        missing = sorted(set(a) - set(b))[:5]
+        extra = sorted(set(b) - set(a))[:5]
+        differ = [k for k in a if k in b and a[k] != b[k]][:5]
+        fail(f"{what}: {len(a)} vs {len(b)} entries; missing {missing}; extra {extra}; differ {[(k, a[k], b[k]) for k in differ]}")
+    print(f"{what}: {len(a)} decisions equal")
+
+
+def shapes_of_recording(path, extra=""):
+    with open(recording) as f:
+        rec = json.load(f)
+    with open(path, "w") as f:
+        for p in rec["problems"]:
+            f.write(p["problem"] + "\n")
+        f.write(extra)
+    return len(rec["problems"])
+
+
+def replay_pair(shapes, env=None, expect=0, extra=()):
+    single, merged = os.path.join(work, "single.db"), os.path.join(work, "merged.db")
+    s = run(["tune", "--replay", recording, "--shapes", shapes, "--db", single, "--json"])
+    m = run(["tune", "--replay", recording, "--shapes", shapes, "--db", merged, "--json", "--progress", *extra], env=env, mpi=2,
+            expect=expect)
+    return single, merged, s, m
+
+
+if case == "replay":
+    shapes = os.path.join(work, "r50.shapes")
+    n = shapes_of_recording(shapes)
+    single, merged, s, m = replay_pair(shapes)
+    same(decisions(single), decisions(merged), "replay, 2 ranks")
+    rs, rm = json.loads(s.stdout), json.loads(m.stdout)
+    ps = [(p["problem"], p["algorithm"], p["median_ms"]) for p in rs["problems"]]
+    pm = [(p["problem"], p["algorithm"], p["median_ms"]) for p in rm["problems"]]
+    if len(pm) != n or ps != pm:
+        fail(f"rank 0's report differs from the single-process one ({len(pm)} vs {len(ps)} problems)")
+    if "decided per rank: 0=" not in m.stderr:
+        fail("no distributed summary on rank 0: " + m.stderr)
+    if f"{n}/{n}" not in m.stderr or "2 ranks, " not in m.stderr or "problems/s" not in m.stderr:
+        fail("no progress (done/total, ranks, rate) on rank 0: " + m.stderr)
+    print("report: same problems, order and decisions")
+elif case == "cpu":
+    shapes = os.path.join(work, "small.shapes")
+    lines = [f"n=1,c={c},k={k},in={h}x{h},ker=3x3,pad=1x1" for c, k, h in
+             [(4, 8, 8), (8, 8, 8), (8, 16, 6), (16, 8, 6), (4, 4, 10), (8, 4, 10)]]
+    with open(shapes, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    single, merged = os.path.join(work, "single.db"), os.path.join(work, "merged.db")
+    flags = ["--flags", "search_budget_ms=20,max_samples=3"]
+    run(["tune", "--shapes", shapes, "--db", single] + flags)
+    m = run(["tune", "--shapes", shapes, "--db", merged, "--json"] + flags, mpi=2)
+    # Keys without the environment: a rank bound to one core records "1 threads" in its environment.
+    a, b = {k for _, k in decisions(single)}, {k for _, k in decisions(merged)}
+    if len(b) != len(lines) or a != b:
+        fail(f"merged database has {len(b)} entries for {len(lines)} problems; keys differ: {sorted(set(a) ^ set(b))[:4]}")
+    if len(json.loads(m.stdout)["problems"]) != len(lines):
+        fail("rank 0's report lacks problems")
+    print(f"cpu: all {len(lines)} problems in the merged database")
+elif case == "fail":
+    shapes = os.path.join(work, "r50.shapes")
+    shapes_of_recording(shapes)
+    single, merged, s, m = replay_pair(shapes, env={"CONVTUNE_DIST_FAIL": "0:2"})
+    same(decisions(single), decisions(merged), "rank 0 failing")
+    if "retried after a failure" not in m.stderr or "; 0 retried" in m.stderr or "rank 0 retired" not in m.stderr:
+        fail("no problem was retried, or the failing rank was not retired: " + m.stderr)
+    # a problem nobody can decide: reported by name, exit 3, the rest tuned
+    bad = os.path.join(work, "bad.shapes")
+    shapes_of_recording(bad, 'mb2ic7ih9oc5oh9kh3ph1n"nobody_can"\n')
+    os.remove(merged)
+    m = run(["tune", "--replay", recording, "--shapes", bad, "--db", merged], mpi=2, expect=3)
+    if "NOT TUNED" not in m.stderr or "nobody_can" not in m.stderr:
+        fail("the undecidable problem was not reported by name: " + m.stderr)
+    same(decisions(single), decisions(merged), "with an undecidable problem")
+elif case == "exit":
+    shapes = os.path.join(work, "r50.shapes")
+    shapes_of_recording(shapes)
+    single, merged, s, m = replay_pair(shapes, env={"CONVTUNE_DIST_FAIL": "0:30:exit"}, expect=None, extra=["--db-flush", "0"])
+    if m.returncode == 0:
+        fail("the job survived a dead rank: the injection did not happen")
+    partial = decisions(merged) if os.path.exists(merged) else {}
+    print(f"after the dead rank: {len(partial)} decisions stored")
+    if not partial:
+        fail("nothing was stored before the rank died: the rerun would not show a resume")
+    again = run(["tune", "--replay", recording, "--shapes", shapes, "--db", merged, "--json"], mpi=2)
+    same(decisions(single), decisions(merged), "rerun after a dead rank")
+    if json.loads(again.stdout)["from_database"] != len(partial):
+        fail(f"the rerun took {json.loads(again.stdout)['from_database']} decisions from the database, {len(partial)} were stored")
+else:
+    fail("unknown case " + case)
+print("PASS")
