@@ -11,17 +11,9 @@
 #include "support/sweep.hpp"
 
 using namespace convtune;
+using convtune::test::host_algorithms;
 
 namespace {
-
-std::vector<const Algorithm*> host_algorithms() {
-    std::vector<const Algorithm*> r;
-    for (Backend* b : backends()) {
-        if (b->name() == "cudnn" || !b->availability().ok) continue;
-        for (const Algorithm* a : b->algorithms()) r.push_back(a);
-    }
-    return r;
-}
 
 void check_all(const std::vector<test::Case>& cases, std::map<std::string, int>& ran, bool skip_reference = false) {
     for (const auto& c : cases) {

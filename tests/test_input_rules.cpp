@@ -19,6 +19,7 @@
 #include "support/sweep.hpp"
 
 using namespace convtune;
+using convtune::test::host_algorithms;
 using test::error_of;
 using test::starts_with;
 
@@ -137,15 +138,6 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(check_bound)
 
 namespace {
-
-std::vector<const Algorithm*> host_algorithms() {
-    std::vector<const Algorithm*> r;
-    for (Backend* b : backends()) {
-        if (b->name() == "cudnn" || !b->availability().ok) continue;
-        for (const Algorithm* a : b->algorithms()) r.push_back(a);
-    }
-    return r;
-}
 
 const char* kSubnormal =
     "dir=bwd_filter,dtype=f16,layout=ncdhw,n=1,c=16,k=16,g=1,in=1x1x13,ker=1x1x3,stride=1x1x5,dil=1x1x6,pad=0x0x1,pad_end=0x0x-1";

@@ -1,5 +1,7 @@
 #include "support/sweep.hpp"
 
+#include "convtune/registry.hpp"
+
 #include <set>
 
 namespace convtune::test {
@@ -63,6 +65,15 @@ std::vector<Case> shape_file_cases(const std::string& file, int64_t batch) {
         ConvProblem p = l.problem;
         p.n = batch;
         if (seen.insert(p.to_string()).second) r.push_back({l.name, p});
+    }
+    return r;
+}
+
+std::vector<const Algorithm*> host_algorithms() {
+    std::vector<const Algorithm*> r;
+    for (Backend* b : backends()) {
+        if (b->name() == "cudnn" || !b->availability().ok) continue;
+        for (const Algorithm* a : b->algorithms()) r.push_back(a);
     }
     return r;
 }

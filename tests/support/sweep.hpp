@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "convtune/algorithm.hpp"
 #include "convtune/problem.hpp"
 
 namespace convtune::test {
@@ -24,5 +25,8 @@ std::vector<Case> expand(const std::vector<Case>& base, const std::vector<DataTy
 std::vector<Case> shape_file_cases(const std::string& file, int64_t batch);
 
 std::string peer_shapes_dir();
+
+// Every algorithm of the available host backends (every backend but cuDNN), in registry order.
+std::vector<const Algorithm*> host_algorithms();
 
 }  // namespace convtune::test
