@@ -23,9 +23,37 @@ inline uint16_t float_to_bf16(float f) {
 }
 
 #if defined(__clang__) && __clang_major__ < 15
-// clang 14 has no _Float16 on x86 (the fuzz preset); __fp16 is the same binary16 as a storage type.
-inline float f16_to_float(uint16_t h) { __fp16 v; std::memcpy(&v, &h, 2); return static_cast<float>(v); }
-inline uint16_t float_to_f16(float f) { const __fp16 v = static_cast<__fp16>(f); uint16_t h; std::memcpy(&h, &v, 2); return h; }
+// clang 14 has no _Float16 on x86 (the fuzz preset), and its __fp16 conversions call runtime
+// helpers (__gnu_f2h_ieee) that GCC's libgcc lacks: the conversions in integer arithmetic,
+// round to nearest even, as IEEE 754 binary16 does.
+inline float f16_to_float(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));  // Inf, NaN
+    if (e == 0) {                                                                  // zero, subnormal: m x 2^-24
+        const float v = static_cast<float>(m) * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return std::bit_cast<float>(sign | ((e + 112) << 23) | (m << 13));
+}
+inline uint16_t float_to_f16(float f) {
+    const uint32_t x = std::bit_cast<uint32_t>(f);
+    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // NaN stays NaN
+    if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);                         // >= 65520: Inf
+    if (ax >= 0x38800000u) {  // a normal half: rebias the exponent, round the 13 bits dropped
+        uint32_t r = ax - 0x38000000u;
+        r += 0x0fffu + ((r >> 13) & 1u);
+        return static_cast<uint16_t>(sign | (r >> 13));
+    }
+    const uint32_t e = ax >> 23;
+    if (e < 102) return static_cast<uint16_t>(sign);  // below half the smallest subnormal: zero
+    const uint32_t mant = (ax & 0x7fffffu) | 0x800000u, shift = 126 - e;  // value = mant x 2^(e-150)
+    uint32_t m = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (m & 1u))) ++m;
+    return static_cast<uint16_t>(sign | m);
+}
 #else
 inline float f16_to_float(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
 inline uint16_t float_to_f16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
