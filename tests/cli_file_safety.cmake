@@ -15,9 +15,16 @@ set(P "n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1")
 set(FAST --flags min_samples=1,max_samples=1)
 
 # Each command runs with at most 4 GiB of address space and 20 s: a reader that grows without
-# bound or blocks fails here instead of exhausting the machine.
+# bound or blocks fails here instead of exhausting the machine. Under a sanitizer (SANITIZED),
+# whose shadow memory needs terabytes of address space, the limit is the sanitizer's own: the
+# process is killed once its resident memory passes 4 GiB (hard_rss_limit_mb).
+if(SANITIZED)
+  set(LIMIT "export ASAN_OPTIONS=\"$ENV{ASAN_OPTIONS}:hard_rss_limit_mb=4096\"")
+else()
+  set(LIMIT "ulimit -v 4194304")
+endif()
 function(run_cli)
-  execute_process(COMMAND sh -c "ulimit -v 4194304; exec \"$0\" \"$@\"" ${CLI} ${ARGN}
+  execute_process(COMMAND sh -c "${LIMIT}; exec \"$0\" \"$@\"" ${CLI} ${ARGN}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 20)
   set(RC "${rc}" PARENT_SCOPE)
   set(OUT "${out}" PARENT_SCOPE)
