@@ -126,7 +126,7 @@ def cmd_run(a):
     doc = dict(format="convtune-torch-run", version=1, net=a.net, precision=a.precision, mode=a.mode, batch=a.batch,
                size=a.size or h, benchmark=a.benchmark, iterations_ms=times, setup_s=t_ready - t_start,
                import_s=t_start - T_IMPORT, torch=torch.__version__, cudnn=torch.backends.cudnn.version(),
-               device=torch.cuda.get_device_name(), cuda_cache=os.environ.get("CUDA_CACHE_PATH", "default"))
+               device=torch.cuda.get_device_name(), cuda_cache="set" if os.environ.get("CUDA_CACHE_PATH") else "default")
     text = json.dumps(doc)
     if a.out:
         with open(a.out, "w") as f:
