@@ -122,8 +122,9 @@ def main():
         other = statistics.median(first_off["iterations_ms"][1:]) - probe["off"]["per"][1]
         for cache in ("cold", "warm"):
             sel = {bm: [r for r in runs if r["benchmark"] == bm and r["cache"] == cache] for bm in (0, 1)}
+            sims = {n: simulate(a.cli, trace, measure, cache, n) for n in ns}
             for n in ns:
-                sim = simulate(a.cli, trace, measure, cache, n)
+                sim = sims[n]
                 for bm in (0, 1):
                     s = sim[SETTING_OF[bm]]
                     pred = s["total"] + n * other
@@ -137,7 +138,7 @@ def main():
                     lines.append(f"| {w} | {cache} | {SETTING_OF[bm]} | {n} | {pred / 1e3:.2f} s | {lo / 1e3:.2f}-{hi / 1e3:.2f} s | "
                                  f"{med / 1e3:.2f} s | {min(meas) / 1e3:.2f}-{max(meas) / 1e3:.2f} s | {100 * err:+.1f}% | "
                                  f"{'yes' if inside else 'no'} |")
-            sim = simulate(a.cli, trace, measure, cache, max(ns))
+            sim = sims[max(ns)]
             pbe = predicted_break_even(sim["off"]["per"], sim["pytorch"]["per"], other)
             med = lambda xs: statistics.median(xs)
             mbe = break_even(med([r["iterations_ms"][0] for r in sel[0]]), med([med(r["iterations_ms"][1:]) for r in sel[0]]),

@@ -101,12 +101,4 @@ std::vector<const MeasuredRun*> PyTorchMeasurements::select(const std::string& s
     return out;
 }
 
-bool PyTorchMeasurements::has(const std::string& setting, const std::string& cache, const std::string& key) const {
-    const auto sel = select(setting, cache);
-    if (sel.empty()) return false;
-    for (const MeasuredRun* r : sel)
-        if (!r->problems.count(key)) return false;
-    return true;
-}
-
 }  // namespace convtune::sim

@@ -252,11 +252,15 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, Itera
                      " kernel cache";
         return sr;
     }
-    std::map<std::string, MeasuredRun::Problem> point;
+    // Per problem: the medians over the runs, and each run's own times (for the range).
+    struct Times {
+        MeasuredRun::Problem median;
+        std::vector<MeasuredRun::Problem> per_run;
+    };
+    std::map<std::string, Times> point;
     std::vector<double> startups;
     for (const MeasuredRun* r : runs) startups.push_back(r->startup_ms);
     std::vector<double> totals(runs.size(), 0.0);
-    std::set<std::string> seen;
     for (int i = 0; i < o.iterations; ++i) {
         IterationStats st;
         if (i == 0) {
@@ -266,7 +270,9 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, Itera
         for (const Call& call : its.get(i)) {
             const std::string key = call.problem.to_string();
             auto it = point.find(key);
-            if (it == point.end()) {
+            const bool is_new = it == point.end();
+            if (is_new) {
+                Times t;
                 std::vector<double> first, steady;
                 for (const MeasuredRun* r : runs) {
                     const auto p = r->problems.find(key);
@@ -274,21 +280,22 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, Itera
                         sr.failure = fmt::format("iteration {}: PyTorch's measurements ({}) lack {}", i + 1, o.measured->path, key);
                         return sr;
                     }
+                    t.per_run.push_back(p->second);
                     first.push_back(p->second.first_ms), steady.push_back(p->second.steady_ms);
                 }
-                it = point.emplace(key, MeasuredRun::Problem{median(first), median(steady)}).first;
+                t.median = {median(first), median(steady)};
+                it = point.emplace(key, std::move(t)).first;
             }
-            const bool is_new = seen.insert(key).second;
-            const double steady = it->second.steady_ms;
+            const double steady = it->second.median.steady_ms;
             if (is_new) {
                 ++st.new_shapes, ++st.misses, ++st.searches;
-                st.search_ms += std::max(0.0, it->second.first_ms - steady);
+                st.search_ms += std::max(0.0, it->second.median.first_ms - steady);
             }
             st.exec_ms += steady * call.count;
             st.calls += call.count;
             st.hits += call.count - (is_new ? 1 : 0);
             for (std::size_t r = 0; r < runs.size(); ++r) {
-                const MeasuredRun::Problem& m = runs[r]->problems.at(key);
+                const MeasuredRun::Problem& m = it->second.per_run[r];
                 totals[r] += (is_new ? std::max(m.first_ms, m.steady_ms) + m.steady_ms * (call.count - 1) : m.steady_ms * call.count);
             }
         }

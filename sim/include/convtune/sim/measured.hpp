@@ -38,8 +38,6 @@ struct PyTorchMeasurements {
 
     // The runs of one setting ("bm0"/"bm1") in one kernel-cache state.
     std::vector<const MeasuredRun*> select(const std::string& setting, const std::string& cache) const;
-    // Whether every run of (setting, cache) measured the canonical problem `key`.
-    bool has(const std::string& setting, const std::string& cache, const std::string& key) const;
 };
 
 }  // namespace convtune::sim
