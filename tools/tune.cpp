@@ -91,11 +91,17 @@ int tune(TuneOptions& o) {
         std::unique_ptr<app::TuneSink> sink;
         if (o.json) sink = std::make_unique<JsonSink>();
         else sink = std::make_unique<TextSink>(bar);
+        // MPI until this function returns, so that rank 0 says why it refused a request before
+        // any rank leaves MPI_Finalize: mpirun ends the job, rank 0 and its message with it, as
+        // soon as one rank has exited with code 2.
+        const dist::Session session;
         dist::TuneReport rep;
         try {
             rep = dist::tune(r, sink.get(), dopt);
         } catch (const dist::PeerFailed&) {
-            return bad_input;  // rank 0 prints why
+            return bad_input;  // rank 0 says why
+        } catch (const Error& e) {
+            return print_bad_input(e);
         }
         if (rep.rank != 0) return ok;
         bar.finish();
