@@ -84,6 +84,9 @@ def test_errors_name_the_field_in_python_and_the_option_in_the_cli(cli, tmp_path
     assert cli_error(cli("tune", "--workload", "resnet50", "--dir", "bwd_data")) == "--dir: with --workload the directions come from --mode" + \
         str(e.value)[len("dir: with workload the directions come from mode"):]
 
+    # explain decides one problem: a list of data types is refused, not cut to its first entry
+    assert cli_error(cli("explain", "--problem", PROBLEMS[0], "--dtype", "f32,f16")) == "--dtype: explain takes one data type (got 'f32,f16')"
+
 
 def test_tune_workload_catalogue_is_the_clis_byte_for_byte(cli, tmp_path):
     """tune(workload=[...], mode="train", batch=[...], dtype=[...]): the CLI's catalogue, the same text."""
