@@ -89,6 +89,12 @@ std::vector<std::string> wrap(const std::string& text, std::size_t width) {
     return lines;
 }
 
+// The flags a trace records: PyTorch's (a trace has no policy).
+std::string trace_flags_text(const FlagValues& f) {
+    return fmt::format("enabled={:d},benchmark={:d},benchmark_limit={},deterministic={:d},allow_tf32={:d}", f.enabled, f.benchmark,
+                       f.benchmark_limit, f.deterministic, f.allow_tf32);
+}
+
 // What the run covered besides the settings: the trace's use, its flags, repeats, step time.
 std::vector<std::string> notes(const SimulationResult& r) {
     std::vector<std::string> n;
@@ -100,7 +106,7 @@ std::vector<std::string> notes(const SimulationResult& r) {
     }
     if (r.trace_flag_sets > 0)
         n.push_back(fmt::format("baseline flags as the trace recorded them: {}{}; each setting changes only the flags it names",
-                                r.trace_flags.to_string(),
+                                trace_flags_text(r.trace_flags),
                                 r.trace_flag_sets > 1 ? fmt::format(" (first of {} sets; each call keeps its own)", r.trace_flag_sets) : std::string()));
     if (r.repeats > 1)
         n.push_back(fmt::format("each setting ran {} times, a fresh start each, in rotated order; its row is the run with the median total", r.repeats));
@@ -168,7 +174,7 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
     doc["estimated_problems"] = r.estimated_problems;
     doc["repeats"] = r.repeats;
     doc["trace_iterations"] = r.trace_iterations > 0 ? json(r.trace_iterations) : json(nullptr);
-    doc["trace_flags"] = r.trace_flag_sets > 0 ? json(r.trace_flags.to_string()) : json(nullptr);
+    doc["trace_flags"] = r.trace_flag_sets > 0 ? json(trace_flags_text(r.trace_flags)) : json(nullptr);
     doc["trace_flag_sets"] = r.trace_flag_sets;
     // What the totals cover: "step" (convolutions plus each step's time outside them, from the
     // trace's wall times) or "convolutions".

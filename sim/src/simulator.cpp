@@ -558,10 +558,10 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     }
     const auto n_runs = static_cast<int64_t>(settings.size()) * repeats;
     if (calls > kMaxSimulatedCalls / n_runs)
-        throw InvalidRequest("iterations", fmt::format("{} iterations of this stream make {} convolution calls per setting, {} for {} settings: above the "
-                                "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations or settings",
-                                o.iterations, calls, calls * n_runs, n_runs, kMaxSimulatedCalls,
-                                kMaxSimulatedCalls / kSimulatedCallsPerMinute));
+        throw InvalidRequest("iterations", fmt::format("{} iterations of this stream make {} convolution calls per setting, {} for {} settings{}: above the "
+                                "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations, settings or repeats",
+                                o.iterations, calls, calls * n_runs, settings.size(), repeats > 1 ? fmt::format(" x {} runs", repeats) : std::string(),
+                                kMaxSimulatedCalls, kMaxSimulatedCalls / kSimulatedCallsPerMinute));
     if (!missing.empty())
         throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
                     " problems this simulation needs, and no recorded problem of the same layer to scale from; e.g. " + missing.front() +
