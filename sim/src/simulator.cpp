@@ -409,7 +409,7 @@ ScenarioResult median_run(std::vector<ScenarioResult> runs) {
 std::string StepTime::describe() const {
     if (!known) {
         if (!failure.empty()) return "totals are convolutions only: " + failure;
-        return "totals are convolutions only (the stream records no step wall times; capture.py's traces do)";
+        return "totals are convolutions only (no step wall times recorded for the simulated iterations; traces from convtune.capture have them)";
     }
     std::string t = fmt::format("totals include each step's time outside convolutions, from the {} wall time{} the trace records minus the "
                                 "captured run's simulated convolutions: {} per step after the first",
