@@ -116,7 +116,7 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
                 WorkloadRequest w;
                 w.workload = name;
                 w.shapes_dir = r.shapes_dir;
-                if (!r.mode.empty()) w.mode = r.mode;
+                w.mode = r.mode;
                 w.dtype = dtype;
                 w.layout = r.layout;
                 w.batch = b;
