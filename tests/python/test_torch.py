@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: convtune.torch needs it")
 
+import convtune.backends.cudnn  # noqa: E402
 import convtune.torch as ct  # noqa: E402
 from _helpers import run_python  # noqa: E402
 
@@ -70,8 +71,9 @@ class _nothing:
 
 
 # The bound for the training comparison (docs/python.md, "convtune.torch"): in f64 each
-# convolution of convtune and of PyTorch is within (64 L + 1) u of the exact result relative to
-# sum |a*b| (docs/algorithms.md; 64 is Winograd's cap, L <= 108 here, u = 2^-53), so the two
+# convolution of convtune (plain sums: checked) and of PyTorch is within (64 L + 1) u of the
+# exact result relative to sum |a*b| (docs/algorithms.md; a plain sum's bound is L u + u, 64 L
+# caps even a Winograd transform; L <= 108 here, u = 2^-53), so the two
 # differ by at most 2 (64 * 108 + 1) 2^-53 < 1.6e-12 per convolution; three steps of a network of
 # four layers (eight backward convolutions, tanh and ReLU are 1-Lipschitz, lr 0.1) compose a few
 # dozen such differences. 1e-9 relative to the largest magnitude of each tensor leaves a margin
@@ -87,6 +89,8 @@ def test_training_matches_pytorch_within_the_bound():
     # needs no gradient), 4 backward-filter per step.
     assert st["convtune"] == {"fwd": 12, "bwd_data": 9, "bwd_filter": 12}, st
     assert st["fallback"] == {}, st
+    # f64 runs on plain sums only (cpu.direct), within the bound used here.
+    assert set(st["algorithms"]) <= {"cpu.direct", "cpu.im2col_gemm"}, st["algorithms"]
     for a, b in zip(losses, ref_losses):
         assert abs(a - b) <= REL * abs(b), (a, b)
     for gs, rs in zip(grads, ref_grads):
@@ -100,15 +104,41 @@ def test_f32_and_channels_last_output_format():
     conv = torch.nn.Conv2d(4, 8, 3, padding=1).to(memory_format=torch.channels_last)
     x = torch.randn(2, 4, 9, 9).contiguous(memory_format=torch.channels_last).requires_grad_()
     ref = conv(x)
-    with ct.enabled(device="cpu", db=""):
+    # workspace_limit=0 (convtune's knob): only algorithms without workspace, plain sums (checked
+    # below), whose bound is derived here; Winograd's would be its own (docs/algorithms.md).
+    with ct.enabled(device="cpu", db=""), convtune.backends.cudnn.flags(workspace_limit=0):
         y = conv(x)
+        algos = ct.stats()["algorithms"]  # the forward's
         y.sum().backward()
     assert y.is_contiguous(memory_format=torch.channels_last)
-    # f32: both are within (64 L + 1) 2^-24 of the exact result relative to sum|a*b| (L = 36);
+    assert set(algos) <= {"cpu.direct", "cpu.direct_blocked", "cpu.im2col_gemm"}, algos
+    # f32: plain sums (those algorithms, and PyTorch's) are within (L + 2) u <= (64 L + 1) u of
+    # the exact result relative to sum|a*b| (L = 36, u = 2^-24; docs/algorithms.md), and
     # sum|a*b| <= 36 * max|x| * max|w| + |b|.
     bound = 2 * (64 * 36 + 1) * 2.0**-24 * (36 * x.abs().max() * conv.weight.abs().max() + conv.bias.abs().max())
     assert (y - ref).abs().max().item() <= bound.item()
     assert ct.stats()["convtune"] == {"fwd": 1, "bwd_data": 1, "bwd_filter": 1}
+
+
+def test_autocast_bfloat16_channels_last_runs_through_convtune():
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 8, 3, padding=1).to(memory_format=torch.channels_last)
+    x = torch.randn(2, 4, 9, 9).contiguous(memory_format=torch.channels_last)
+    with ct.enabled(device="cpu", db=""):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = conv(x)
+        y.float().sum().backward()
+        st = ct.stats()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = conv(x)
+    assert y.dtype == torch.bfloat16 and y.is_contiguous(memory_format=torch.channels_last)
+    assert st["convtune"] == {"fwd": 1, "bwd_data": 0, "bwd_filter": 1} and st["fallback"] == {}, st
+    # Both round an f32 sum (within (64 L + 1) 2^-24 of exact relative to sum|a*b|, L = 36) to
+    # bfloat16 (u = 2^-8): they differ by at most 2^-7 |y| + 2.1 (64 L + 1) 2^-24 sum|a*b|.
+    xb, wb = x.bfloat16().float(), conv.weight.bfloat16().float()
+    m = 36 * xb.abs().max() * wb.abs().max() + conv.bias.abs().max()
+    bound = 2.0**-7 * ref.float().abs().max() + 2.1 * (64 * 36 + 1) * 2.0**-24 * m
+    assert (y.float() - ref.float()).abs().max().item() <= bound.item()
 
 
 def test_gradcheck_through_convtune():
@@ -134,14 +164,15 @@ def test_fallbacks_are_counted_per_reason():
         assert "transposed" in st["details"]["transposed"]
         # Double backward: create_graph=True runs PyTorch's differentiable backward (whose own
         # backward then runs transposed convolutions: PyTorch's too).
-        w = torch.randn(3, 2, 3, 3, requires_grad=True)
+        x = x.detach().double().requires_grad_()
+        w = torch.randn(3, 2, 3, 3, dtype=torch.float64, requires_grad=True)
         y = torch.nn.functional.conv2d(x, w)
         (g,) = torch.autograd.grad(y.pow(2).sum(), w, create_graph=True)
         assert ct.stats()["fallback"]["double_backward"] == 1
         g.sum().backward()
     # The second derivative is PyTorch's.
     ref = torch.autograd.grad(torch.autograd.grad(torch.nn.functional.conv2d(x, w).pow(2).sum(), w, create_graph=True)[0].sum(), w)
-    assert torch.allclose(w.grad, ref[0])
+    assert torch.allclose(w.grad, ref[0], rtol=1e-9, atol=0)  # f64: the forward differs by ~1e-15 relative
 
 
 def test_flag_mapping():

@@ -65,8 +65,8 @@ class _State:
 
 
 def _new_stats():
-    return {"convtune": {"fwd": 0, "bwd_data": 0, "bwd_filter": 0}, "fallback": {}, "sources": {}, "search_ms": 0.0,
-            "details": {}}
+    return {"convtune": {"fwd": 0, "bwd_data": 0, "bwd_filter": 0}, "fallback": {}, "sources": {}, "algorithms": {},
+            "search_ms": 0.0, "details": {}}
 
 
 def torch_flags():
@@ -125,12 +125,14 @@ def _refusal(x, w, transposed, s):
     return None
 
 
+try:
+    from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
+except ImportError:  # a PyTorch without FakeTensor
+    _FakeTensor = ()
+
+
 def _is_fake(t):
-    try:
-        from torch._subclasses.fake_tensor import FakeTensor
-    except ImportError:  # PyTorch without FakeTensor
-        return False
-    return isinstance(t, FakeTensor)
+    return isinstance(t, _FakeTensor)
 
 
 def _memory_format(x, w):
@@ -152,12 +154,18 @@ def _run(s, direction, x, w, y, stride, padding, dilation, groups, tflags):
         t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         return t, t.data_ptr()
 
-    r = s.context.run(direction, _DTYPES[x.dtype], _desc(x), _desc(w), _desc(y), list(stride), list(padding), list(dilation),
-                      int(groups), s.backend, flag_values(tflags, s.policy), stream, alloc)
+    args = (direction, _DTYPES[x.dtype], _desc(x), _desc(w), _desc(y), list(stride), list(padding), list(dilation), int(groups),
+            s.backend, flag_values(tflags, s.policy), stream, alloc)
+    if dev.type == "cuda":
+        with torch.cuda.device(dev):  # the thread's cuDNN handle is made on the current device
+            r = s.context.run(*args)
+    else:
+        r = s.context.run(*args)
     with _lock:
         if r["ran"]:
             s.stats["convtune"][direction] += 1
             s.stats["sources"][r["source"]] = s.stats["sources"].get(r["source"], 0) + 1
+            s.stats["algorithms"][r["algorithm"]] = s.stats["algorithms"].get(r["algorithm"], 0) + 1
             s.stats["search_ms"] += r["search_ms"]
     if not r["ran"]:
         _count("fallback", r["fallback"], r["detail"])
@@ -311,7 +319,7 @@ def disable():
     if s is None:
         return
     _state = None
-    _last_stats = stats_of(s)
+    _last_stats = _stats_of(s)
     lib, s.library = s.library, None
     if hasattr(lib, "_destroy"):
         lib._destroy()
@@ -335,22 +343,23 @@ def enabled(db=None, policy="convtune", device="cuda", backend=None):
         disable()
 
 
-def stats_of(s):
+def _stats_of(s):
     with _lock:
         st = s.stats
         return {"convtune": dict(st["convtune"]), "fallback": dict(st["fallback"]), "sources": dict(st["sources"]),
-                "search_ms": st["search_ms"], "details": dict(st["details"]), "device": s.device, "backend": s.backend,
-                "policy": s.policy, "db": s.db}
+                "algorithms": dict(st["algorithms"]), "search_ms": st["search_ms"], "details": dict(st["details"]),
+                "device": s.device, "backend": s.backend, "policy": s.policy, "db": s.db}
 
 
 def stats():
     """What the current (or, after disable(), the last) enable() did: ``convtune`` (calls run per
     direction), ``sources`` (where their decisions came from: search, database, memory,
-    heuristic, ...), ``search_ms`` (time spent searching), ``fallback`` (calls PyTorch ran itself,
-    per reason) with one ``details`` message per reason, and the settings. None before any enable()."""
+    heuristic, ...), ``algorithms`` (calls per algorithm id), ``search_ms`` (time spent
+    searching), ``fallback`` (calls PyTorch ran itself, per reason) with one ``details`` message
+    per reason, and the settings. None before any enable()."""
     s = _state
     if s is not None:
-        return stats_of(s)
+        return _stats_of(s)
     return _last_stats
 
 
