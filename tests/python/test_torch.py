@@ -141,6 +141,22 @@ def test_autocast_bfloat16_channels_last_runs_through_convtune():
     assert (y.float() - ref.float()).abs().max().item() <= bound.item()
 
 
+def test_inference_mode_runs_through_convtune():
+    # torch.inference_mode() skips the autograd key: the override at the device's own key runs it.
+    conv = torch.nn.Conv3d(2, 3, 3, padding=1, groups=1)
+    x = torch.randn(1, 2, 4, 5, 6)
+    ref = conv(x).detach()
+    with ct.enabled(device="cpu", db=""), torch.inference_mode(), convtune.backends.cudnn.flags(workspace_limit=0):
+        y = conv(x)
+        st = ct.stats()
+    assert st["convtune"] == {"fwd": 1, "bwd_data": 0, "bwd_filter": 0} and st["fallback"] == {}, st
+    assert set(st["algorithms"]) <= {"cpu.direct", "cpu.direct_blocked"}, st["algorithms"]
+    # Plain sums in f32 (L = 54), as in test_f32_and_channels_last_output_format.
+    m = 54 * x.abs().max() * conv.weight.abs().max() + conv.bias.abs().max()
+    assert y.shape == ref.shape
+    assert (y - ref).abs().max().item() <= (2 * (64 * 54 + 1) * 2.0**-24 * m).item()
+
+
 def test_gradcheck_through_convtune():
     # convtune's CPU backend runs f64 (cpu.direct, im2col): PyTorch's numerical gradient check.
     x = torch.randn(1, 2, 5, 4, dtype=torch.float64, requires_grad=True)
@@ -208,6 +224,8 @@ def test_disable_restores_pytorch():
     y = torch.nn.functional.conv2d(x, w)
     y.sum().backward()
     assert type(y.grad_fn).__name__ == plain  # PyTorch's own kernel and derivative again
+    with torch.inference_mode():
+        torch.nn.functional.conv2d(x, w)
     assert ct.stats() == before  # nothing counted any more
     # The context manager disables on an exception too.
     with pytest.raises(RuntimeError, match="boom"):

@@ -11,7 +11,8 @@
         ...
 
 How: a ``torch.library`` override of ``aten::convolution`` at the autograd key of the device
-(AutogradCUDA, AutogradCPU), whose kernel is a ``torch.autograd.Function``: the forward and both
+(AutogradCUDA, AutogradCPU), whose kernel is a ``torch.autograd.Function`` (and a forward-only
+one at the device's key, CUDA or CPU, for calls that skip autograd: torch.inference_mode()): the forward and both
 backward directions run through ``convtune::app::run_framework`` (one C++ entry point) on
 PyTorch's tensors, on PyTorch's current stream, with workspace from PyTorch's allocator. The
 flags are read at each call from ``torch.backends.cudnn`` (enabled, benchmark, deterministic,
@@ -177,6 +178,26 @@ def _spatial(v, nd):
     return v * nd if len(v) == 1 else v
 
 
+def _forward(x, w, b, stride, padding, dilation, groups, s, tflags):
+    """The forward convolution through convtune (PyTorch's aten::_convolution when convtune
+    cannot run it), in PyTorch's memory format for x and w; no autograd."""
+    nd = x.dim() - 2
+    fmt = _memory_format(x, w)
+    out = [x.shape[0], w.shape[0]]
+    for i in range(nd):
+        out.append((x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1) // stride[i] + 1)
+    if min(out) >= 1:
+        xc, wc = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
+        y = torch.empty(out, dtype=x.dtype, device=x.device, memory_format=fmt)
+        if _run(s, "fwd", xc, wc, y, stride, padding, dilation, groups, tflags)["ran"]:
+            if b is not None:
+                y.add_(b.view([1, -1] + [1] * nd))
+            return y
+    else:
+        _count("fallback", "problem", f"output size {out}")
+    return _pytorch_convolution(x, w, b, stride, padding, dilation, False, [0] * nd, groups, tflags)
+
+
 class _Conv(torch.autograd.Function):
     """aten::convolution (not transposed) through convtune: forward, backward data and filter."""
 
@@ -184,25 +205,12 @@ class _Conv(torch.autograd.Function):
     def forward(ctx, x, w, b, stride, padding, dilation, groups, s, tflags):
         nd = x.dim() - 2
         stride, padding, dilation = _spatial(stride, nd), _spatial(padding, nd), _spatial(dilation, nd)
-        fmt = _memory_format(x, w)
         ctx.geometry = (stride, padding, dilation, groups)
         ctx.state = s
-        ctx.fmt = fmt
+        ctx.fmt = _memory_format(x, w)
         ctx.has_bias = b is not None
         ctx.save_for_backward(x, w)
-        out = [x.shape[0], w.shape[0]]
-        for i in range(nd):
-            out.append((x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1) // stride[i] + 1)
-        if min(out) >= 1:
-            xc, wc = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
-            y = torch.empty(out, dtype=x.dtype, device=x.device, memory_format=fmt)
-            if _run(s, "fwd", xc, wc, y, stride, padding, dilation, groups, tflags)["ran"]:
-                if b is not None:
-                    y.add_(b.view([1, -1] + [1] * nd))
-                return y
-        else:
-            _count("fallback", "problem", f"output size {out}")
-        return _pytorch_convolution(x, w, b, stride, padding, dilation, False, [0] * nd, groups, tflags)
+        return _forward(x, w, b, stride, padding, dilation, groups, s, tflags)
 
     @staticmethod
     def backward(ctx, gy):
@@ -266,8 +274,7 @@ def _pytorch_backward(gy, x, w, stride, padding, dilation, groups, mask):
                                                [0] * nd, groups, mask)
 
 
-def _kernel(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
-    """The override of aten::convolution at the device's autograd key."""
+def _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, run):
     s = _state
     tflags = _torch_flags()
     why = None if s is None else _refusal(x, w, transposed, s)
@@ -278,7 +285,23 @@ def _kernel(x, w, b, stride, padding, dilation, transposed, output_padding, grou
             _count("fallback", *why)
         return _pytorch_convolution(x, w, b, list(stride), list(padding), list(dilation), transposed, list(output_padding), groups,
                                     tflags)
-    return _Conv.apply(x, w, b, list(stride), list(padding), list(dilation), groups, s, tflags)
+    return run(x, w, b, list(stride), list(padding), list(dilation), groups, s, tflags)
+
+
+def _kernel(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """The override of aten::convolution at the device's autograd key: forward and backward."""
+    return _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, _Conv.apply)
+
+
+def _below_autograd_kernel(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """The override of aten::convolution at the device's own key (CPU, CUDA): what reaches
+    it bypassed autograd (torch.inference_mode(), graphs that AOTAutograd compiled), so it is a
+    forward only."""
+    def run(x, w, b, stride, padding, dilation, groups, s, tflags):
+        nd = x.dim() - 2
+        return _forward(x, w, b, _spatial(stride, nd), _spatial(padding, nd), _spatial(dilation, nd), groups, s, tflags)
+
+    return _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, run)
 
 
 def enable(db=None, policy="convtune", device="cuda", backend=None):
@@ -307,6 +330,7 @@ def enable(db=None, policy="convtune", device="cuda", backend=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Overriding a previously registered kernel": that is the point
         lib.impl("convolution", _kernel, key)
+        lib.impl("convolution", _below_autograd_kernel, device.upper())
     s.library = lib
     _state = s
 
