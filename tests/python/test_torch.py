@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not inst
 
 import convtune.backends.cudnn  # noqa: E402
 import convtune.torch as ct  # noqa: E402
-from _helpers import run_python  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -309,3 +308,33 @@ def test_warm_needs_a_database(tmp_path):
                        timeout=600)
     assert r.returncode == 2
     assert "--db" in r.stderr
+
+
+_ONE = textwrap.dedent("""
+    import json, sys, torch
+    import convtune.torch as ct
+    torch.backends.cudnn.benchmark = True
+    ct.enable(device="cpu", db=sys.argv[1])
+    for c in sys.argv[2:]:
+        x = torch.randn(2, int(c), 10, 10, requires_grad=True)
+        torch.nn.functional.conv2d(x, torch.randn(4, int(c), 3, 3, requires_grad=True)).sum().backward()
+    print(json.dumps(ct.stats()))
+""")
+
+
+def test_concurrent_processes_share_one_database(tmp_path):
+    # Two processes (two ranks) tune different shapes into one database at the same time: the
+    # database's lock and merge keep both; a third process finds all of them.
+    import json
+    import subprocess
+
+    db = str(tmp_path / "tune.json")
+    procs = [subprocess.Popen([sys.executable, "-c", _ONE, db, c], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in ("3", "5")]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["sources"] == {"search": 3}
+    r = subprocess.run([sys.executable, "-c", _ONE, db, "3", "5"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["sources"] == {"database": 6}
