@@ -50,6 +50,13 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
+# Run as a script from inside the convtune package (python3 .../convtune/capture.py, as
+# convtune.advise runs it), the script's folder leads sys.path, and the package's convtune/torch
+# would shadow PyTorch: that folder leaves the path.
+if __name__ == "__main__" and not __package__ and sys.path and \
+        os.path.realpath(sys.path[0] or os.curdir) == os.path.dirname(os.path.realpath(__file__)):
+    del sys.path[0]
+
 try:
     from . import _convtune
 except ImportError:  # a standalone copy of this file: no package, no C++ module
