@@ -36,8 +36,33 @@ def _int(name, v, default=0, minimum=1, maximum=INT64_MAX):
     return default if v is None else to_int(name, v, minimum, maximum)
 
 
-def _tune_text(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, db=None, batch=None, dir=None, dtype=None,
-               layout=None):
+def _words(name, v, path=False):
+    """None, a comma-separated string or a sequence of strings (or paths) -> the CLI's list syntax."""
+    if v is None:
+        return ""
+    if isinstance(v, str) or (path and isinstance(v, os.PathLike)):
+        return os.fspath(v)
+    if not isinstance(v, (list, tuple)):
+        raise TypeError(f"{name} must be a str or a list of str, got {type(v).__name__}")
+    out = []
+    for x in v:
+        if not (isinstance(x, str) or (path and isinstance(x, os.PathLike))):
+            raise TypeError(f"{name} must be a str or a list of str, got a list holding {type(x).__name__}")
+        out.append(os.fspath(x))
+    return ",".join(out)
+
+
+def _ints(name, v):
+    """None, an int, a comma-separated string or a sequence of ints -> the CLI's list syntax."""
+    if v is None or isinstance(v, str):
+        return v or ""
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(to_int(name, x, 1, INT64_MAX)) for x in v)
+    return str(to_int(name, v, 1, INT64_MAX))
+
+
+def _tune_text(problems=None, *, shapes=None, workload=None, mode=None, shapes_dir=None, backend="cpu", policy=None, flags=None,
+               db=None, batch=None, dir=None, dtype=None, layout=None):
     """tune()'s JSON text, byte for byte what ``convtune tune --json`` prints."""
     if problems is None:
         plist = []
@@ -48,29 +73,36 @@ def _tune_text(problems=None, *, shapes=None, backend="cpu", policy=None, flags=
         for p in plist:
             if not isinstance(p, str):
                 raise TypeError(f"problems must be strings, got {type(p).__name__}")
-    return _convtune.tune(plist, _opt_str("shapes", shapes and os.fspath(shapes)), backend, _opt_str("policy", policy), flags,
-                          None if db is None else os.fspath(db), _int("batch", batch, minimum=1), _opt_str("dir", dir),
-                          _opt_str("dtype", dtype), _opt_str("layout", layout))
+    return _convtune.tune(plist, _opt_str("shapes", shapes and os.fspath(shapes)), _words("workload", workload, path=True),
+                          _opt_str("mode", mode), _opt_str("shapes_dir", shapes_dir and os.fspath(shapes_dir)), backend,
+                          _opt_str("policy", policy), flags, None if db is None else os.fspath(db), _ints("batch", batch),
+                          _opt_str("dir", dir), _words("dtype", dtype), _opt_str("layout", layout))
 
 
-def tune(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, db=None, batch=None, dir=None, dtype=None,
-         layout=None):
+def tune(problems=None, *, shapes=None, workload=None, mode=None, shapes_dir=None, backend="cpu", policy=None, flags=None, db=None,
+         batch=None, dir=None, dtype=None, layout=None):
     """Choose an algorithm for each problem and explain the choice, like ``convtune tune --json``.
 
     problems: one problem string (canonical or benchdnn) or a list of them; or ``shapes``: a shape
-    file. Flags start from the defaults with benchmark=1 (as in the CLI), then ``policy``
+    file; or ``workload``: networks (built-in names such as "resnet50", shape or workload files;
+    a list or a comma-separated string), their distinct problems, in ``mode`` "infer" (forward,
+    the default) or "train" (forward, backward data and backward filter), the built-in names'
+    files in ``shapes_dir`` (default: $CONVTUNE_SHAPES_DIR or the installed folder).
+    ``batch`` (an int or a list of them) and ``dtype`` (a str or a list of them): every problem at
+    each batch size and in each data type; a problem shared by several networks is tuned once.
+    Flags start from the defaults with benchmark=1 (as in the CLI), then ``policy``
     ("pytorch", "pytorch-v7", "convtune", "adaptive"), then ``flags`` ("key=value,..." or a dict).
     ``db``: tuning database file (default: $CONVTUNE_DB; none when unset).
-    Returns {"format", "backend", "flags", "problems": [{"problem", "algorithm", "source", "search_ms",
+    Returns {"format", "backend", "flags", "problems": [{"problem", "name", "algorithm", "source", "search_ms",
     "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database"}.
     """
-    return json.loads(_tune_text(problems, shapes=shapes, backend=backend, policy=policy, flags=flags, db=db, batch=batch, dir=dir,
-                                 dtype=dtype, layout=layout))
+    return json.loads(_tune_text(problems, shapes=shapes, workload=workload, mode=mode, shapes_dir=shapes_dir, backend=backend,
+                                 policy=policy, flags=flags, db=db, batch=batch, dir=dir, dtype=dtype, layout=layout))
 
 
-def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=100, mode="infer", batch=None, batches=None,
+def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=None, mode=None, batch=None, batches=None,
                    scales=None, dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False,
-                   min_saving=0.02, shapes_dir=None, plot=None):
+                   min_saving=0.02, shapes_dir=None, plot=None, repeats=None):
     """simulate()'s JSON text, byte for byte what ``convtune simulate --json`` prints."""
     tmp = None
     try:
@@ -89,21 +121,21 @@ def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=100,
         for f in flag_list:
             if not isinstance(f, str):
                 raise TypeError(f"flags must be strings, got {type(f).__name__}")
-        iterations = to_int("iterations", iterations, 1, INT_MAX)
+        iterations = _int("iterations", iterations, 0, 1, INT_MAX)
         return _convtune.simulate(_opt_str("workload", workload and os.fspath(workload)), _opt_str("shapes_dir", shapes_dir),
-                                  stream, iterations, mode, _int("batch", batch, minimum=1), _list_str("batches", batches),
+                                  stream, iterations, _opt_str("mode", mode), _int("batch", batch, minimum=1), _list_str("batches", batches),
                                   _list_str("scales", scales), _opt_str("dtype", dtype), _opt_str("layout", layout),
                                   _int("seed", seed, 1, 0, UINT64_MAX), flag_list, bool(compare), _opt_str("backend", backend),
                                   _opt_str("replay", replay and os.fspath(replay)), bool(strict), float(min_saving),
-                                  _opt_str("plot", plot and os.fspath(plot)))
+                                  _opt_str("plot", plot and os.fspath(plot)), _int("repeats", repeats, 0, 1, INT_MAX))
     finally:
         if tmp is not None:
             os.unlink(tmp)
 
 
-def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode="infer", batch=None, batches=None, scales=None,
+def simulate(workload=None, *, stream="fixed", trace=None, iterations=None, mode=None, batch=None, batches=None, scales=None,
              dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False, min_saving=0.02,
-             shapes_dir=None, plot=None):
+             shapes_dir=None, plot=None, repeats=None):
     """Replay a workload's iterations under flag settings, like ``convtune simulate --json``.
 
     workload: a built-in name ("resnet50", ...), a shape file or a workload file; not needed for a
@@ -112,11 +144,16 @@ def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode=
     "on+det", "adaptive", "pytorch"), "LABEL:key=value,..." or a list of them; the five standard
     settings when none is given or with compare=True. backend: run live on that backend (default
     cpu); replay: a recording from `convtune record` to replay instead. batches/scales: lists or
-    comma-separated strings. plot: also write the SVG plot to this file.
+    comma-separated strings. plot: also write the SVG plot to this file. iterations: default the
+    trace's length, else 100. mode: "infer" (default) or "train". On a trace, the flags it records
+    are the baseline each setting changes only the named flags of, and mode, batch, batches,
+    scales, dtype, layout and shapes_dir are refused (its problems are written out whole).
+    repeats: runs of each setting in rotated order (default 3 live, 1 on a replay); a difference
+    inside their spread never decides the recommendation.
     Returns the CLI's JSON document as a dict ("format", settings, totals, per-iteration series,
     comparisons and the recommendation).
     """
     return json.loads(_simulate_text(workload, stream=stream, trace=trace, iterations=iterations, mode=mode, batch=batch,
                                      batches=batches, scales=scales, dtype=dtype, layout=layout, seed=seed, flags=flags,
                                      compare=compare, backend=backend, replay=replay, strict=strict, min_saving=min_saving,
-                                     shapes_dir=shapes_dir, plot=plot))
+                                     shapes_dir=shapes_dir, plot=plot, repeats=repeats))

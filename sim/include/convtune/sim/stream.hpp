@@ -6,14 +6,18 @@
 //
 // Trace files (docs/simulation.md) hold one problem per line in canonical (or benchdnn) form,
 // optionally followed by `xN` (N back-to-back calls); iterations are separated by a blank line
-// or a `# iteration` line; other `#` lines are comments.
+// or a `# iteration` line; other `#` lines are comments. What python/convtune/capture.py records
+// besides the problems is read too: `# flags k=v,...` (PyTorch's cuDNN flags from that line on)
+// and `# iteration N wall_ms X` (the whole step's host wall time of iteration N).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "convtune/flags.hpp"
 #include "convtune/sim/workload.hpp"
 
 namespace convtune::sim {
@@ -36,6 +40,8 @@ struct StreamSpec {
 // Errors are InvalidRequest naming `field` (batches, scales).
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field);
 std::vector<double> parse_double_list(const std::string& text, const std::string& field);
+// A comma-separated list of words ("resnet50,vgg11"): no empty entry, no duplicate.
+std::vector<std::string> parse_string_list(const std::string& text, const std::string& field);
 
 // Defaults: batches = powers of two from 1 to twice the base batch; scales = 0.5 to 1.5 in
 // steps of 0.125 (each spatial dim drawn independently, so aspect ratios vary too).
@@ -44,9 +50,20 @@ std::vector<double> default_scales();
 
 using Iteration = std::vector<Call>;
 
+// A trace file's content. Each Call's `flags` indexes `flags` (-1 before any `# flags` line).
+struct TraceData {
+    std::vector<Iteration> iterations;
+    // The distinct flag sets the trace records (`# flags` lines: enabled, benchmark,
+    // benchmark_limit, deterministic, allow_tf32 over the defaults), in first-seen order.
+    std::vector<FlagValues> flags;
+    // Per iteration: the step's wall time from `# iteration N wall_ms X`, when recorded.
+    std::vector<std::optional<double>> wall_ms;
+};
+
 // Trace text -> iterations (throws ParseError naming the line).
-std::vector<Iteration> parse_trace(std::string_view text);
-std::vector<Iteration> read_trace(const std::string& path);
+TraceData parse_trace_data(std::string_view text);
+std::vector<Iteration> parse_trace(std::string_view text);  // parse_trace_data(text).iterations
+TraceData read_trace(const std::string& path);
 
 class Stream {
 public:
@@ -62,6 +79,10 @@ public:
     Iteration iteration(int i) const;
     // Iterations in a trace (0 for the other kinds).
     int trace_length() const { return static_cast<int>(trace_.size()); }
+    // What the trace recorded (empty for the other kinds): its flag sets (Call::flags indexes
+    // them; the first is the baseline a setting's named flags change) and its wall times.
+    const std::vector<FlagValues>& trace_flags() const { return trace_flags_; }
+    const std::vector<std::optional<double>>& trace_wall_ms() const { return trace_wall_; }
     // Base batch (options.batch or the first layer's).
     int64_t base_batch() const;
 
@@ -70,6 +91,8 @@ private:
     Workload workload_;
     WorkloadOptions options_;
     std::vector<Iteration> trace_;
+    std::vector<FlagValues> trace_flags_;
+    std::vector<std::optional<double>> trace_wall_;
 };
 
 // The distinct problems of iterations [0, n), in first-seen order.
