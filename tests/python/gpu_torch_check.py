@@ -64,7 +64,8 @@ class _Nothing:
         return False
 
 
-# fp32 without TF32: each convolution of convtune's cuDNN algorithms and of PyTorch's is within
+# fp32 without TF32: each convolution of convtune's cuDNN algorithms (plain sums) and of PyTorch's
+# (assumed the same: its heuristic picks implicit GEMMs here) is within
 # (64 L + 1) 2^-24 of the exact result relative to sum |a*b| (cudnn_error_bound, docs/gpu.md;
 # L <= 108), so they differ by at most 2 (64 * 108 + 1) 2^-24 < 8.3e-4 of sum|a*b| per
 # convolution; 2e-3 of each tensor's largest magnitude covers the few layers and three steps.
@@ -72,10 +73,15 @@ REL = 2e-3
 
 
 def test_training_matches_pytorch_fp32():
+    # Heuristic choices on both sides; convtune limited to algorithms without workspace (plain
+    # sums: no FFT or Winograd, whose own bounds are larger; docs/gpu.md).
+    import convtune.backends.cudnn as knobs
+
     torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = False
     ref_l, ref_g = train(False)
-    l, g = train(True)
+    with knobs.flags(workspace_limit=0):
+        l, g = train(True)
     st = ct.stats()
     assert st["convtune"] == {"fwd": 12, "bwd_data": 9, "bwd_filter": 12}, st
     assert st["fallback"] == {}, st
