@@ -59,6 +59,10 @@ struct MeasureStrategy {
     static MeasureStrategy sample_once();
     // convtune's, from the flags' knobs (min_samples, max_samples, stable_rel, search_budget_ms).
     static MeasureStrategy robust(const FlagValues& f);
+    // The incremental policy's: robust on the shape's real calls, with
+    // keep_heuristic_within_noise (a pinned shape keeps the heuristic's pick unless the fastest
+    // median leads it beyond the noise).
+    static MeasureStrategy in_band(const FlagValues& f);
 };
 
 // One timed call of a candidate: runs it, sets the status, returns its time in ms on the
