@@ -221,7 +221,10 @@ std::vector<std::string> run_calls(Selector& s, const test::FakeBackend& b, cons
         BOOST_TEST(st.ok(), st.message);
         std::string which;
         for (const Algorithm* a : b.algorithms())
-            for (int n = b.runs(std::string(a->id())) - before[std::string(a->id())]; n > 0; --n) which += (which.empty() ? "" : "+") + std::string(a->id());
+            for (int n = b.runs(std::string(a->id())) - before[std::string(a->id())]; n > 0; --n) {
+                if (!which.empty()) which += '+';
+                which += a->id();
+            }
         ran.push_back(which);
     }
     return ran;
@@ -229,7 +232,10 @@ std::vector<std::string> run_calls(Selector& s, const test::FakeBackend& b, cons
 
 std::string joined(const std::vector<std::string>& v) {
     std::string r;
-    for (const std::string& x : v) r += (r.empty() ? "" : " ") + x;
+    for (const std::string& x : v) {
+        if (!r.empty()) r += ' ';
+        r += x;
+    }
     return r;
 }
 
