@@ -260,6 +260,8 @@ BOOST_AUTO_TEST_CASE(calls_rotate_in_heuristic_order_and_pin_the_clear_winner) {
     const auto d0 = s.select(kQ, f);
     BOOST_TEST(d0->algorithm == "h");
     BOOST_TEST(d0->provisional);
+    BOOST_TEST(cand(*d0, "h").reason.find("provisional: the incremental policy times the shape's own calls") != std::string::npos,
+               cand(*d0, "h").reason);
     // The calls: the first runs the heuristic's pick (no search), then each candidate's first call,
     // then rounds. After round 1 "slow" (every call over 3x the leader's slowest) stops; at round 3
     // (min_samples) h is slower than "best" beyond the noise, "best" is left alone and pinned.

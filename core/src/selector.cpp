@@ -450,6 +450,10 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
             Decision d = decide(p, off, t);
             d.key = key;
             d.provisional = true;
+            if (policy.in_band(f))
+                for (Candidate& c : d.candidates)
+                    if (c.id == d.algorithm)
+                        c.reason += "; provisional: the " + std::string(policy.name()) + " policy times the shape's own calls in turn and pins one";
             return d;
         }
         Decision d = decide(p, f, t);

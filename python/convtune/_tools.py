@@ -59,7 +59,7 @@ def tune(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, 
 
     problems: one problem string (canonical or benchdnn) or a list of them; or ``shapes``: a shape
     file. Flags start from the defaults with benchmark=1 (as in the CLI), then ``policy``
-    ("pytorch", "pytorch-v7", "convtune", "adaptive"), then ``flags`` ("key=value,..." or a dict).
+    ("pytorch", "pytorch-v7", "convtune", "adaptive", "incremental"), then ``flags`` ("key=value,..." or a dict).
     ``db``: tuning database file (default: $CONVTUNE_DB; none when unset).
     Returns {"format", "backend", "flags", "problems": [{"problem", "algorithm", "source", "search_ms",
     "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database"}.
@@ -109,7 +109,7 @@ def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode=
     workload: a built-in name ("resnet50", ...), a shape file or a workload file; not needed for a
     trace. stream: "fixed", "batch", "resolution", "mixed" or "trace:FILE"; ``trace`` is a
     shortcut: a trace file path, or a convtune.capture.Trace. flags: a setting name ("off", "on",
-    "on+det", "adaptive", "pytorch"), "LABEL:key=value,..." or a list of them; the five standard
+    "on+det", "adaptive", "pytorch", "incremental"), "LABEL:key=value,..." or a list of them; the six standard
     settings when none is given or with compare=True. backend: run live on that backend (default
     cpu); replay: a recording from `convtune record` to replay instead. batches/scales: lists or
     comma-separated strings. plot: also write the SVG plot to this file.

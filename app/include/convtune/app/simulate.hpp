@@ -18,7 +18,7 @@ struct SimulateRequest {
     WorkloadRequest workload;        // workload, shapes_dir, stream, mode, batch, batches, scales, dtype, layout, seed
     int iterations = 100;
     std::vector<std::string> flags;  // settings: a standard name, "key=value,..." or "LABEL:key=value,..."
-    bool compare = false;            // the five standard settings too (always when flags is empty)
+    bool compare = false;            // the six standard settings too (always when flags is empty)
     std::string backend;             // live backend (default cpu), or the recording's with replay
     std::string replay;              // a recording to replay instead of running a backend
     std::string measured;            // PyTorch's own measurements (pytorch_measure.py): the off and pytorch
