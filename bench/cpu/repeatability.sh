@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Repeatability of `convtune tune`: runs it N times per problem, each in a fresh process with an
 # empty tuning database, and prints per problem how often the modal (most frequent) pick was
-# chosen. The target (docs/autotuning.md): on problems where the best candidate leads by 5% or
-# more, the same pick at least 9 times out of 10.
+# chosen. The target (docs/autotuning.md, "Measurement"): on problems where the best candidate
+# leads by 5% or more, the same pick at least 9 times out of 10.
 #
 # The default problems are ResNet-50 v1.5 layers on which the cpu backend's best algorithm leads
 # the next one by 14-33% at batch 8 (docs/benchmarks.md, run D): two 3x3 layers (Winograd F(4,3)
