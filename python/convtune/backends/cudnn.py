@@ -15,7 +15,7 @@ flags.
 
 convtune's own knobs are attributes too: policy ("convtune" by default; "pytorch" and
 "pytorch-v7" emulate PyTorch's selection, "adaptive" searches a shape once it recurs,
-"incremental" times a shape's own calls in turn and pins the fastest),
+"incremental" times a shape's own calls in turn until it pins one),
 workspace_limit (bytes, None = unlimited), search_budget_ms, min_samples, max_samples, stable_rel, explore_slots,
 adaptive_after.
 
