@@ -465,6 +465,7 @@ BOOST_AUTO_TEST_CASE(replay_of_a_fake_recording_reproduces_the_live_run_exactly)
         const Stream s = tiny_stream(k, Mode::train, 3);
         SimulationOptions o;
         o.iterations = 12;
+        o.repeats = 1;  // one live run against one replay (a live run repeats by default)
         const SimulationResult a = simulate(live, s, o);
 
         FakeBackend rec_b("fake", three());

@@ -59,6 +59,22 @@ expect_rc(0 simulate --workload ${DATA}/tiny.workload --replay ${W}/tiny.json --
 expect_match(LAST_OUT "tiny_cnn \\(3 layers, 5 convolutions per pass\\)")
 expect_rc(0 simulate --stream trace:${DATA}/tiny.trace --backend cpu --iterations 4 --flags off --flags on)
 expect_match(LAST_OUT "trace .*tiny.trace \\(3 iterations\\)")
+# A trace runs as long as it is unless told; options that do not apply to it are refused.
+expect_rc(0 simulate --stream trace:${DATA}/tiny.trace --backend cpu --flags off --repeats 1 --json)
+string(JSON n GET "${LAST_OUT}" iterations)
+if(NOT n EQUAL 3)
+  message(FATAL_ERROR "a 3-iteration trace simulated ${n} iterations by default")
+endif()
+foreach(args "--batch;4" "--mode;train" "--dtype;f16" "--layout;nhwc" "--batches;1,2" "--scales;0.5" "--shapes-dir;${SHAPES}")
+  list(GET args 0 option)
+  expect_rc(2 simulate --stream trace:${DATA}/tiny.trace --flags off ${args} --plot ${W}/trace-refused.svg)
+  expect_match(LAST_ERR "${option}: does not apply to a trace stream")
+  if(EXISTS ${W}/trace-refused.svg)
+    message(FATAL_ERROR "simulate ${args} on a trace was refused but left its plot")
+  endif()
+endforeach()
+expect_rc(2 simulate --stream trace:${DATA}/tiny.trace --repeats 0)
+expect_match(LAST_ERR "--repeats")
 
 # Bad input: exit 2, the option named, nothing written.
 set(P ${W}/bad.svg)
