@@ -6,12 +6,14 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <set>
 #include <unistd.h>
 
 #include "convtune/cache_key.hpp"
 #include "convtune/error.hpp"
+#include "convtune/host_data.hpp"
 #include "convtune/policy.hpp"
 #include "convtune/selector.hpp"
 #include "support/fake_backend.hpp"
@@ -35,23 +37,24 @@ BOOST_AUTO_TEST_CASE(every_name_maps_to_its_own_object) {
         names.insert(o.name());
         objects.insert(&o);
     }
-    BOOST_TEST(all_policies().size() == 4u);
+    BOOST_TEST(all_policies().size() == 5u);
     BOOST_TEST(names.size() == all_policies().size());
     BOOST_TEST(objects.size() == all_policies().size());
     BOOST_CHECK_EXCEPTION(parse_policy("fastest"), ParseError, [](const ParseError& e) {
-        return std::string(e.what()) == "policy: unknown policy 'fastest' (expected pytorch, pytorch-v7, convtune or adaptive)";
+        return std::string(e.what()) == "policy: unknown policy 'fastest' (expected pytorch, pytorch-v7, convtune, adaptive or incremental)";
     });
 }
 
 BOOST_AUTO_TEST_CASE(each_policy_answers_as_documented) {
     const FlagValues on = flags("benchmark=1,benchmark_limit=4,deterministic=1,explore_slots=2");
     const SelectionPolicy &pt = policy_of(Policy::pytorch), &v7 = policy_of(Policy::pytorch_v7), &ct = policy_of(Policy::convtune),
-                          &ad = policy_of(Policy::adaptive);
+                          &ad = policy_of(Policy::adaptive), &in = policy_of(Policy::incremental);
     // key
     BOOST_TEST(!pt.keys_benchmark());
     BOOST_TEST(!v7.keys_benchmark());
     BOOST_TEST(ct.keys_benchmark());
     BOOST_TEST(ad.keys_benchmark());
+    BOOST_TEST(in.keys_benchmark());
     // which
     BOOST_TEST(pt.search_reach(on) == 4);
     BOOST_TEST(v7.search_reach(on) == -1);
@@ -74,14 +77,27 @@ BOOST_AUTO_TEST_CASE(each_policy_answers_as_documented) {
     BOOST_TEST(!ad.search_due(5, nullptr, on));  // adaptive_after=0: wait for the provisional decision
     BOOST_TEST(ad.search_due(3, nullptr, flags("benchmark=1,adaptive_after=3")));
     BOOST_TEST(!ad.search_due(2, nullptr, flags("benchmark=1,adaptive_after=3")));
+    BOOST_TEST(in.in_band(on));
+    BOOST_TEST(!in.in_band(flags("benchmark=0")));
+    BOOST_TEST(!in.defers_search(on));
+    for (const SelectionPolicy* o : {&pt, &v7, &ct, &ad}) BOOST_TEST(!o->in_band(on), o->name());
+    BOOST_TEST(in.search_reach(on) == 4);
+    BOOST_TEST(in.explore_slots(on, 4, true) == 0);
+    BOOST_TEST(in.holds_back_reference());
+    BOOST_TEST(in.heuristic_reach(on) == 1);
     // how
     BOOST_TEST(pt.measurement(on).max_samples == 1);
     BOOST_TEST(ct.measurement(flags("max_samples=7")).max_samples == 7);
+    BOOST_TEST(!ct.measurement(on).keep_heuristic_within_noise);
+    BOOST_TEST(std::string(in.measurement(on).name) == "in-band");
+    BOOST_TEST(in.measurement(on).interleaved);
+    BOOST_TEST(in.measurement(on).keep_heuristic_within_noise);
     // persisted
     BOOST_TEST(!pt.persists());
     BOOST_TEST(!v7.persists());
     BOOST_TEST(ct.persists());
     BOOST_TEST(ad.persists());
+    BOOST_TEST(in.persists());
     // The cache key follows the policy's answer.
     test::FakeBackend b("fake", {{"a"}});
     const ConvProblem p = ConvProblem::parse("n=1,c=2,k=2,in=4x4,ker=3x3");
@@ -181,6 +197,218 @@ BOOST_AUTO_TEST_CASE(a_decision_too_noisy_is_not_stored) {
     BOOST_TEST(sections[0].entries.begin()->second.samples == 3);
     BOOST_TEST(sections[0].entries.begin()->second.spread == 0.0);
     std::filesystem::remove(path);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The incremental policy (in-band tuning): a shape's real calls rotate the candidates, each timed
+// as it runs, until the measurement pins one. The fake backend's times are exact.
+BOOST_AUTO_TEST_SUITE(incremental)
+
+using measurement::cand;
+
+namespace {
+const ConvProblem kQ = ConvProblem::parse("n=2,c=4,k=4,in=6x6,ker=3x3,pad=1x1");
+
+// Which algorithm each of `calls` run()s executed, in order.
+std::vector<std::string> run_calls(Selector& s, const test::FakeBackend& b, const FlagValues& f, int calls) {
+    HostTensors t = make_host_tensors(kQ);
+    std::vector<std::string> ran;
+    for (int k = 0; k < calls; ++k) {
+        std::map<std::string, int> before;
+        for (const Algorithm* a : b.algorithms()) before[std::string(a->id())] = b.runs(std::string(a->id()));
+        const Status st = s.run(kQ, t.views(), f);
+        BOOST_TEST(st.ok(), st.message);
+        std::string which;
+        for (const Algorithm* a : b.algorithms())
+            for (int n = b.runs(std::string(a->id())) - before[std::string(a->id())]; n > 0; --n) {
+                if (!which.empty()) which += '+';
+                which += a->id();
+            }
+        ran.push_back(which);
+    }
+    return ran;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+    std::string r;
+    for (const std::string& x : v) {
+        if (!r.empty()) r += ' ';
+        r += x;
+    }
+    return r;
+}
+
+struct Counter final : SelectorObserver {
+    int searches = 0, timed = 0, executions = 0;
+    double exec_ms = 0;
+    void search_started(const ConvProblem&) override { ++searches; }
+    void candidate_timed(const ConvProblem&, const Algorithm&, double) override { ++timed; }
+    void executed(const ConvProblem&, const Algorithm&, const Status&, double ms) override { ++executions, exec_ms += ms; }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(calls_rotate_in_heuristic_order_and_pin_the_clear_winner) {
+    // h is the heuristic's pick, "best" leads it by 2x, "slow" is over 3x the leader's slowest.
+    test::FakeBackend b("fake", {{"h", {1.0}}, {"best", {0.5}}, {"slow", {2.0}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    Counter obs;
+    s.set_observer(&obs);
+    const FlagValues f = flags("policy=incremental,benchmark=1");
+    // Before any call, select() answers with the heuristic's pick, provisionally.
+    const auto d0 = s.select(kQ, f);
+    BOOST_TEST(d0->algorithm == "h");
+    BOOST_TEST(d0->provisional);
+    BOOST_TEST(cand(*d0, "h").reason.find("provisional: the incremental policy times the shape's own calls") != std::string::npos,
+               cand(*d0, "h").reason);
+    // The calls: the first runs the heuristic's pick (no search), then each candidate's first call,
+    // then rounds. After round 1 "slow" (every call over 3x the leader's slowest) stops; at round 3
+    // (min_samples) h is slower than "best" beyond the noise, "best" is left alone and pinned.
+    const std::vector<std::string> ran = run_calls(s, b, f, 13);
+    BOOST_TEST(joined(ran) == "h best slow h best slow h best h best best best best");
+    // Every call was an execution, timed as it ran: no search, no extra timed call.
+    BOOST_TEST(obs.searches == 0);
+    BOOST_TEST(obs.timed == 0);
+    BOOST_TEST(obs.executions == 13);
+    BOOST_TEST(b.clock_ms() == 4 * 1.0 + 2 * 2.0 + 7 * 0.5);
+    const auto d = s.select(kQ, f);
+    BOOST_TEST(d->algorithm == "best");
+    BOOST_TEST(!d->provisional);
+    BOOST_TEST(d->search_ms == 0.0);
+    BOOST_TEST(cand(*d, "best").samples_ms.size() == 3u);
+    BOOST_TEST(cand(*d, "best").reason.find("pinned in-band after 10 calls") == 0u, cand(*d, "best").reason);
+    BOOST_TEST(cand(*d, "slow").reason.find("stopped early") == 0u, cand(*d, "slow").reason);
+    BOOST_TEST(cand(*d, "h").reason.find("dropped after 3 samples") == 0u, cand(*d, "h").reason);
+}
+
+BOOST_AUTO_TEST_CASE(a_lead_within_the_noise_keeps_the_heuristic_pick) {
+    // "near" is 1% faster than h: not beyond stable_rel=2%, so the rotation ends tied (stable
+    // medians within 2%) and the heuristic's pick is pinned.
+    test::FakeBackend b("fake", {{"h", {1.0}}, {"near", {0.99}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    const FlagValues f = flags("policy=incremental,benchmark=1");
+    run_calls(s, b, f, 12);
+    const auto d = s.select(kQ, f);
+    BOOST_TEST(!d->provisional);
+    BOOST_TEST(d->algorithm == "h");
+    BOOST_TEST(cand(*d, "h").reason.find("the heuristic's pick") != std::string::npos, cand(*d, "h").reason);
+}
+
+BOOST_AUTO_TEST_CASE(deterministic_and_benchmark_limit_bound_the_rotation) {
+    // The fastest is NONDETERMINISTIC: with deterministic=1 it never runs, and the pick is the
+    // fastest deterministic one. benchmark_limit=2: only the first two eligible ones rotate.
+    test::FakeBackend b("fake", {{"h", {1.0}}, {"nd", {0.2}, Notes{Note::nondeterministic}}, {"det", {0.5}}, {"late", {0.1}}});
+    {
+        TuningCache cache;
+        Selector s(b, cache);
+        const FlagValues f = flags("policy=incremental,benchmark=1,deterministic=1,benchmark_limit=2");
+        const std::vector<std::string> ran = run_calls(s, b, f, 14);
+        BOOST_TEST(b.runs("nd") == 0);
+        BOOST_TEST(b.runs("late") == 0);
+        BOOST_TEST(joined(ran) == "h det h det h det h det det det det det det det");
+        const auto d = s.select(kQ, f);
+        BOOST_TEST(d->algorithm == "det");
+        BOOST_TEST((cand(*d, "nd").state == Candidate::State::filtered));
+        BOOST_TEST((cand(*d, "late").state == Candidate::State::not_checked));  // the rotation never reached it
+    }
+    b.reset_counters();
+    {
+        // Without them, every candidate rotates and the fastest is pinned.
+        TuningCache cache;
+        Selector s(b, cache);
+        const FlagValues f = flags("policy=incremental,benchmark=1");
+        run_calls(s, b, f, 20);
+        BOOST_TEST(s.select(kQ, f)->algorithm == "late");
+        BOOST_TEST(b.runs("nd") > 0);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_candidate_hands_its_call_to_the_next) {
+    // "bad" fails on its first call: the same call is made by the next candidate, so every call
+    // computes its output, and "bad" never rotates again.
+    test::FakeBackend b("fake", {{"h", {1.0}}, {"bad", {0.1}, {}, 0, test::FakeSpec::Mode::fails}, {"best", {0.5}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    const FlagValues f = flags("policy=incremental,benchmark=1");
+    const std::vector<std::string> ran = run_calls(s, b, f, 4);
+    BOOST_TEST(joined(ran) == "h bad+best h best");
+    run_calls(s, b, f, 8);
+    const auto d = s.select(kQ, f);
+    BOOST_TEST(d->algorithm == "best");
+    BOOST_TEST((cand(*d, "bad").state == Candidate::State::failed));
+    BOOST_TEST(b.runs("bad") == 1);
+}
+
+BOOST_AUTO_TEST_CASE(benchmark_off_is_the_convtune_policy) {
+    test::FakeBackend b("fake", {{"h", {1.0}}, {"best", {0.5}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    const std::vector<std::string> ran = run_calls(s, b, flags("policy=incremental,benchmark=0"), 5);
+    BOOST_TEST(joined(ran) == "h h h h h");
+    const auto d = s.select(kQ, flags("policy=incremental,benchmark=0"));
+    BOOST_TEST(d->algorithm == "h");
+    BOOST_TEST((d->source == Source::memory));
+    BOOST_TEST(!d->provisional);
+}
+
+BOOST_AUTO_TEST_CASE(the_pinned_decision_is_persisted_and_read_back_by_a_new_process) {
+    const std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("convtune-test-incremental-" + std::to_string(::getpid()) + ".json");
+    std::filesystem::remove(path);
+    test::FakeBackend b("fake", {{"h", {1.0}}, {"best", {0.5}}, {"slow", {2.0}}});
+    const FlagValues f = flags("policy=incremental,benchmark=1");
+    {
+        TuningDatabase db(path.string());
+        TuningCache cache;
+        Selector s(b, cache, &db);
+        run_calls(s, b, f, 9);
+        BOOST_TEST(!std::filesystem::exists(path));  // not pinned yet: nothing stored
+        run_calls(s, b, f, 1);                        // the tenth call pins it
+    }
+    const auto sections = TuningDatabase::read_file(path.string());
+    BOOST_REQUIRE(sections.size() == 1u);
+    BOOST_REQUIRE(sections[0].entries.size() == 1u);
+    const DbRecord& r = sections[0].entries.begin()->second;
+    BOOST_TEST(r.algorithm == "best");
+    BOOST_TEST(r.samples == 3);
+    BOOST_TEST(r.spread == 0.0);
+    BOOST_TEST(r.median_ms == 0.5);
+    // A second process (a new selector, cache and database object on the same file) rotates
+    // nothing: its first call runs the stored pick.
+    b.reset_counters();
+    {
+        TuningDatabase db(path.string());
+        TuningCache cache;
+        Selector s(b, cache, &db);
+        BOOST_TEST(joined(run_calls(s, b, f, 3)) == "best best best");
+        const auto d = s.select(kQ, f);
+        BOOST_TEST((d->source == Source::memory));
+        BOOST_TEST(d->algorithm == "best");
+    }
+    std::filesystem::remove(path);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(search_bookkeeping)
+
+using measurement::cand;
+using incremental::kQ;
+
+BOOST_AUTO_TEST_CASE(a_candidate_failing_before_others_does_not_shift_their_timings) {
+    // The first candidate fails its warm-up; the ones after it keep their own states and samples.
+    test::FakeBackend b("fake", {{"bad", {1.0}, {}, 0, test::FakeSpec::Mode::fails}, {"a", {1.0}}, {"b", {2.5}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    const auto d = s.select(kQ, flags("benchmark=1"));
+    BOOST_TEST(d->algorithm == "a");
+    BOOST_TEST((cand(*d, "bad").state == Candidate::State::failed));
+    BOOST_TEST((cand(*d, "a").state == Candidate::State::timed));
+    BOOST_TEST((cand(*d, "b").state == Candidate::State::timed));
+    BOOST_TEST(cand(*d, "a").median_ms == 1.0);
+    BOOST_TEST(cand(*d, "b").median_ms == 2.5);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -402,6 +402,34 @@ BOOST_AUTO_TEST_CASE(adaptive_auto_waits_as_many_calls_as_a_search_costs) {
         BOOST_TEST(a.iterations[static_cast<std::size_t>(i)].searches == (i == 7 || i == 31 ? 1 : 0), "iteration " << i + 1);
 }
 
+BOOST_AUTO_TEST_CASE(incremental_calls_are_execution_not_search) {
+    // In-band tuning: each shape's calls alternate slow (the heuristic's pick, 2g) and fast (g):
+    // the two first calls, then three rounds, after which "slow" is beyond the noise and "fast"
+    // is pinned: 8 calls, 4 of each. Layer b (4 calls a pass) is pinned at the end of iteration
+    // 2, layer a (1 call a pass) at the end of iteration 8. Every call is execution.
+    FakeBackend b("fake", slow_fast());
+    SimulationOptions o;
+    o.iterations = 10;
+    o.settings = settings({"off", "on", "pytorch", "incremental"});
+    const SimulationResult r = simulate(b, tiny_stream(), o);
+    const double g = gflop(tiny_stream().iteration(0)[0].problem);
+    const ScenarioResult& in = scenario(r, "incremental");
+    for (const IterationStats& x : in.iterations) {
+        BOOST_TEST(x.search_ms == 0.0);
+        BOOST_TEST(x.searches == 0);
+    }
+    // iteration 1: a slow; b slow, fast, slow, fast. Its first call is off's.
+    BOOST_TEST(in.iterations[0].exec_ms == 2 * g + 6 * g, tt::tolerance(1e-12));
+    BOOST_TEST(in.iterations[2].exec_ms == 2 * g + 4 * g, tt::tolerance(1e-12));  // a slow (its 3rd call); b pinned
+    BOOST_TEST(in.iterations[9].exec_ms == g + 4 * g, tt::tolerance(1e-12));
+    // Total: a 4 x 2g + 4 x g + 2 x g, b 12g + 8 x 4g = 58g, against off's 100g, on's 74g and
+    // pytorch's 62g: the incremental policy is recommended by name.
+    BOOST_TEST(in.sum().exec_ms == 58 * g, tt::tolerance(1e-12));
+    BOOST_TEST(comparison(r, "incremental").saving == 0.42, tt::tolerance(1e-12));
+    BOOST_TEST(r.recommendation.setting == "incremental");
+    BOOST_TEST(r.recommendation.text.find("use the incremental policy") == 0u, r.recommendation.text);
+}
+
 BOOST_AUTO_TEST_CASE(a_setting_that_cannot_run_is_reported_not_fatal) {
     FakeSpec nd{"atomic"};
     nd.notes = Note::nondeterministic;

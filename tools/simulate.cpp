@@ -54,8 +54,8 @@ void add_simulate(CLI::App& app, Action& action) {
     cmd->add_option("--layout", o->r.workload.layout, "Layout of every problem: nchw or nhwc")->check(non_empty());
     cmd->add_option("--seed", o->r.workload.seed, "Seed of the stream's choices and of the replay's draws")->capture_default_str()->check(seed());
     cmd->add_option("--flags,-f", o->r.flags,
-                    "A flag setting: off, on, on+det, adaptive, pytorch, key=value,... or LABEL:key=value,... (repeatable)");
-    cmd->add_flag("--compare", o->r.compare, "Compare all five standard settings (the default when no --flags is given)");
+                    "A flag setting: off, on, on+det, adaptive, pytorch, incremental, key=value,... or LABEL:key=value,... (repeatable)");
+    cmd->add_flag("--compare", o->r.compare, "Compare all six standard settings (the default when no --flags is given)");
     cmd->add_option("--backend,-b", o->r.backend, "Backend to run live (default cpu), or the recording's backend with --replay");
     cmd->add_option("--replay", o->r.replay, "Recording (from `convtune record`) to replay instead of running a backend");
     cmd->add_option("--pytorch-measured", o->r.measured,

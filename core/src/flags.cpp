@@ -31,9 +31,10 @@ constexpr PolicyEntry kPolicies[] = {
     {Policy::pytorch_v7, "pytorch-v7", policies::pytorch_v7},
     {Policy::convtune, "convtune", policies::convtune},
     {Policy::adaptive, "adaptive", policies::adaptive},
+    {Policy::incremental, "incremental", policies::incremental},
 };
 
-constexpr Policy kPolicyIds[] = {Policy::pytorch, Policy::pytorch_v7, Policy::convtune, Policy::adaptive};
+constexpr Policy kPolicyIds[] = {Policy::pytorch, Policy::pytorch_v7, Policy::convtune, Policy::adaptive, Policy::incremental};
 static_assert(std::size(kPolicyIds) == std::size(kPolicies));
 
 const PolicyEntry& entry(Policy p) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/core.h>
+#include <stdexcept>
 
 #include "convtune/stats.hpp"
 
@@ -37,10 +38,19 @@ MeasureStrategy MeasureStrategy::robust(const FlagValues& f) {
     return s;
 }
 
-double Measurement::call(Trial& t) {
-    const double ms = t.call(t.status);
-    spent_ += ms;
-    return ms;
+MeasureStrategy MeasureStrategy::in_band(const FlagValues& f) {
+    MeasureStrategy s = robust(f);
+    s.name = "in-band";
+    // The calls are the shape's executions: nothing forces a faster pick, so the heuristic's
+    // stays unless the measurement clearly beats it.
+    s.keep_heuristic_within_noise = true;
+    return s;
+}
+
+void Measurement::invoke(std::size_t i) {
+    Status st;
+    const double ms = trials_[i].call(st);
+    record(i, ms, st);
 }
 
 void Measurement::drop(Trial& t, std::string why) {
@@ -49,12 +59,12 @@ void Measurement::drop(Trial& t, std::string why) {
 }
 
 const Trial& Measurement::enter(std::size_t order, TimedCall fn) {
-    Trial& t = trials_.emplace_back();
-    t.order = order;
+    const std::size_t i = add(order);
+    Trial& t = trials_[i];
     t.call = std::move(fn);
-    t.first_ms = call(t);  // warm-up
+    invoke(i);  // warm-up
     if (t.status.ok() && !s_.interleaved)
-        for (int k = 0; k < s_.max_samples && t.status.ok(); ++k) t.samples_ms.push_back(call(t));
+        for (int k = 0; k < s_.max_samples && t.status.ok(); ++k) invoke(i);
     if (!t.status.ok()) {
         t.racing = false;
         t.samples_ms.clear();
@@ -67,49 +77,98 @@ const Trial& Measurement::enter(std::size_t order, TimedCall fn) {
     return t;
 }
 
+std::size_t Measurement::add(std::size_t order) {
+    if (rounds_started_) throw std::logic_error("Measurement::add after the rounds began");
+    Trial& t = trials_.emplace_back();
+    t.order = order;
+    return trials_.size() - 1;
+}
+
+int Measurement::due() {
+    for (std::size_t i = 0; i < trials_.size(); ++i)
+        if (!trials_[i].warmed_up) return static_cast<int>(i);
+    if (!s_.interleaved) return -1;
+    if (!rounds_started_) begin_rounds();
+    return rounds_ended_ ? -1 : static_cast<int>(left_[next_]);
+}
+
+void Measurement::record(std::size_t i, double ms, const Status& st) {
+    Trial& t = trials_[i];
+    spent_ += ms;
+    ++calls_;
+    t.status = st;
+    if (!t.warmed_up) {
+        t.warmed_up = true;
+        t.first_ms = ms;
+        if (!st.ok()) t.racing = false;
+        return;
+    }
+    t.samples_ms.push_back(ms);
+    if (!st.ok()) t.racing = false;
+    if (rounds_started_ && !rounds_ended_ && ++next_ == left_.size()) end_round();
+}
+
 void Measurement::finish() {
     if (!s_.interleaved) return;
-    std::vector<Trial*> left;
-    for (Trial& t : trials_)
-        if (t.status.ok()) left.push_back(&t);
-    std::vector<double> previous(trials_.size(), -1);
-    for (int round = 1; round <= s_.max_samples && !left.empty(); ++round) {
-        if (round > 1 && spent_ > s_.budget_ms) {
-            for (Trial* t : left) t->reason = "search budget spent";
-            break;
-        }
-        for (Trial* t : left) {
-            t->samples_ms.push_back(call(*t));
-            if (!t->status.ok()) t->racing = false;
-        }
-        std::erase_if(left, [](const Trial* t) { return !t->racing; });
-        if (left.empty()) break;
-        for (Trial* t : left) t->median_ms = median(t->samples_ms);
-        const Trial* leader = *std::min_element(left.begin(), left.end(), [](const Trial* a, const Trial* b) {
-            return a->median_ms < b->median_ms || (a->median_ms == b->median_ms && a->order < b->order);
-        });
-        auto slowest = [](const Trial& t) { return std::max(t.first_ms, *std::max_element(t.samples_ms.begin(), t.samples_ms.end())); };
-        auto fastest = [](const Trial& t) { return std::min(t.first_ms, *std::min_element(t.samples_ms.begin(), t.samples_ms.end())); };
-        for (Trial* t : left) {
-            if (t == leader) continue;
-            if (round == 1 && s_.drop_ratio > 0 && fastest(*t) > s_.drop_ratio * slowest(*leader))
-                drop(*t, fmt::format("stopped early: every call over {:g}x the leader's slowest", s_.drop_ratio));
-            else if (s_.racing && round >= s_.min_samples && slower_beyond_noise(leader->samples_ms, t->samples_ms, s_.z, s_.lead_floor))
-                drop(*t, fmt::format("dropped after {} samples: slower than the leader beyond the noise", t->samples_ms.size()));
-        }
-        std::erase_if(left, [](const Trial* t) { return !t->racing; });
-        if (round < s_.min_samples) continue;
-        if (left.size() == 1) break;
+    for (int i = due(); i >= 0; i = due()) invoke(static_cast<std::size_t>(i));
+}
+
+void Measurement::begin_rounds() {
+    rounds_started_ = true;
+    round_ = 1;
+    next_ = 0;
+    previous_.assign(trials_.size(), -1);
+    left_.clear();
+    for (std::size_t i = 0; i < trials_.size(); ++i)
+        if (trials_[i].status.ok()) left_.push_back(i);
+    if (left_.empty()) settle();
+}
+
+// After every trial left has taken its sample of the round: racing, then whether the rounds stop.
+void Measurement::end_round() {
+    std::erase_if(left_, [&](std::size_t i) { return !trials_[i].racing; });
+    if (left_.empty()) return settle();
+    for (std::size_t i : left_) trials_[i].median_ms = median(trials_[i].samples_ms);
+    const std::size_t leader = *std::min_element(left_.begin(), left_.end(), [&](std::size_t a, std::size_t b) {
+        const Trial &x = trials_[a], &y = trials_[b];
+        return x.median_ms < y.median_ms || (x.median_ms == y.median_ms && x.order < y.order);
+    });
+    const Trial& lead = trials_[leader];
+    auto slowest = [](const Trial& t) { return std::max(t.first_ms, *std::max_element(t.samples_ms.begin(), t.samples_ms.end())); };
+    auto fastest = [](const Trial& t) { return std::min(t.first_ms, *std::min_element(t.samples_ms.begin(), t.samples_ms.end())); };
+    for (std::size_t i : left_) {
+        if (i == leader) continue;
+        Trial& t = trials_[i];
+        if (round_ == 1 && s_.drop_ratio > 0 && fastest(t) > s_.drop_ratio * slowest(lead))
+            drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest", s_.drop_ratio));
+        else if (s_.racing && round_ >= s_.min_samples && slower_beyond_noise(lead.samples_ms, t.samples_ms, s_.z, s_.lead_floor))
+            drop(t, fmt::format("dropped after {} samples: slower than the leader beyond the noise", t.samples_ms.size()));
+    }
+    std::erase_if(left_, [&](std::size_t i) { return !trials_[i].racing; });
+    if (round_ >= s_.min_samples) {
+        if (left_.size() == 1) return settle();
         // The ones left are tied: within lead_floor of the leader, their medians stable.
         bool tied = true;
-        for (Trial* t : left) {
-            const std::size_t i = static_cast<std::size_t>(t - trials_.data());
-            tied = tied && t->median_ms <= (1 + s_.lead_floor) * leader->median_ms && previous[i] > 0 &&
-                   std::abs(t->median_ms - previous[i]) <= s_.stable_rel * t->median_ms;
-            previous[i] = t->median_ms;
+        for (std::size_t i : left_) {
+            const Trial& t = trials_[i];
+            tied = tied && t.median_ms <= (1 + s_.lead_floor) * lead.median_ms && previous_[i] > 0 &&
+                   std::abs(t.median_ms - previous_[i]) <= s_.stable_rel * t.median_ms;
+            previous_[i] = t.median_ms;
         }
-        if (tied) break;
+        if (tied) return settle();
     }
+    ++round_;
+    next_ = 0;
+    if (round_ > s_.max_samples) return settle();
+    if (spent_ > s_.budget_ms) {
+        for (std::size_t i : left_) trials_[i].reason = "search budget spent";
+        return settle();
+    }
+}
+
+// The rounds have ended: every trial's median and spread from its samples.
+void Measurement::settle() {
+    rounds_ended_ = true;
     for (Trial& t : trials_) {
         if (!t.status.ok()) {
             t.samples_ms.clear();

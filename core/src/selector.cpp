@@ -105,6 +105,37 @@ std::size_t workspace_of(const Backend& b, const ConvProblem& p, Candidate& c) {
     return *c.workspace;
 }
 
+void fail_candidate(Candidate& c, const Status& st) {
+    c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
+    c.reason = st.message;
+}
+
+// What measurement m (after its rounds) found, onto the candidates its trials measured (a
+// trial's order is its candidate's list position); returns the winner's id, empty when none.
+std::string take_measurement(const Measurement& m, std::vector<Candidate>& cands, const SelectionPolicy& policy) {
+    const Choice choice = m.choose();
+    for (const Trial& r : m.trials()) {
+        Candidate& c = cands[r.order];
+        c.first_ms = r.first_ms;
+        c.samples_ms = r.samples_ms;
+        c.reason = r.reason;
+        if (!r.status.ok()) {
+            fail_candidate(c, r.status);
+            continue;
+        }
+        c.state = Candidate::State::timed;
+        if (!c.suggested && c.reason.empty()) c.reason = "explored: the heuristics do not suggest it";
+        c.median_ms = r.median_ms;
+        c.spread = r.spread;
+    }
+    if (choice.trial < 0) return {};
+    Candidate& w = cands[m.trials()[static_cast<std::size_t>(choice.trial)].order];
+    if (!choice.reason.empty()) w.reason = choice.reason;
+    if (policy.persists())
+        if (std::string no = persist_refusal(m.strategy(), w.samples_ms); !no.empty()) w.reason += (w.reason.empty() ? "" : "; ") + no;
+    return w.id;
+}
+
 }  // namespace
 
 // The candidates of one decision, built only as far as the decision needs them: each algorithm
@@ -305,14 +336,9 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     // and freeing one per candidate costs a device synchronisation each on a GPU.
     DeviceBuffer ws;
     Measurement m(policy.measurement(f));
-    std::vector<std::size_t> measured;  // the list position of each of m's trials
     const auto t0 = Clock::now();
     std::vector<Candidate>& cands = list.items();
     const std::string limit_reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";
-    auto fail = [](Candidate& c, const Status& st) {
-        c.state = st.code == Status::Code::out_of_memory ? Candidate::State::out_of_memory : Candidate::State::failed;
-        c.reason = st.message;
-    };
     // Enters candidate cands[i] into the measurement (its workspace first); true when it ran.
     auto time_candidate = [&](std::size_t i) {
         Candidate& c = cands[i];
@@ -342,10 +368,9 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
         };
         const Trial& r = m.enter(i, std::move(call));
         if (!r.status.ok()) {
-            fail(c, r.status);
+            fail_candidate(c, r.status);
             return false;
         }
-        measured.push_back(i);
         return true;
     };
     // Candidates in heuristic order, the list extended as the search reaches its end, until
@@ -377,31 +402,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     }
     // What the measurement found, onto the candidates.
     m.finish();
-    const Choice choice = m.choose();
-    const int win = choice.trial;
-    for (std::size_t k = 0; k < measured.size(); ++k) {
-        const Trial& r = m.trials()[k];
-        Candidate& c = cands[measured[k]];
-        c.first_ms = r.first_ms;
-        c.samples_ms = r.samples_ms;
-        c.reason = r.reason;
-        if (!r.status.ok()) {
-            fail(c, r.status);
-            continue;
-        }
-        c.state = Candidate::State::timed;
-        if (!c.suggested && c.reason.empty()) c.reason = "explored: the heuristics do not suggest it";
-        c.median_ms = r.median_ms;
-        c.spread = r.spread;
-    }
-    std::string winner;
-    if (win >= 0) {
-        Candidate& w = cands[m.trials()[static_cast<std::size_t>(win)].order];
-        winner = w.id;
-        if (!choice.reason.empty()) w.reason = choice.reason;
-        if (policy.persists())
-            if (std::string no = persist_refusal(m.strategy(), w.samples_ms); !no.empty()) w.reason += (w.reason.empty() ? "" : "; ") + no;
-    }
+    const std::string winner = take_measurement(m, cands, policy);
     d.search_ms = ms_since(t0);
     d.candidates = std::move(list).finish();
     if (winner.empty()) throw Error(no_candidate_message(backend_, p, d.candidates));
@@ -423,7 +424,8 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
     int64_t seen = 0;
     const bool defers = policy.defers_search(f);
     if (defers) seen = cache_.note_occurrence(key);
-    bool wait = defers && !policy.search_due(seen, nullptr, f);
+    // An in-band shape is never searched: its provisional decision stands until run() pins it.
+    bool wait = policy.in_band(f) || (defers && !policy.search_due(seen, nullptr, f));
     const Environment env = environment_of(backend_);
 
     auto compute = [&]() -> Decision {
@@ -455,16 +457,14 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
             Decision d = decide(p, off, t, ws);
             d.key = key;
             d.provisional = true;
+            if (policy.in_band(f))
+                for (Candidate& c : d.candidates)
+                    if (c.id == d.algorithm)
+                        c.reason += "; provisional: the " + std::string(policy.name()) + " policy times the shape's own calls in turn and pins one";
             return d;
         }
         Decision d = decide(p, f, t, ws);
-        if (persistent && d.source == Source::search && persist_refusal(policy.measurement(f), winner_samples(d)).empty()) {
-            const auto now = std::chrono::system_clock::now();
-            DbRecord r{d.algorithm, d.median_ms, 0, 0, d.search_ms, static_cast<int64_t>(std::chrono::system_clock::to_time_t(now))};
-            for (const Candidate& c : d.candidates)
-                if (c.id == d.algorithm) r.spread = c.spread, r.samples = static_cast<int>(c.samples_ms.size());
-            db_->store(env, key, r);
-        }
+        if (d.source == Source::search) persist(env, key, d, f);
         return d;
     };
     bool hit = false;
@@ -484,10 +484,128 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
     return d;
 }
 
+void Selector::persist(const Environment& env, const std::string& key, const Decision& d, const FlagValues& f) {
+    const SelectionPolicy& policy = policy_of(f.policy);
+    if (!db_ || !policy.persists() || !persist_refusal(policy.measurement(f), winner_samples(d)).empty()) return;
+    const auto now = std::chrono::system_clock::now();
+    DbRecord r{d.algorithm, d.median_ms, 0, 0, d.search_ms, static_cast<int64_t>(std::chrono::system_clock::to_time_t(now))};
+    for (const Candidate& c : d.candidates)
+        if (c.id == d.algorithm) r.spread = c.spread, r.samples = static_cast<int>(c.samples_ms.size());
+    db_->store(env, key, r);
+}
+
+Status Selector::execute(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, double* timed_ms,
+                         const WorkspaceSource* source) const {
+    const std::size_t wsb = a.workspace_size(p);
+    if (std::string m = uses_host_memory(backend_) ? over_memory_budget(p, wsb) : std::string(); !m.empty()) return Status::out_of_memory(m);
+    DeviceBuffer ws = wsb ? workspace(wsb, source) : DeviceBuffer{};
+    if (wsb && !ws) return Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + std::string(a.id()));
+    Status st;
+    if (!observer_ && !timed_ms) return a.run(p, t, {ws.data(), wsb});
+    const double ms = backend_.time_execution_ms([&] { st = a.run(p, t, {ws.data(), wsb}); });
+    if (timed_ms) *timed_ms = ms;
+    if (observer_) observer_->executed(p, a, st, ms);
+    return st;
+}
+
+// An in-band shape until it is pinned: its own copies of the problem and flags (the candidate
+// list refers to them), the candidates reached so far and the measurement of their calls.
+struct Rotation {
+    Rotation(const Backend& b, const ConvProblem& problem, const FlagValues& flags)
+        : p(problem), f(flags), list(b, p, f), m(policy_of(f.policy).measurement(f)), limit(policy_of(f.policy).search_reach(f)) {}
+    std::mutex mutex;  // one call of the shape at a time
+    const ConvProblem p;
+    const FlagValues f;
+    CandidateList list;
+    Measurement m;
+    const int limit;         // candidates that rotate at most (-1: all)
+    std::size_t next = 0;    // the list position to look at for the next candidate to enter
+    bool entering = true;    // candidates are still being entered (their first calls)
+    bool pinned = false;
+
+    // The list position of the next candidate to enter, or nullopt once `limit` have run their
+    // first call successfully or the ranking has ended.
+    std::optional<std::size_t> next_candidate() {
+        while (entering) {
+            int ok = 0;
+            for (const Trial& t : m.trials()) ok += t.status.ok();
+            if (limit >= 0 && ok >= limit) break;
+            if (next >= list.items().size() && !list.extend()) break;
+            const std::size_t i = next++;
+            if (list.items()[i].state == Candidate::State::not_timed) return i;
+        }
+        entering = false;
+        return std::nullopt;
+    }
+};
+
+std::optional<Status> Selector::rotate(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const std::string& key,
+                                      const WorkspaceSource* source) {
+    std::shared_ptr<Rotation> r;
+    {
+        std::lock_guard lock(rotations_mutex_);
+        std::shared_ptr<Rotation>& slot = rotations_[key];
+        if (!slot) slot = std::make_shared<Rotation>(backend_, p, f);
+        r = slot;
+    }
+    std::lock_guard lock(r->mutex);
+    if (r->pinned) return std::nullopt;  // by the call this one waited for
+    std::optional<Status> computed;  // this call's output, when a candidate computed it
+    for (;;) {
+        int due = -1;
+        if (const std::optional<std::size_t> i = r->next_candidate()) {
+            workspace_of(backend_, p, r->list.items()[*i]);
+            due = static_cast<int>(r->m.add(*i));
+        } else {
+            due = r->m.due();
+        }
+        if (due < 0) break;  // decided
+        const Trial& trial = r->m.trials()[static_cast<std::size_t>(due)];
+        const Algorithm* a = lookup(backend_, r->list.items()[trial.order].id);
+        double ms = 0;
+        const Status st = a ? execute(*a, p, t, &ms, source) : Status::failure("unknown algorithm");
+        r->m.record(static_cast<std::size_t>(due), ms, st);
+        if (!st.ok()) continue;  // no output: the next due candidate makes this call
+        computed = st;
+        if (r->entering || r->m.due() >= 0) return computed;
+        break;  // this call decided it
+    }
+    // Decided: pin the shape (and persist it as a searched decision).
+    const SelectionPolicy& policy = policy_of(f.policy);
+    Decision d;
+    d.key = key;
+    d.source = Source::search;
+    const std::string winner = take_measurement(r->m, r->list.items(), policy);
+    for (Candidate& c : r->list.items())
+        if (c.state == Candidate::State::not_timed && r->limit >= 0 && c.reason.empty())
+            c.reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";
+    d.candidates = std::move(r->list).finish();
+    {
+        std::lock_guard lock(rotations_mutex_);
+        rotations_.erase(key);
+    }
+    r->pinned = true;
+    if (winner.empty()) throw Error(no_candidate_message(backend_, p, d.candidates));
+    d.algorithm = winner;
+    for (Candidate& c : d.candidates)
+        if (c.id == winner) {
+            d.median_ms = c.median_ms;
+            c.reason = "pinned in-band after " + std::to_string(r->m.calls()) + " calls" + (c.reason.empty() ? "" : "; " + c.reason);
+        }
+    persist(environment_of(backend_), key, d, f);
+    cache_.put(key, std::move(d));
+    return computed;
+}
+
 Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const WorkspaceSource* source,
                      std::shared_ptr<const Decision>* decision) {
     check_tensors(p, t);
-    const std::shared_ptr<const Decision> d = select(p, f, &t, source);
+    std::shared_ptr<const Decision> d = select(p, f, &t, source);
+    if (d->provisional && f.enabled && policy_of(f.policy).in_band(f)) {
+        if (decision) *decision = d;
+        if (std::optional<Status> st = rotate(p, t, f, d->key, source)) return *st;
+        d = select(p, f, &t, source);  // pinned
+    }
     if (decision) *decision = d;
     // The chosen algorithm first, then the other eligible candidates: timed ones fastest first,
     // then untimed ones in heuristic order.
@@ -508,22 +626,7 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
     auto attempt = [&](const Candidate& c) {
         const Algorithm* a = lookup(backend_, c.id);
         if (!a) return false;
-        const std::size_t wsb = a->workspace_size(p);
-        if (std::string m = uses_host_memory(backend_) ? over_memory_budget(p, wsb) : std::string(); !m.empty()) {
-            last = Status::out_of_memory(m);
-            return false;
-        }
-        DeviceBuffer ws = wsb ? workspace(wsb, source) : DeviceBuffer{};
-        if (wsb && !ws) {
-            last = Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + c.id);
-            return false;
-        }
-        if (observer_) {
-            const double ms = backend_.time_execution_ms([&] { last = a->run(p, t, {ws.data(), wsb}); });
-            observer_->executed(p, *a, last, ms);
-        } else {
-            last = a->run(p, t, {ws.data(), wsb});
-        }
+        last = execute(*a, p, t, nullptr, source);
         if (!last.ok()) return false;
         if (c.id != d->algorithm && f.enabled) {
             Decision nd = *d;

@@ -91,7 +91,8 @@ def tune(problems=None, *, shapes=None, workload=None, mode=None, shapes_dir=Non
     ``batch`` (an int or a list of them) and ``dtype`` (a str or a list of them): every problem at
     each batch size and in each data type; a problem shared by several networks is tuned once.
     Flags start from the defaults with benchmark=1 (as in the CLI), then ``policy``
-    ("pytorch", "pytorch-v7", "convtune", "adaptive"), then ``flags`` ("key=value,..." or a dict).
+    ("pytorch", "pytorch-v7", "convtune", "adaptive", "incremental"), then
+    ``flags`` ("key=value,..." or a dict).
     ``db``: tuning database file (default: $CONVTUNE_DB; none when unset).
     Returns {"format", "backend", "flags", "problems": [{"problem", "name", "algorithm", "source", "search_ms",
     "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database"}.
@@ -141,7 +142,7 @@ def simulate(workload=None, *, stream="fixed", trace=None, iterations=None, mode
     workload: a built-in name ("resnet50", ...), a shape file or a workload file; not needed for a
     trace. stream: "fixed", "batch", "resolution", "mixed" or "trace:FILE"; ``trace`` is a
     shortcut: a trace file path, or a convtune.capture.Trace. flags: a setting name ("off", "on",
-    "on+det", "adaptive", "pytorch"), "LABEL:key=value,..." or a list of them; the five standard
+    "on+det", "adaptive", "pytorch", "incremental"), "LABEL:key=value,..." or a list of them; the six standard
     settings when none is given or with compare=True. backend: run live on that backend (default
     cpu); replay: a recording from `convtune record` to replay instead. batches/scales: lists or
     comma-separated strings. plot: also write the SVG plot to this file. iterations: default the

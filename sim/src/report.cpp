@@ -120,7 +120,7 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
     std::string o = "convtune simulate: " + c.title + "\n";
     if (!c.details.empty()) o += c.details + "\n";
     o += "\n";
-    o += fmt::format("{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", "setting", "total", "search",
+    o += fmt::format("{:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", "setting", "total", "search",
                      "execution", "other", "first it", "median it", "max it", "hits", "misses", "searches", "shapes", "vs base", "break-even");
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
         const ScenarioResult& s = r.scenarios[i];
@@ -131,21 +131,21 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
         std::string vs = "-";
         if (static_cast<int>(i) != r.baseline && s.failure.empty() && r.baseline >= 0)
             vs = fmt::format("{:+.1f}%", -100 * r.comparisons[i].saving);
-        o += fmt::format("{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", s.setting.name,
+        o += fmt::format("{:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", s.setting.name,
                          ms_text(sum.total_ms()), ms_text(sum.search_ms), ms_text(sum.exec_ms), r.step.known ? ms_text(sum.other_ms) : "-",
                          ms_text(first), ms_text(median(it)), ms_text(mx), sum.hits, sum.misses, sum.searches, sum.new_shapes, vs,
                          break_even_text(r, i));
-        if (!s.failure.empty()) o += "           failed: " + s.failure + "\n";
+        if (!s.failure.empty()) o += "            failed: " + s.failure + "\n";
         if (s.source == "measured" && s.failure.empty())
-            o += fmt::format("           measured: PyTorch itself, {} to {} over the measured runs\n", ms_text(s.range_lo_ms),
+            o += fmt::format("            measured: PyTorch itself, {} to {} over the measured runs\n", ms_text(s.range_lo_ms),
                              ms_text(s.range_hi_ms));
         if (s.repeat_totals_ms.size() >= 2 && s.failure.empty())
-            o += fmt::format("           {} runs: {} to {} (median absolute deviation {}){}\n", s.repeat_totals_ms.size(), ms_text(s.range_lo_ms),
+            o += fmt::format("            {} runs: {} to {} (median absolute deviation {}){}\n", s.repeat_totals_ms.size(), ms_text(s.range_lo_ms),
                              ms_text(s.range_hi_ms), ms_text(median_abs_deviation(s.repeat_totals_ms)),
                              r.comparisons[i].within_noise ? "; inside the baseline's noise" : "");
     }
     o += "\nflags:\n";
-    for (const ScenarioResult& s : r.scenarios) o += fmt::format("  {:<10} {}\n", s.setting.name, s.setting.flags.to_string());
+    for (const ScenarioResult& s : r.scenarios) o += fmt::format("  {:<11} {}\n", s.setting.name, s.setting.flags.to_string());
     o += "\n'vs base': change of the total against '" + (r.baseline >= 0 ? r.scenarios[static_cast<std::size_t>(r.baseline)].setting.name : std::string("-")) +
          "' (negative = faster); 'break-even': first iteration from which the cumulative time stays at or below it.\n";
     for (const std::string& n : notes(r)) o += n + ".\n";

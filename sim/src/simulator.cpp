@@ -29,7 +29,8 @@ std::vector<Setting> standard_settings() {
             named("on", "benchmark=1"),
             named("on+det", "benchmark=1,deterministic=1"),
             named("adaptive", "policy=adaptive,benchmark=1"),
-            named("pytorch", "policy=pytorch,benchmark=1")};
+            named("pytorch", "policy=pytorch,benchmark=1"),
+            named("incremental", "policy=incremental,benchmark=1")};
 }
 
 Setting over(const Setting& s, const FlagValues& base) {
@@ -51,7 +52,9 @@ Setting parse_setting(std::string_view text) {
         spec = std::string(text.substr(colon + 1));
         if (label.empty()) throw InvalidRequest("flags", "empty label in '" + std::string(text) + "'");
     } else if (text.find('=') == std::string_view::npos) {
-        throw InvalidRequest("flags", "unknown setting '" + std::string(text) + "' (expected off, on, on+det, adaptive, pytorch, key=value,... or LABEL:key=value,...)");
+        std::string names;
+        for (const Setting& s : standard_settings()) names += s.name + ", ";
+        throw InvalidRequest("flags", "unknown setting '" + std::string(text) + "' (expected " + names + "key=value,... or LABEL:key=value,...)");
     }
     try {
         return {label, parse_flags(spec), spec};
@@ -141,7 +144,8 @@ int64_t ScenarioResult::distinct_shapes() const { return sum().new_shapes; }
 namespace {
 
 // Charges the selector's timed calls (its searches) to search and the algorithms it executes,
-// timed with the device's execution clock, to execution.
+// timed with the device's execution clock, to execution. An in-band policy's rotated calls
+// (policy.hpp, in_band) are executions: each computes its call's output.
 struct Meter final : SelectorObserver {
     double search_ms = 0, exec_ms = 0;
     void candidate_timed(const ConvProblem&, const Algorithm&, double ms) override { search_ms += ms; }

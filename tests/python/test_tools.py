@@ -127,7 +127,7 @@ def test_simulate_default_settings_and_plot(tmp_path):
     trace.write_text(TRACE)
     plot = tmp_path / "p.svg"
     r = convtune.simulate(trace=trace, iterations=2, plot=plot)
-    assert [s["name"] for s in r["settings"]] == ["off", "on", "on+det", "adaptive", "pytorch"]
+    assert [s["name"] for s in r["settings"]] == ["off", "on", "on+det", "adaptive", "pytorch", "incremental"]
     assert plot.read_text().lstrip().startswith("<")
 
 

@@ -24,6 +24,7 @@ enum class Policy {
     pytorch_v7,  // PyTorch's legacy-API behaviour
     convtune,    // the default: robust timing, benchmark in the key, never slower than the heuristic
     adaptive,    // "benchmark only when it pays": search a shape once it recurs
+    incremental, // in-band: a shape's real calls rotate the candidates, timed as they run, until one is pinned
 };
 std::string_view to_string(Policy p);
 Policy parse_policy(std::string_view s);  // throws ParseError

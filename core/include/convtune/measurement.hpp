@@ -20,6 +20,11 @@
 //                exceeds the noise, otherwise the heuristic's pick stays. A decision whose
 //                winner's robust spread (relative_noise, over at least 3 samples) is above
 //                persist_max_noise is not stored in a tuning database.
+//
+// In-band (the incremental policy): the same robust rule, but the caller makes the calls, which
+// are the shape's real executions. It adds candidates without calling them (add), asks which
+// call is due (due: a candidate's first call is its warm-up, then the rounds as above) and
+// reports each call's time (record). finish() is the same rounds with the calls made here.
 #pragma once
 
 #include <cstddef>
@@ -54,6 +59,10 @@ struct MeasureStrategy {
     static MeasureStrategy sample_once();
     // convtune's, from the flags' knobs (min_samples, max_samples, stable_rel, search_budget_ms).
     static MeasureStrategy robust(const FlagValues& f);
+    // The incremental policy's: robust on the shape's real calls, with
+    // keep_heuristic_within_noise (a pinned shape keeps the heuristic's pick unless the fastest
+    // median leads it beyond the noise).
+    static MeasureStrategy in_band(const FlagValues& f);
 };
 
 // One timed call of a candidate: runs it, sets the status, returns its time in ms on the
@@ -70,6 +79,7 @@ struct Trial {
     bool racing = true;              // still sampled in the next round
     std::string reason;              // why its sampling stopped early, when it did
     double median_ms = 0, spread = 0;
+    bool warmed_up = false;          // its warm-up was made
 };
 
 // What a measurement decided.
@@ -92,6 +102,17 @@ public:
     const Trial& enter(std::size_t order, TimedCall call);
     // Interleaved: the rounds over the entered candidates (nothing otherwise).
     void finish();
+
+    // In-band (interleaved strategies only): adds a candidate without calling it; returns its
+    // trial's index.
+    std::size_t add(std::size_t order);
+    // The trial whose call is due next: the first added one without its warm-up, else the
+    // rounds' next sample; -1 once the rounds have ended (the measurement has decided).
+    int due();
+    // Records the due call of trial i (its warm-up or its sample): its time and status.
+    void record(std::size_t i, double ms, const Status& st);
+    // Every call made so far, warm-ups included.
+    int calls() const { return calls_; }
     // The trials, in the order they were entered.
     const std::vector<Trial>& trials() const { return trials_; }
     // Device time spent so far, warm-ups included.
@@ -100,11 +121,22 @@ public:
     Choice choose() const;
 
 private:
-    double call(Trial& t);
+    void invoke(std::size_t i);  // calls trial i through its TimedCall and records it
     void drop(Trial& t, std::string why);
+    void begin_rounds();
+    void end_round();
+    void settle();
     MeasureStrategy s_;
     std::vector<Trial> trials_;
     double spent_ = 0;
+    int calls_ = 0;
+    // The rounds (interleaved): started, ended, the current round (from 1), the trials racing
+    // in it, the next of them to call, and each trial's median after the previous round.
+    bool rounds_started_ = false, rounds_ended_ = false;
+    int round_ = 0;
+    std::vector<std::size_t> left_;
+    std::size_t next_ = 0;
+    std::vector<double> previous_;
 };
 
 }  // namespace convtune

@@ -5,7 +5,8 @@
 // The questions, in the order a selection asks them:
 //   key         is `benchmark` part of the cache key (keys_benchmark)
 //   when        does this selection search now, or run the heuristic's pick provisionally until the
-//               shape has recurred (defers_search, search_due)
+//               shape has recurred (defers_search, search_due), or never search and let the
+//               shape's real calls be the samples (in_band)
 //   which       which candidates a decision reaches and in what order: how many a search times
 //               (search_reach), how many of those are kept for candidates the heuristics do not
 //               suggest (explore_slots), whether a naive reference is held back while others are
@@ -44,6 +45,15 @@ public:
     // For a policy that defers: whether the shape, asked for the `seen`-th time, is searched now.
     // `provisional` is the shape's provisional decision when there is one yet (nullptr before).
     virtual bool search_due(int64_t /*seen*/, const Decision* /*provisional*/, const FlagValues&) const { return true; }
+    // In-band tuning: whether, under f, a shape is never searched and its real calls
+    // (Selector::run) are the measurement's samples instead. Each call runs the candidate whose
+    // call is due (measurement.hpp, "In-band"; the shape's first call runs the heuristic's first
+    // eligible candidate), timed on the device's execution clock as it runs, so every call still
+    // computes its output; once the measurement has decided, the shape is pinned (and persisted
+    // as a searched decision is). The candidates are those a search would reach (search_reach,
+    // holds_back_reference, the flag filters). Until then select() answers with the heuristic's
+    // pick as a provisional decision.
+    virtual bool in_band(const FlagValues&) const { return false; }
 
     // How many eligible candidates a search times at most (-1: all).
     virtual int search_reach(const FlagValues& f) const { return f.benchmark_limit > 0 ? f.benchmark_limit : -1; }

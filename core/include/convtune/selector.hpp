@@ -13,7 +13,10 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "convtune/backend.hpp"
 #include "convtune/cache_key.hpp"
@@ -53,6 +56,7 @@ public:
 };
 
 class CandidateList;  // a decision's candidates, built as far as it needs (selector.cpp)
+struct Rotation;      // an in-band shape's candidates and measurement until it is pinned (selector.cpp)
 
 // Where run() takes workspace from when its caller owns the device's memory (PyTorch's caching
 // allocator): a buffer of at least the given bytes, or an empty one when there is none (out of
@@ -80,6 +84,9 @@ public:
 
     // Selects and runs on t (device memory of the backend). When the chosen algorithm fails or
     // runs out of memory, the next eligible candidate runs and becomes the cached choice.
+    // Under an in-band policy (SelectionPolicy::in_band) a shape not yet pinned runs the
+    // candidate whose call is due instead, timed as it runs (a failing one is replaced by the
+    // next due in the same call); the shape's calls are serialised until it is pinned.
     // `workspace`, when given, provides every workspace buffer of the call (a search's and the
     // run's); `decision`, when given, receives the decision the call ran under.
     Status run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const WorkspaceSource* workspace = nullptr,
@@ -95,11 +102,26 @@ private:
     Decision search(const ConvProblem& p, const FlagValues& f, CandidateList& list, const std::string& key,
                     const ConvTensors* t, const WorkspaceSource* ws) const;
     DeviceBuffer workspace(std::size_t bytes, const WorkspaceSource* ws) const;
+    // Runs a on t with a workspace (from `ws` when given, else the backend's; within the memory
+    // budget), timed on the device's execution clock when `timed_ms` is given or an observer is set.
+    Status execute(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, double* timed_ms,
+                   const WorkspaceSource* ws = nullptr) const;
+    // In-band: the shape's next call, on t. Returns its status when a rotated candidate computed
+    // the output, nullopt when none did because the shape is pinned (before this call, by
+    // another thread, or because every candidate left failed), and run() goes on as for any
+    // decision.
+    std::optional<Status> rotate(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const std::string& key,
+                                 const WorkspaceSource* ws);
+    // Stores a searched decision in the tuning database (when the policy persists and its
+    // measurement allows it).
+    void persist(const Environment& env, const std::string& key, const Decision& d, const FlagValues& f);
 
     const Backend& backend_;
     TuningCache& cache_;
     TuningDatabase* db_;
     SelectorObserver* observer_ = nullptr;
+    std::mutex rotations_mutex_;
+    std::unordered_map<std::string, std::shared_ptr<Rotation>> rotations_;  // in-band shapes not yet pinned
 };
 
 }  // namespace convtune

@@ -10,8 +10,9 @@ const SelectionPolicy& pytorch();
 const SelectionPolicy& pytorch_v7();
 const SelectionPolicy& convtune();
 const SelectionPolicy& adaptive();
+const SelectionPolicy& incremental();
 
-// convtune's search (convtune.cpp), which the adaptive policy shares.
+// convtune's search (convtune.cpp), which the adaptive and incremental policies share.
 class ConvtuneSearch : public SelectionPolicy {
 public:
     bool keys_benchmark() const override { return true; }

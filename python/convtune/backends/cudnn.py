@@ -14,7 +14,8 @@ own for a block (convtune::set_thread_flags); inside it the attributes read and 
 flags.
 
 convtune's own knobs are attributes too: policy ("convtune" by default; "pytorch" and
-"pytorch-v7" emulate PyTorch's selection, "adaptive" searches a shape once it recurs),
+"pytorch-v7" emulate PyTorch's selection, "adaptive" searches a shape once it recurs,
+"incremental" times a shape's own calls in turn until it pins one),
 workspace_limit (bytes, None = unlimited), search_budget_ms, min_samples, max_samples, stable_rel, explore_slots,
 adaptive_after.
 
@@ -51,7 +52,7 @@ _TORCH_FLAGS = ("enabled", "benchmark", "benchmark_limit", "deterministic", "all
 _KNOBS = tuple(k for k in _convtune.default_flags() if k not in _TORCH_FLAGS)
 # Setter names in PyTorch's messages ("set_benchmark_cudnn expects a bool, but got int").
 _BOOL_FLAGS = {k: f"set_{k}_cudnn" for k, v in _convtune.default_flags().items() if isinstance(v, bool)}
-_POLICIES = ("pytorch", "pytorch-v7", "convtune", "adaptive")
+_POLICIES = ("pytorch", "pytorch-v7", "convtune", "adaptive", "incremental")
 # What PyTorch's flags() sets for a parameter that is not passed.
 _PYTORCH_FLAGS_DEFAULTS = {"enabled": False, "benchmark": False, "benchmark_limit": 10, "deterministic": False,
                            "allow_tf32": True}

@@ -19,7 +19,7 @@ struct SimulateRequest {
     int iterations = 0;              // 0: a trace's length, 100 for the other streams
     int repeats = 0;                 // runs of each setting, rotated; 0: 3 live, 1 on a replay
     std::vector<std::string> flags;  // settings: a standard name, "key=value,..." or "LABEL:key=value,..."
-    bool compare = false;            // the five standard settings too (always when flags is empty)
+    bool compare = false;            // the six standard settings too (always when flags is empty)
     std::string backend;             // live backend (default cpu), or the recording's with replay
     std::string replay;              // a recording to replay instead of running a backend
     std::string measured;            // PyTorch's own measurements (pytorch_measure.py): the off and pytorch

@@ -5,7 +5,8 @@
 // real tensors, the backend's own clock) or a ReplayBackend (replay: virtual tensors and clock).
 // The backend is wrapped in a meter that charges time spent inside Backend::time_ms (the
 // selector's warm-ups and timed samples) to search, and the time of every other algorithm call,
-// measured on the same clock, to execution. Each setting starts as a fresh process: an empty
+// measured on the same clock, to execution (an in-band policy's rotated calls included: they are
+// the workload's own calls). Each setting starts as a fresh process: an empty
 // tuning cache and, for a replay, a reset virtual clock.
 //
 // A trace stream is the user's run: the flags it records are the baseline, and each setting
@@ -37,7 +38,8 @@ struct Setting {
     std::string spec;
 };
 // off (benchmark=0), on (benchmark=1), on+det (benchmark=1,deterministic=1),
-// adaptive (policy=adaptive,benchmark=1), pytorch (policy=pytorch,benchmark=1).
+// adaptive (policy=adaptive,benchmark=1), pytorch (policy=pytorch,benchmark=1),
+// incremental (policy=incremental,benchmark=1).
 std::vector<Setting> standard_settings();
 // A standard name, or "LABEL:key=value,..." / "key=value,..." (parse_flags over the defaults).
 // Throws Error naming --flags.
