@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "convtune/error.hpp"
+#include "convtune/sim/perf_model.hpp"
 #include "convtune/stats.hpp"
 
 namespace convtune::sim {
@@ -113,6 +114,9 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
         if (s.source == "measured" && s.failure.empty())
             o += fmt::format("           measured: PyTorch itself, {} to {} over the measured runs\n", ms_text(s.range_lo_ms),
                              ms_text(s.range_hi_ms));
+        if (s.source.empty() && s.failure.empty() && s.range_hi_ms > s.range_lo_ms)
+            o += fmt::format("           estimated: {} to {} with every estimated problem at the low or high end of its range\n", ms_text(s.range_lo_ms),
+                             ms_text(s.range_hi_ms));
     }
     o += "\nflags:\n";
     for (const ScenarioResult& s : r.scenarios) o += fmt::format("  {:<10} {}\n", s.setting.name, s.setting.flags.to_string());
@@ -125,9 +129,20 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
                          "(the rest is the selector's bookkeeping and scratch data).\n",
                          ms_text(wall), ms_text(timed));
     }
-    if (r.estimated_problems > 0)
-        o += fmt::format("{} problems were not in the recording and were scaled from the recorded problem of the same layer with the nearest size.\n",
-                         r.estimated_problems);
+    if (r.estimated_problems > 0) {
+        o += fmt::format("estimated: {} problems were not in the recording; their times come from the performance model fitted on it "
+                         "(docs/simulation.md), up to {:.1f}x the multiply-adds of the nearest recorded problem, with a range of +-{:g} "
+                         "standard deviations.\n",
+                         r.estimated_problems, r.max_extrapolation, PerfModel::kSigmas);
+        if (r.assumed_problems > 0)
+            o += fmt::format("assumed: for {} of them the recording has no problem of the same layer; which algorithms run them and their "
+                             "workspace are assumed from the nearest recorded problem of the same direction.\n",
+                             r.assumed_problems);
+        if (r.floored_problems > 0)
+            o += fmt::format("warning: for {} of them an algorithm's estimate fell below the fastest time the recording measured on the "
+                             "device (its launch floor) and was raised to it.\n",
+                             r.floored_problems);
+    }
     o += "\nrecommendation: " + r.recommendation.text + "\n";
     return o;
 }
@@ -141,6 +156,11 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
     doc["environment"] = r.environment;
     doc["iterations"] = r.iterations;
     doc["estimated_problems"] = r.estimated_problems;
+    doc["estimates"] = {{"problems", r.estimated_problems},
+                        {"assumed_support", r.assumed_problems},
+                        {"floored", r.floored_problems},
+                        {"max_extrapolation", r.max_extrapolation},
+                        {"sigmas", PerfModel::kSigmas}};
     doc["baseline"] = r.baseline >= 0 ? json(r.scenarios[static_cast<std::size_t>(r.baseline)].setting.name) : json(nullptr);
     json settings = json::array();
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
@@ -168,10 +188,8 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
                 {"projected_break_even", cmp.projected_break_even ? json(*cmp.projected_break_even) : json(nullptr)},
                 {"steady_gain_ms", cmp.steady_gain_ms}};
         if (!s.failure.empty()) js["failure"] = s.failure;
-        if (!s.source.empty()) {
-            js["source"] = s.source;
-            js["range_ms"] = {s.range_lo_ms, s.range_hi_ms};
-        }
+        if (!s.source.empty()) js["source"] = s.source;
+        if (!s.source.empty() || s.range_hi_ms > s.range_lo_ms) js["range_ms"] = {s.range_lo_ms, s.range_hi_ms};
         json per = json::array();
         for (std::size_t k = 0; k < s.iterations.size(); ++k) {
             const IterationStats& x = s.iterations[k];

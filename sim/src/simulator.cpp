@@ -358,8 +358,15 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
             const std::string k = c.problem.to_string();
             if (!seen.insert(k).second) continue;
             if (!replay->is_recorded(c.problem)) {
-                if (replay->lookup(c.problem)) ++res.estimated_problems;
-                else missing.push_back(k);
+                const ReplayBackend::Estimate* e = replay->estimate(c.problem);
+                if (!e || !e->record) {
+                    missing.push_back(k);
+                    continue;
+                }
+                ++res.estimated_problems;
+                res.assumed_problems += e->basis != "same layer";
+                res.floored_problems += e->floored;
+                res.max_extrapolation = std::max(res.max_extrapolation, e->extrapolation);
             }
         }
     }
@@ -371,8 +378,8 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
                                 kMaxSimulatedCalls / kSimulatedCallsPerMinute));
     if (!missing.empty())
         throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
-                    " problems this simulation needs, and no recorded problem of the same layer to scale from; e.g. " + missing.front() +
-                    " (record them with `convtune record` and the same workload and stream options)");
+                    " problems this simulation needs" + (replay->estimates() ? ", and no recorded problem of their direction to estimate from" : " ({strict}: none is estimated)") +
+                    "; e.g. " + missing.front() + " (record them with `convtune record` and the same workload and stream options)");
     if (replay) res.judgeable = replay->recording().source == "measured";
 
     Meter meter;
@@ -424,6 +431,11 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
             st.misses = c1.misses - c0.misses;
             sr.add(st);
             if (o.progress) o.progress(static_cast<int64_t>(si) * o.iterations + i + 1, total_steps, s.name);
+        }
+        if (replay && res.estimated_problems > 0) {
+            const auto [below, above] = replay->uncertainty_ms();
+            sr.range_lo_ms = sr.sum().total_ms() - below;
+            sr.range_hi_ms = sr.sum().total_ms() + above;
         }
         res.scenarios.push_back(std::move(sr));
     }
@@ -517,6 +529,26 @@ void analyze(SimulationResult& r, double min_saving) {
         if (best != r.baseline) rec.text += fmt::format(" (the best, '{}', saves {})", bs.setting.name, percent(bc.saving));
         if (const std::string e = explain_on(); !e.empty()) rec.text += "; " + e;
         return;
+    }
+    // With estimated problems the saving must hold with every estimate at either end of its
+    // range (the same end for every setting: they share the estimates).
+    if (r.estimated_problems > 0) {
+        auto ends = [](const ScenarioResult& s) {
+            const double t = s.sum().total_ms();
+            return s.range_hi_ms > s.range_lo_ms ? std::pair{s.range_lo_ms, s.range_hi_ms} : std::pair{t, t};
+        };
+        const auto [bl, bh] = ends(base);
+        const auto [sl, sh] = ends(bs);
+        const double worst = std::min(bl > 0 ? (bl - sl) / bl : 0.0, bh > 0 ? (bh - sh) / bh : 0.0);
+        if (worst < min_saving) {
+            rec.setting = base.setting.name;
+            rec.saving = 0;
+            rec.text = fmt::format("keep benchmark {}: the best, '{}', saves {} over {} iterations, but only {} with the {} estimated problems at "
+                                   "either end of their range: the difference is inside the estimate's uncertainty",
+                                   base.setting.flags.benchmark ? "as it is" : "off", bs.setting.name, percent(bc.saving), n, percent(worst),
+                                   r.estimated_problems);
+            return;
+        }
     }
     rec.setting = bs.setting.name;
     rec.saving = bc.saving;

@@ -55,7 +55,8 @@ struct ScenarioResult {
     std::vector<double> cumulative;          // cumulative total through each kept record; empty: summed from `iterations`
     std::string failure;  // non-empty: the setting could not run the stream (why, and where)
     // "measured": replayed from PyTorch's own measurements (SimulationOptions::measured), with the
-    // lowest and highest total over the measured runs; empty: simulated through the selector.
+    // lowest and highest total over the measured runs; empty: simulated through the selector (a
+    // replay with estimated problems sets the range too: SimulationResult::estimated_problems).
     std::string source;
     double range_lo_ms = 0, range_hi_ms = 0;
     void add(const IterationStats& s);       // records the next iteration
@@ -94,7 +95,13 @@ struct SimulationResult {
     std::vector<Comparison> comparisons;  // parallel to scenarios
     int baseline = -1;                    // index of the baseline scenario
     Recommendation recommendation;
-    int64_t estimated_problems = 0;       // replay: problems scaled from a recorded neighbour
+    // Replay: problems the recording lacks, estimated (ReplayBackend::Estimate); of them, those
+    // whose support was assumed from another layer and those raised to a launch floor; the
+    // largest ratio of multiply-adds to the nearest recorded problem. The scenarios' range_lo_ms
+    // and range_hi_ms then hold the totals with every estimate at the low / high end of its range.
+    int64_t estimated_problems = 0;
+    int64_t assumed_problems = 0, floored_problems = 0;
+    double max_extrapolation = 1;
     bool judgeable = true;                // false for a tuning-database replay
 };
 
@@ -120,7 +127,9 @@ struct SimulationOptions {
 };
 
 // Simulates `stream` on backend `b` (live) or on a ReplayBackend (replay, detected). Throws
-// Error before anything runs when a replay lacks problems the stream needs (naming --replay).
+// Error before anything runs when a replay cannot answer problems the stream needs (naming
+// --replay): problems it lacks when its estimation is off (--strict), or of a direction it never
+// recorded.
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o);
 
 // Only the settings PyTorch measured (`off`, `pytorch`), from o.measured, with no backend.
