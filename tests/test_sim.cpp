@@ -797,6 +797,84 @@ BOOST_AUTO_TEST_CASE(scaling_a_layer_far_down_floors_and_warns) {
     BOOST_TEST(format_table(res, {}).find("warning: for 1 of them an algorithm's estimate fell below") != std::string::npos);
 }
 
+// No recommendation rests on a difference inside the estimates' uncertainty: the saving must
+// hold with every estimate at the low end and at the high end of its range.
+BOOST_AUTO_TEST_CASE(no_recommendation_inside_the_estimates_uncertainty) {
+    auto result = [](double on_lo, double on_hi) {
+        SimulationResult r;
+        r.estimated_problems = 3;
+        for (const Setting& st : standard_settings()) {
+            if (st.name != "off" && st.name != "on") continue;
+            ScenarioResult sc;
+            sc.setting = st;
+            IterationStats it;
+            it.exec_ms = st.name == "off" ? 100 : 90;
+            sc.add(it);
+            sc.range_lo_ms = st.name == "off" ? 80 : on_lo;
+            sc.range_hi_ms = st.name == "off" ? 130 : on_hi;
+            r.scenarios.push_back(sc);
+        }
+        analyze(r, 0.02);
+        return r.recommendation;
+    };
+    // 'on' saves 10%, but with every estimate low it is 6% slower than 'off'.
+    const Recommendation inside = result(85, 110);
+    BOOST_TEST(inside.setting == "off");
+    BOOST_TEST(inside.text.find("inside the estimate's uncertainty") != std::string::npos);
+    // At both ends it saves more than 2%: recommended.
+    BOOST_TEST(result(70, 115).setting == "on");
+}
+
+BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
+    const auto lib = recording_library(kLibrary);
+    BOOST_REQUIRE(!lib.empty());
+    BOOST_TEST(lib.front().name == "h200");
+    BOOST_TEST(lib.front().files.size() == 2u);
+    const Recording h200 = load_replay("h200", kLibrary);
+    const Recording f16 = Recording::load(kLibrary + "/h200/resnet50_f16_nhwc_infer.json");
+    const Recording f32 = Recording::load(kLibrary + "/h200/resnet50_f32_nchw_train.json");
+    BOOST_TEST(h200.problems.size() == f16.problems.size() + f32.problems.size());
+    BOOST_TEST(h200.environment.device == "NVIDIA H200 sm_90");
+    BOOST_TEST((coverage(h200) == std::vector<std::string>{"bwd_data f32 nchw, batch 32: 22 problems", "bwd_filter f32 nchw, batch 32: 23 problems",
+                                                             "fwd f16 nhwc, batch 32: 23 problems", "fwd f32 nchw, batch 32: 23 problems"}),
+               tt::per_element());
+    // Each problem keeps the start-up and sequence factor of the recording it came from.
+    ReplayBackend b(h200, 1);
+    for (const Recording* part : {&f16, &f32}) {
+        const ProblemRecord& pr = part->problems.front();
+        const AlgorithmRecord& a = *pr.find(pr.heuristic.front());
+        b.reset(1);
+        BOOST_TEST(b.time_ms([&] { (void)b.find(a.id)->run(pr.problem, {}, {}); }) == *a.first_ms + *part->startup_ms);
+        const double warm = b.time_execution_ms([&] { (void)b.find(a.id)->run(pr.problem, {}, {}); });
+        BOOST_TEST(warm / part->sequence_factor.value_or(1.0) <= *std::max_element(a.samples_ms.begin(), a.samples_ms.end()) + 1e-12);
+        BOOST_TEST(warm / part->sequence_factor.value_or(1.0) >= *std::min_element(a.samples_ms.begin(), a.samples_ms.end()) - 1e-12);
+    }
+    // A merged recording written out and read back is the same recording.
+    BOOST_TEST(Recording::from_json(h200.to_json(), "m").to_json() == h200.to_json());
+}
+
+BOOST_AUTO_TEST_CASE(unknown_names_and_unmergeable_recordings_are_refused) {
+    BOOST_CHECK_EXCEPTION(load_replay("h100", kLibrary), InvalidRequest, [](const InvalidRequest& e) {
+        return e.field() == "replay" && e.rule().find("'h100' is neither a recording file nor a name in the recording library (names: h200;") == 0;
+    });
+    BOOST_CHECK_EXCEPTION(load_replay("no/such.json", kLibrary), InvalidRequest,
+                          [](const InvalidRequest& e) { return e.rule().find("cannot open") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(load_replay("h200", "/nonexistent"), InvalidRequest,
+                          [](const InvalidRequest& e) { return e.rule().find("which is empty or missing: /nonexistent") != std::string::npos; });
+    Recording a = replay::hand_recording({1}), other = replay::hand_recording({2});
+    BOOST_CHECK_EXCEPTION(merge_recordings({a, other}, "lib"), ParseError,
+                          [](const ParseError& e) { return std::string(e.what()).find("is recorded twice") != std::string::npos; });
+    other.problems[0].problem.n = 2;
+    other.environment.device = "another";
+    BOOST_CHECK_EXCEPTION(merge_recordings({a, other}, "lib"), ParseError,
+                          [](const ParseError& e) { return std::string(e.what()).find("different backends or devices") != std::string::npos; });
+    // The environment variable chooses the library's folder.
+    ::setenv("CONVTUNE_RECORDINGS_DIR", "/somewhere/else", 1);
+    BOOST_TEST(recordings_dir() == "/somewhere/else");
+    ::unsetenv("CONVTUNE_RECORDINGS_DIR");
+    BOOST_TEST(recordings_dir() == kLibrary);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(reports)
