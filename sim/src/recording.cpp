@@ -326,6 +326,12 @@ std::string recordings_dir() {
     if (const char* e = std::getenv("CONVTUNE_RECORDINGS_DIR"); e && *e) return e;
     std::error_code ec;
     if (std::filesystem::is_directory(CONVTUNE_DEFAULT_RECORDINGS_DIR, ec)) return CONVTUNE_DEFAULT_RECORDINGS_DIR;
+    // An installed program: next to its bin/, whatever prefix it was installed under.
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const std::filesystem::path beside = exe.parent_path().parent_path() / "share" / "convtune" / "recordings";
+        if (std::filesystem::is_directory(beside, ec)) return beside.string();
+    }
     return CONVTUNE_INSTALLED_RECORDINGS_DIR;
 }
 
@@ -357,7 +363,10 @@ std::vector<std::string> coverage(const Recording& r) {
     std::vector<std::string> out;
     for (const auto& [k, g] : groups) {
         std::string b;
-        for (int64_t n : g.first) b += (b.empty() ? "" : ",") + std::to_string(n);
+        for (int64_t n : g.first) {
+            if (!b.empty()) b += ',';
+            b += std::to_string(n);
+        }
         out.push_back(k + ", batch " + b + ": " + std::to_string(g.second) + " problems");
     }
     return out;
@@ -375,7 +384,10 @@ Recording load_replay(const std::string& value, const std::string& dir) {
         return merge_recordings(std::move(parts), "recording library '" + value + "'");
     }
     std::string names;
-    for (const LibraryEntry& e : lib) names += (names.empty() ? "" : ", ") + e.name;
+    for (const LibraryEntry& e : lib) {
+        if (!names.empty()) names += ", ";
+        names += e.name;
+    }
     const std::string root = dir.empty() ? recordings_dir() : dir;
     throw InvalidRequest("replay", "'" + value + "' is neither a recording file nor a name in the recording library (" +
                                        (names.empty() ? "which is empty or missing: " + root : "names: " + names) +
