@@ -111,8 +111,10 @@ def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode=
     shortcut: a trace file path, or a convtune.capture.Trace. flags: a setting name ("off", "on",
     "on+det", "adaptive", "pytorch"), "LABEL:key=value,..." or a list of them; the five standard
     settings when none is given or with compare=True. backend: run live on that backend (default
-    cpu); replay: a recording from `convtune record` to replay instead. batches/scales: lists or
-    comma-separated strings. plot: also write the SVG plot to this file.
+    cpu); replay: a recording from `convtune record` to replay instead, or a name of the recording
+    library ("h200"; `convtune list recordings`); problems the recording lacks are estimated (and
+    counted, with a range on every total) unless strict=True, which refuses them. batches/scales:
+    lists or comma-separated strings. plot: also write the SVG plot to this file.
     Returns the CLI's JSON document as a dict ("format", settings, totals, per-iteration series,
     comparisons and the recommendation).
     """
