@@ -550,7 +550,7 @@ BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) 
 }
 
 BOOST_AUTO_TEST_CASE(missing_problems_are_estimated_or_refused_when_strict) {
-    ReplayBackend b(hand_recording({2}), 1);
+    ReplayBackend b(hand_recording({2}), 1, ReplayBackend::Estimation::any);
     // Twice the batch, twice the input height: 4x the multiply-adds. One recorded problem fits
     // nothing: linear in multiply-adds from the same layer, a factor 2 assumed.
     const ConvProblem bigger = ConvProblem::parse("n=2,c=4,k=4,in=16x8,ker=3x3,pad=1x1");
@@ -567,8 +567,12 @@ BOOST_AUTO_TEST_CASE(missing_problems_are_estimated_or_refused_when_strict) {
     BOOST_TEST(b.estimate(ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=1x1"))->basis == "same direction, type and layout (another kind)");
     BOOST_TEST(b.estimate(ConvProblem::parse("dtype=f16,n=1,c=4,k=4,in=8x8,ker=1x1"))->basis == "same direction (another type or layout)");
     BOOST_TEST(!b.estimate(ConvProblem::parse("dir=bwd_data,n=1,c=4,k=8,in=8x8,ker=3x3,pad=1x1"))->record);  // a direction never recorded
-    ReplayBackend strict(hand_recording({2}), 1, false);
+    ReplayBackend strict(hand_recording({2}), 1, ReplayBackend::Estimation::none);
     BOOST_TEST(!strict.find("x")->supports(bigger));
+    // tune --replay's default: the same layer only, so that no database decision rests on assumed support.
+    ReplayBackend same(hand_recording({2}), 1);
+    BOOST_TEST(static_cast<bool>(same.find("x")->supports(bigger)));
+    BOOST_TEST(!same.find("x")->supports(other));
     BOOST_TEST(!strict.estimate(bigger));
 
     // A stream with an unknown layer runs, its estimate counted and flagged, the totals with a range.
@@ -722,7 +726,7 @@ BOOST_AUTO_TEST_CASE(leave_one_out_reproduces_measured_problems_within_the_state
             const ProblemRecord& truth = full.problems[i];
             if (std::none_of(rest.problems.begin(), rest.problems.end(), [&](const ProblemRecord& q) { return q.problem.direction == truth.problem.direction; }))
                 continue;
-            ReplayBackend b(rest, 1);
+            ReplayBackend b(rest, 1, ReplayBackend::Estimation::any);
             const ReplayBackend::Estimate* e = b.estimate(truth.problem);
             BOOST_REQUIRE(e);
             BOOST_REQUIRE(e->record);
@@ -752,7 +756,7 @@ BOOST_AUTO_TEST_CASE(leave_one_out_reproduces_measured_problems_within_the_state
 
 BOOST_AUTO_TEST_CASE(the_model_never_returns_below_the_launch_floor) {
     const Recording lib = load_replay("h200", kLibrary);
-    ReplayBackend b(lib, 1);
+    ReplayBackend b(lib, 1, ReplayBackend::Estimation::any);
     const double floor = b.model().floor_ms();
     BOOST_TEST(floor > 0.0);
     // 1/100 000 of the work of a recorded layer: far below anything measured.

@@ -68,8 +68,8 @@ alignas(64) unsigned char g_placeholder[64];
 
 }  // namespace
 
-ReplayBackend::ReplayBackend(Recording r, uint64_t seed, bool estimate_missing)
-    : recording_(std::move(r)), model_(recording_), estimate_(estimate_missing), seed_(seed) {
+ReplayBackend::ReplayBackend(Recording r, uint64_t seed, Estimation estimation)
+    : recording_(std::move(r)), model_(recording_), estimation_(estimation), seed_(seed) {
     for (const AlgorithmInfo& a : recording_.algorithms) {
         owned_.push_back(std::make_unique<ReplayAlgorithm>(*this, a));
         list_.push_back(owned_.back().get());
@@ -84,11 +84,11 @@ BackendIdentity ReplayBackend::identity() const {
 
 const ProblemRecord* ReplayBackend::lookup(const ConvProblem& p) const {
     if (const ProblemRecord* r = recording_.find(p)) return r;
-    return estimate_ ? unrecorded(p).record.get() : nullptr;
+    return estimation_ != Estimation::none ? unrecorded(p).record.get() : nullptr;
 }
 
 const ReplayBackend::Estimate* ReplayBackend::estimate(const ConvProblem& p) const {
-    return !estimate_ || recording_.find(p) ? nullptr : &unrecorded(p);
+    return estimation_ == Estimation::none || recording_.find(p) ? nullptr : &unrecorded(p);
 }
 
 const ReplayBackend::Estimate& ReplayBackend::unrecorded(const ConvProblem& p) const {
@@ -119,7 +119,7 @@ const ReplayBackend::Estimate& ReplayBackend::unrecorded(const ConvProblem& p) c
         if (r.problem.dtype == p.dtype) nearest_same_type = std::min(nearest_same_type, d);
         if (l < best_level || (l == best_level && d < best)) best_level = l, best = d, near = &r;
     }
-    if (!near) return e;
+    if (!near || (estimation_ == Estimation::same_layer && best_level != 0)) return e;
     e.neighbour = near->problem.to_string();
     e.basis = kBasis[best_level];
     e.extrapolation = std::exp(std::isfinite(nearest_same_type) ? nearest_same_type : nearest_dir);
@@ -231,7 +231,7 @@ double ReplayBackend::clock_ms() const {
 Status ReplayBackend::replay_run(const ConvProblem& p, const std::string& id) const {
     const ProblemRecord* r = recording_.find(p);
     const Estimate* e = nullptr;
-    if (!r && estimate_) {
+    if (!r && estimation_ != Estimation::none) {
         e = &unrecorded(p);
         r = e->record.get();
     }

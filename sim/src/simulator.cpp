@@ -378,7 +378,9 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
                                 kMaxSimulatedCalls / kSimulatedCallsPerMinute));
     if (!missing.empty())
         throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
-                    " problems this simulation needs" + (replay->estimates() ? ", and no recorded problem of their direction to estimate from" : " ({strict}: none is estimated)") +
+                    " problems this simulation needs" + (replay->estimation() == ReplayBackend::Estimation::any        ? ", and no recorded problem of their direction to estimate from"
+                     : replay->estimation() == ReplayBackend::Estimation::none ? " ({strict}: none is estimated)"
+                                                                               : ", and no recorded problem of the same layer to scale from") +
                     "; e.g. " + missing.front() + " (record them with `convtune record` and the same workload and stream options)");
     if (replay) res.judgeable = replay->recording().source == "measured";
 

@@ -9,8 +9,10 @@
 // pays the process start-up (startup_ms), and every warm call timed by time_execution_ms (an
 // execution, not a search) is scaled by the recording's sequence_factor.
 //
-// A problem the recording lacks is estimated (unless estimate_missing is false: then it is
-// unsupported by every algorithm). Its support, heuristic order, fallback, fixed default and
+// A problem the recording lacks is estimated (Estimation::any; with Estimation::same_layer only
+// from a recorded problem of the same layer, as `tune --replay` does, so that no decision of a
+// tuning database rests on assumed support; with Estimation::none it is unsupported by every
+// algorithm, as `simulate --strict` wants). Its support, heuristic order, fallback, fixed default and
 // workspace (scaled by the ratio of multiply-adds) are assumed from the nearest recorded problem
 // (fewest multiply-adds apart) of, in this order of preference: the same layer (everything but
 // batch and input sizes equal); the same direction, type, layout and kind (grouped/depthwise,
@@ -37,7 +39,8 @@ namespace convtune::sim {
 
 class ReplayBackend final : public Backend {
 public:
-    explicit ReplayBackend(Recording r, uint64_t seed = 1, bool estimate_missing = true);
+    enum class Estimation { none, same_layer, any };
+    explicit ReplayBackend(Recording r, uint64_t seed = 1, Estimation estimation = Estimation::same_layer);
     ~ReplayBackend() override;
 
     std::string_view name() const override { return recording_.environment.backend; }
@@ -77,10 +80,10 @@ public:
         double extrapolation = 1;
         bool floored = false;  // some algorithm's time was raised to the launch floor (PerfModel)
     };
-    // nullptr for a recorded problem (or when estimation is off).
+    // nullptr for a recorded problem (or with Estimation::none).
     const Estimate* estimate(const ConvProblem& p) const;
     const PerfModel& model() const { return model_; }
-    bool estimates() const { return estimate_; }
+    Estimation estimation() const { return estimation_; }
     // Since reset(): how much lower and higher the virtual time could be if every estimated call
     // was at the low or high end of its stated range (PerfModel::kSigmas).
     std::pair<double, double> uncertainty_ms() const;
@@ -94,7 +97,7 @@ private:
 
     Recording recording_;
     PerfModel model_;
-    bool estimate_;
+    Estimation estimation_;
     std::vector<std::unique_ptr<Algorithm>> owned_;
     std::vector<const Algorithm*> list_;
     mutable std::mutex mutex_;
