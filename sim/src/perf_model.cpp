@@ -113,7 +113,9 @@ std::optional<Prediction> PerfModel::predict(const std::string& id, const ConvPr
         const auto [n_a, means] = it->second;
         if (same_layer && mn > 0) {
             y = std::log(mn) + f.beta * (x - xn);
-            out.sigma = f.sigma * std::sqrt(1 + (x - xn) * (x - xn) / f.sxx);
+            // The anchor's own residual and the problem's: both ~sigma where they are independent
+            // (conservative where the layer's residual carries over), plus the slope's error.
+            out.sigma = f.sigma * std::sqrt(2 + (x - xn) * (x - xn) / f.sxx);
         } else {
             y = means.second + f.beta * (x - means.first);
             out.sigma = f.sigma * std::sqrt(1 + 1.0 / n_a + (x - means.first) * (x - means.first) / f.sxx);

@@ -14,7 +14,8 @@
 // The uncertainty of a prediction is the fit's residual standard deviation widened as a
 // regression's prediction interval is, by how far the problem's log MACs lie from the fitted
 // ones: sigma * sqrt(1 + 1/n_a + (x - mean_a)^2 / Sxx) (from an anchor of the same layer:
-// sigma * sqrt(1 + (x - x_anchor)^2 / Sxx)). The range a prediction states is
+// sigma * sqrt(2 + (x - x_anchor)^2 / Sxx), the anchor's residual and the problem's counted as
+// independent). The range a prediction states is
 // exp(+-kSigmas * sigma_pred) around it.
 //
 // No prediction is below the launch floor: the smallest time the recording measured for any
