@@ -439,6 +439,7 @@ BOOST_AUTO_TEST_CASE(replay_of_a_fake_recording_reproduces_the_live_run_exactly)
         const Stream s = tiny_stream(k, Mode::train, 3);
         SimulationOptions o;
         o.iterations = 12;
+        o.repeats = 1;  // one live run against one replay (a live run repeats by default)
         const SimulationResult a = simulate(live, s, o);
 
         FakeBackend rec_b("fake", three());
@@ -587,15 +588,15 @@ BOOST_AUTO_TEST_CASE(missing_problems_are_estimated_or_refused_when_strict) {
     BOOST_TEST(r.max_extrapolation == 2.0, tt::tolerance(1e-12));
     for (const ScenarioResult& sc : r.scenarios) {
         BOOST_TEST(sc.failure.empty());
-        BOOST_TEST(sc.range_lo_ms < sc.sum().total_ms());
-        BOOST_TEST(sc.range_hi_ms > sc.sum().total_ms());
+        BOOST_TEST(sc.estimate_lo_ms < sc.sum().total_ms());
+        BOOST_TEST(sc.estimate_hi_ms > sc.sum().total_ms());
     }
     const std::string table = format_table(r, {});
     BOOST_TEST(table.find("estimated: 1 problems were not in the recording") != std::string::npos);
     BOOST_TEST(table.find("assumed: for 1 of them") != std::string::npos);
     const nlohmann::json j = to_json(r, {});
     BOOST_TEST(j["estimates"]["problems"] == 1);
-    BOOST_TEST(j["settings"][0]["range_ms"].size() == 2u);
+    BOOST_TEST(j["settings"][0]["estimate_range_ms"].size() == 2u);
     // --strict refuses before running, naming the option; so does a direction never recorded.
     BOOST_CHECK_EXCEPTION(simulate(strict, s, o), InvalidRequest, [](const InvalidRequest& e) {
         return e.field() == "replay" && e.rule().find("({strict}: none is estimated)") != std::string::npos;
@@ -848,8 +849,8 @@ BOOST_AUTO_TEST_CASE(no_recommendation_inside_the_estimates_uncertainty) {
             IterationStats it;
             it.exec_ms = st.name == "off" ? 100 : 90;
             sc.add(it);
-            sc.range_lo_ms = st.name == "off" ? 80 : on_lo;
-            sc.range_hi_ms = st.name == "off" ? 130 : on_hi;
+            sc.estimate_lo_ms = st.name == "off" ? 80 : on_lo;
+            sc.estimate_hi_ms = st.name == "off" ? 130 : on_hi;
             r.scenarios.push_back(sc);
         }
         analyze(r, 0.02);

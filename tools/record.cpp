@@ -44,7 +44,7 @@ void add_record(CLI::App& app, Action& action) {
     cmd->add_option("--backend,-b", o->r.backend, "Backend to record")->capture_default_str();
     cmd->add_option("--workload,-w", o->r.workload.workload, "Built-in network (resnet50, vgg11, ...), a shape file or a workload file");
     cmd->add_option("--shapes-dir", o->r.workload.shapes_dir, "Folder of the benchdnn shape files behind the built-in names");
-    cmd->add_option("--mode", o->r.workload.mode, "infer or train")->capture_default_str();
+    cmd->add_option("--mode", o->r.workload.mode, "infer (the default) or train");
     cmd->add_option("--batch", o->r.workload.batch, "Batch size of the workload (default: as written)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--dtype", o->r.workload.dtype, "Data type of every problem: f32, f16, bf16")->check(non_empty());
     cmd->add_option("--layout", o->r.workload.layout, "Layout of every problem: nchw or nhwc")->check(non_empty());

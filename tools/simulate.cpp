@@ -1,5 +1,5 @@
 // convtune simulate --workload NAME|FILE --stream fixed|batch|resolution|mixed|trace:FILE
-//     [--iterations N] [--mode train|infer] [--flags S ...|--compare] [--backend B] [--replay FILE|NAME [--strict]]
+//     [--iterations N] [--repeats R] [--mode train|infer] [--flags S ...|--compare] [--backend B] [--replay FILE|NAME [--strict]]
 //     [--json|--csv] [--plot out.svg] [--seed S]
 // Replays a workload's iterations under each flag setting through the real selector, on a real
 // backend (live) or on recorded timings (--replay), and says whether benchmark mode pays.
@@ -41,8 +41,12 @@ void add_simulate(CLI::App& app, Action& action) {
     cmd->add_option("--workload,-w", o->r.workload.workload, "Built-in network (resnet50, vgg11, ...), a shape file or a workload file");
     cmd->add_option("--shapes-dir", o->r.workload.shapes_dir, "Folder of the benchdnn shape files behind the built-in names (default: $CONVTUNE_SHAPES_DIR or the build's)");
     cmd->add_option("--stream,-s", o->r.workload.stream, "fixed, batch, resolution, mixed or trace:FILE")->capture_default_str();
-    cmd->add_option("--iterations,-n", o->r.iterations, "Iterations to simulate")->capture_default_str()->check(CLI::Range(1, 10000000));
-    cmd->add_option("--mode", o->r.workload.mode, "infer (forward) or train (forward + backward data + backward filter)")->capture_default_str();
+    cmd->add_option("--iterations,-n", o->r.iterations, "Iterations to simulate (default: a trace's length, else 100)")
+        ->check(CLI::Range(1, 10000000));
+    cmd->add_option("--repeats", o->r.repeats,
+                    "Runs of each setting, a fresh start each, in rotated order; the spread decides what is noise (default: 3 live, 1 on a replay)")
+        ->check(CLI::Range(1, 1000));
+    cmd->add_option("--mode", o->r.workload.mode, "infer (forward, the default) or train (forward + backward data + backward filter)");
     cmd->add_option("--batch", o->r.workload.batch, "Batch size of the workload (default: as written)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     cmd->add_option("--batches", o->r.workload.batches, "Batch sizes a batch/mixed stream draws from, e.g. 1,2,4,8");
     cmd->add_option("--scales", o->r.workload.scales, "Scales of each spatial input size a resolution/mixed stream draws from, e.g. 0.5,1,1.5");

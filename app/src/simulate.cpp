@@ -45,9 +45,12 @@ bool SimulateReport::failed() const {
 
 SimulateReport simulate(const SimulateRequest& r) {
     // Everything is validated before anything runs or is written.
-    if (r.iterations < 1) throw InvalidRequest("iterations", "must be >= 1 (got " + std::to_string(r.iterations) + ")");
+    if (r.iterations < 0) throw InvalidRequest("iterations", "must be >= 1 (got " + std::to_string(r.iterations) + ")");
+    if (r.repeats < 0) throw InvalidRequest("repeats", "must be >= 1 (got " + std::to_string(r.repeats) + ")");
     if (!(r.min_saving >= 0 && r.min_saving <= 1)) throw InvalidRequest("min_saving", "must be in [0, 1]");
     const sim::Stream stream = r.workload.make_stream();
+    // A trace is the user's run: by default, as long as it is.
+    const int iterations = r.iterations > 0 ? r.iterations : stream.trace_length() > 0 ? stream.trace_length() : 100;
     std::vector<sim::Setting> settings;
     for (const std::string& f : r.flags) settings.push_back(sim::parse_setting(f));
     if (r.compare || settings.empty()) {
@@ -69,6 +72,8 @@ SimulateReport simulate(const SimulateRequest& r) {
     std::optional<sim::PyTorchMeasurements> measured;
     if (!r.measured.empty()) measured = sim::PyTorchMeasurements::load(r.measured);
     const bool measured_only = measured && r.replay.empty() && r.backend.empty();
+    if (measured_only && r.repeats > 0)
+        throw InvalidRequest("repeats", "PyTorch's measurements carry their own runs; {repeats} applies to a backend or a replay");
 
     std::unique_ptr<sim::ReplayBackend> replay;
     Backend* backend = nullptr;
@@ -84,7 +89,8 @@ SimulateReport simulate(const SimulateRequest& r) {
     }
 
     sim::SimulationOptions so;
-    so.iterations = r.iterations;
+    so.iterations = iterations;
+    so.repeats = r.repeats;
     so.settings = settings;
     so.seed = r.workload.seed;
     so.min_saving = r.min_saving;
@@ -93,7 +99,7 @@ SimulateReport simulate(const SimulateRequest& r) {
     so.progress = r.progress;
     SimulateReport rep;
     rep.result = measured_only ? sim::simulate_measured(stream, so) : sim::simulate(*backend, stream, so);
-    rep.context.title = r.workload.describe(stream) + ", " + std::to_string(r.iterations) + " iterations";
+    rep.context.title = r.workload.describe(stream) + ", " + std::to_string(iterations) + " iterations";
     rep.context.details = stream_details(stream.spec()) + rep.result.engine + (replay ? " of " + r.replay : std::string()) + " on backend " +
                           rep.result.backend + " (" + rep.result.environment + ")";
     if (!r.plot.empty()) write_file_atomic(r.plot, sim::to_svg(rep.result, rep.context));

@@ -24,11 +24,22 @@ auto as_field(const std::string& field, F parse) {
 
 Stream WorkloadRequest::make_stream() const {
     StreamSpec spec = StreamSpec::parse(stream);
+    if (spec.kind == StreamKind::trace) {
+        // A trace's problems are written out whole: nothing of the workload's options applies.
+        const std::pair<const char*, bool> given[] = {{"mode", !mode.empty()},         {"batch", batch != 0},
+                                                      {"dtype", !dtype.empty()},       {"layout", !layout.empty()},
+                                                      {"batches", !batches.empty()},   {"scales", !scales.empty()},
+                                                      {"shapes_dir", !shapes_dir.empty()}};
+        for (const auto& [field, set] : given)
+            if (set)
+                throw InvalidRequest(field, "does not apply to a trace stream: its problems are written out whole (direction, batch, data type, "
+                                            "layout, sizes); leave {" + std::string(field) + "} out");
+    }
     spec.seed = seed;
     if (!batches.empty()) spec.batches = parse_int_list(batches, "batches");
     if (!scales.empty()) spec.scales = parse_double_list(scales, "scales");
     WorkloadOptions o;
-    o.mode = parse_mode(mode);
+    o.mode = parse_mode(mode.empty() ? "infer" : mode);
     if (batch < 0) throw InvalidRequest("batch", "must be >= 1");
     o.batch = batch;
     if (!dtype.empty()) o.dtype = as_field("dtype", [&] { return parse_dtype(dtype); });

@@ -99,7 +99,7 @@ def main():
                 with open(path) as f:
                     live[s] = json.load(f)["settings"][0]
                 continue
-            doc = json.loads(run([a.cli, "simulate", "--backend", a.backend, *common, *sargs, "--flags", s, "--json"], path,
+            doc = json.loads(run([a.cli, "simulate", "--backend", a.backend, *common, *sargs, "--flags", s, "--repeats", "1", "--json"], path,
                                  timeout=a.timeout, allowed=(0, 3)))
             live[s] = doc["settings"][0]
             if live[s].get("failure"):

@@ -68,9 +68,9 @@ def tune(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, 
                                  dtype=dtype, layout=layout))
 
 
-def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=100, mode="infer", batch=None, batches=None,
+def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=None, mode=None, batch=None, batches=None,
                    scales=None, dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False,
-                   min_saving=0.02, shapes_dir=None, plot=None):
+                   min_saving=0.02, shapes_dir=None, plot=None, repeats=None):
     """simulate()'s JSON text, byte for byte what ``convtune simulate --json`` prints."""
     tmp = None
     try:
@@ -89,21 +89,21 @@ def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=100,
         for f in flag_list:
             if not isinstance(f, str):
                 raise TypeError(f"flags must be strings, got {type(f).__name__}")
-        iterations = to_int("iterations", iterations, 1, INT_MAX)
+        iterations = _int("iterations", iterations, 0, 1, INT_MAX)
         return _convtune.simulate(_opt_str("workload", workload and os.fspath(workload)), _opt_str("shapes_dir", shapes_dir),
-                                  stream, iterations, mode, _int("batch", batch, minimum=1), _list_str("batches", batches),
+                                  stream, iterations, _opt_str("mode", mode), _int("batch", batch, minimum=1), _list_str("batches", batches),
                                   _list_str("scales", scales), _opt_str("dtype", dtype), _opt_str("layout", layout),
                                   _int("seed", seed, 1, 0, UINT64_MAX), flag_list, bool(compare), _opt_str("backend", backend),
                                   _opt_str("replay", replay and os.fspath(replay)), bool(strict), float(min_saving),
-                                  _opt_str("plot", plot and os.fspath(plot)))
+                                  _opt_str("plot", plot and os.fspath(plot)), _int("repeats", repeats, 0, 1, INT_MAX))
     finally:
         if tmp is not None:
             os.unlink(tmp)
 
 
-def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode="infer", batch=None, batches=None, scales=None,
+def simulate(workload=None, *, stream="fixed", trace=None, iterations=None, mode=None, batch=None, batches=None, scales=None,
              dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False, min_saving=0.02,
-             shapes_dir=None, plot=None):
+             shapes_dir=None, plot=None, repeats=None):
     """Replay a workload's iterations under flag settings, like ``convtune simulate --json``.
 
     workload: a built-in name ("resnet50", ...), a shape file or a workload file; not needed for a
@@ -114,11 +114,16 @@ def simulate(workload=None, *, stream="fixed", trace=None, iterations=100, mode=
     cpu); replay: a recording from `convtune record` to replay instead, or a name of the recording
     library ("h200"; `convtune list recordings`); problems the recording lacks are estimated (and
     counted, with a range on every total) unless strict=True, which refuses them. batches/scales:
-    lists or comma-separated strings. plot: also write the SVG plot to this file.
+    lists or comma-separated strings. plot: also write the SVG plot to this file. iterations:
+    default the trace's length, else 100. mode: "infer" (default) or "train". On a trace, the flags
+    it records are the baseline each setting changes only the named flags of, and mode, batch,
+    batches, scales, dtype, layout and shapes_dir are refused (its problems are written out whole).
+    repeats: runs of each setting in rotated order (default 3 live, 1 on a replay); a difference
+    inside their spread never decides the recommendation.
     Returns the CLI's JSON document as a dict ("format", settings, totals, per-iteration series,
     comparisons and the recommendation).
     """
     return json.loads(_simulate_text(workload, stream=stream, trace=trace, iterations=iterations, mode=mode, batch=batch,
                                      batches=batches, scales=scales, dtype=dtype, layout=layout, seed=seed, flags=flags,
                                      compare=compare, backend=backend, replay=replay, strict=strict, min_saving=min_saving,
-                                     shapes_dir=shapes_dir, plot=plot))
+                                     shapes_dir=shapes_dir, plot=plot, repeats=repeats))

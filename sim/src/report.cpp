@@ -90,14 +90,39 @@ std::vector<std::string> wrap(const std::string& text, std::size_t width) {
     return lines;
 }
 
+// The flags a trace records: PyTorch's (a trace has no policy).
+std::string trace_flags_text(const FlagValues& f) {
+    return fmt::format("enabled={:d},benchmark={:d},benchmark_limit={},deterministic={:d},allow_tf32={:d}", f.enabled, f.benchmark,
+                       f.benchmark_limit, f.deterministic, f.allow_tf32);
+}
+
+// What the run covered besides the settings: the trace's use, its flags, repeats, step time.
+std::vector<std::string> notes(const SimulationResult& r) {
+    std::vector<std::string> n;
+    if (r.trace_iterations > 0) {
+        if (r.iterations > r.trace_iterations)
+            n.push_back(fmt::format("the trace's {} iterations are cycled: iterations past its end repeat it from its start", r.trace_iterations));
+        else if (r.iterations < r.trace_iterations)
+            n.push_back(fmt::format("the trace is cut: only its first {} of {} iterations are simulated", r.iterations, r.trace_iterations));
+    }
+    if (r.trace_flag_sets > 0)
+        n.push_back(fmt::format("baseline flags as the trace recorded them: {}{}; each setting changes only the flags it names",
+                                trace_flags_text(r.trace_flags),
+                                r.trace_flag_sets > 1 ? fmt::format(" (first of {} sets; each call keeps its own)", r.trace_flag_sets) : std::string()));
+    if (r.repeats > 1)
+        n.push_back(fmt::format("each setting ran {} times, a fresh start each, in rotated order; its row is the run with the median total", r.repeats));
+    n.push_back(r.step.describe());
+    return n;
+}
+
 }  // namespace
 
 std::string format_table(const SimulationResult& r, const ReportContext& c) {
     std::string o = "convtune simulate: " + c.title + "\n";
     if (!c.details.empty()) o += c.details + "\n";
     o += "\n";
-    o += fmt::format("{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", "setting", "total", "search",
-                     "execution", "first it", "median it", "max it", "hits", "misses", "searches", "shapes", "vs base", "break-even");
+    o += fmt::format("{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", "setting", "total", "search",
+                     "execution", "other", "first it", "median it", "max it", "hits", "misses", "searches", "shapes", "vs base", "break-even");
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
         const ScenarioResult& s = r.scenarios[i];
         const IterationStats sum = s.sum();
@@ -107,24 +132,30 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
         std::string vs = "-";
         if (static_cast<int>(i) != r.baseline && s.failure.empty() && r.baseline >= 0)
             vs = fmt::format("{:+.1f}%", -100 * r.comparisons[i].saving);
-        o += fmt::format("{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", s.setting.name,
-                         ms_text(sum.total_ms()), ms_text(sum.search_ms), ms_text(sum.exec_ms), ms_text(first), ms_text(median(it)), ms_text(mx),
-                         sum.hits, sum.misses, sum.searches, sum.new_shapes, vs, break_even_text(r, i));
+        o += fmt::format("{:<10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7} {:>8} {:>6} {:>8}  {}\n", s.setting.name,
+                         ms_text(sum.total_ms()), ms_text(sum.search_ms), ms_text(sum.exec_ms), r.step.known ? ms_text(sum.other_ms) : "-",
+                         ms_text(first), ms_text(median(it)), ms_text(mx), sum.hits, sum.misses, sum.searches, sum.new_shapes, vs,
+                         break_even_text(r, i));
         if (!s.failure.empty()) o += "           failed: " + s.failure + "\n";
         if (s.source == "measured" && s.failure.empty())
             o += fmt::format("           measured: PyTorch itself, {} to {} over the measured runs\n", ms_text(s.range_lo_ms),
                              ms_text(s.range_hi_ms));
-        if (s.source.empty() && s.failure.empty() && s.range_hi_ms > s.range_lo_ms)
-            o += fmt::format("           estimated: {} to {} with every estimated problem at the low or high end of its range\n", ms_text(s.range_lo_ms),
-                             ms_text(s.range_hi_ms));
+        if (s.repeat_totals_ms.size() >= 2 && s.failure.empty())
+            o += fmt::format("           {} runs: {} to {} (median absolute deviation {}){}\n", s.repeat_totals_ms.size(), ms_text(s.range_lo_ms),
+                             ms_text(s.range_hi_ms), ms_text(median_abs_deviation(s.repeat_totals_ms)),
+                             r.comparisons[i].within_noise ? "; inside the baseline's noise" : "");
+        if (s.failure.empty() && s.estimate_hi_ms > s.estimate_lo_ms)
+            o += fmt::format("           estimated: {} to {} with every estimated problem at the low or high end of its range\n",
+                             ms_text(s.estimate_lo_ms), ms_text(s.estimate_hi_ms));
     }
     o += "\nflags:\n";
     for (const ScenarioResult& s : r.scenarios) o += fmt::format("  {:<10} {}\n", s.setting.name, s.setting.flags.to_string());
     o += "\n'vs base': change of the total against '" + (r.baseline >= 0 ? r.scenarios[static_cast<std::size_t>(r.baseline)].setting.name : std::string("-")) +
          "' (negative = faster); 'break-even': first iteration from which the cumulative time stays at or below it.\n";
+    for (const std::string& n : notes(r)) o += n + ".\n";
     if (r.engine == "live") {
         double wall = 0, timed = 0;
-        for (const ScenarioResult& s : r.scenarios) wall += s.sum().wall_ms, timed += s.sum().total_ms();
+        for (const ScenarioResult& s : r.scenarios) wall += s.sum().wall_ms, timed += s.sum().conv_ms();
         o += fmt::format("live run: times are on the backend's clock; the host wall clock of the calls was {} for {} timed "
                          "(the rest is the selector's bookkeeping and scratch data).\n",
                          ms_text(wall), ms_text(timed));
@@ -161,6 +192,21 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
                         {"floored", r.floored_problems},
                         {"max_extrapolation", r.max_extrapolation},
                         {"sigmas", PerfModel::kSigmas}};
+    doc["repeats"] = r.repeats;
+    doc["trace_iterations"] = r.trace_iterations > 0 ? json(r.trace_iterations) : json(nullptr);
+    doc["trace_flags"] = r.trace_flag_sets > 0 ? json(trace_flags_text(r.trace_flags)) : json(nullptr);
+    doc["trace_flag_sets"] = r.trace_flag_sets;
+    // What the totals cover: "step" (convolutions plus each step's time outside them, from the
+    // trace's wall times) or "convolutions".
+    json step{{"totals", r.step.known ? "step" : "convolutions"}, {"text", r.step.describe()}};
+    if (r.step.known) {
+        step["other_ms"] = r.step.other_ms;
+        step["steady_other_ms"] = r.step.steady_other_ms;
+        step["recorded"] = r.step.recorded;
+        step["clamped"] = r.step.clamped;
+    }
+    doc["step_time"] = step;
+    doc["notes"] = notes(r);
     doc["baseline"] = r.baseline >= 0 ? json(r.scenarios[static_cast<std::size_t>(r.baseline)].setting.name) : json(nullptr);
     json settings = json::array();
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
@@ -174,6 +220,7 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
                 {"total_ms", sum.total_ms()},
                 {"search_ms", sum.search_ms},
                 {"exec_ms", sum.exec_ms},
+                {"other_ms", sum.other_ms},
                 {"wall_ms", sum.wall_ms},
                 {"calls", sum.calls},
                 {"hits", sum.hits},
@@ -186,14 +233,21 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
                 {"saving_vs_baseline", cmp.saving},
                 {"break_even", cmp.break_even ? json(*cmp.break_even) : json(nullptr)},
                 {"projected_break_even", cmp.projected_break_even ? json(*cmp.projected_break_even) : json(nullptr)},
-                {"steady_gain_ms", cmp.steady_gain_ms}};
+                {"steady_gain_ms", cmp.steady_gain_ms},
+                {"within_noise", cmp.within_noise}};
         if (!s.failure.empty()) js["failure"] = s.failure;
         if (!s.source.empty()) js["source"] = s.source;
-        if (!s.source.empty() || s.range_hi_ms > s.range_lo_ms) js["range_ms"] = {s.range_lo_ms, s.range_hi_ms};
+        if (!s.source.empty() || s.repeat_totals_ms.size() >= 2) js["range_ms"] = {s.range_lo_ms, s.range_hi_ms};
+        if (s.repeat_totals_ms.size() >= 2) {
+            js["repeat_totals_ms"] = s.repeat_totals_ms;
+            js["median_total_ms"] = median(s.repeat_totals_ms);
+            js["mad_total_ms"] = median_abs_deviation(s.repeat_totals_ms);
+        }
+        if (s.estimate_hi_ms > s.estimate_lo_ms) js["estimate_range_ms"] = {s.estimate_lo_ms, s.estimate_hi_ms};
         json per = json::array();
         for (std::size_t k = 0; k < s.iterations.size(); ++k) {
             const IterationStats& x = s.iterations[k];
-            per.push_back({{"iteration", s.number(k)}, {"search_ms", x.search_ms}, {"exec_ms", x.exec_ms}, {"calls", x.calls}, {"hits", x.hits},
+            per.push_back({{"iteration", s.number(k)}, {"search_ms", x.search_ms}, {"exec_ms", x.exec_ms}, {"other_ms", x.other_ms}, {"calls", x.calls}, {"hits", x.hits},
                            {"misses", x.misses}, {"searches", x.searches}, {"new_shapes", x.new_shapes}});
         }
         js["per_iteration"] = per;
@@ -205,20 +259,20 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
 }
 
 std::string to_csv(const SimulationResult& r) {
-    std::string o = "setting,iteration,search_ms,exec_ms,total_ms,cumulative_ms,calls,hits,misses,searches,new_shapes\n";
+    std::string o = "setting,iteration,search_ms,exec_ms,total_ms,cumulative_ms,calls,hits,misses,searches,new_shapes,other_ms\n";
     for (const ScenarioResult& s : r.scenarios) {
         const std::vector<double> cum = s.cumulative_ms();
         for (std::size_t i = 0; i < s.iterations.size(); ++i) {
             const IterationStats& x = s.iterations[i];
-            o += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.setting.name), s.number(i), x.search_ms, x.exec_ms, x.total_ms(), cum[i],
-                             x.calls, x.hits, x.misses, x.searches, x.new_shapes);
+            o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(s.setting.name), s.number(i), x.search_ms, x.exec_ms, x.total_ms(),
+                             cum[i], x.calls, x.hits, x.misses, x.searches, x.new_shapes, x.other_ms);
         }
     }
     return o;
 }
 
 std::string to_svg(const SimulationResult& r, const ReportContext& c) {
-    const std::vector<std::string> title = wrap("Cumulative time: " + c.title, 80), details = wrap(c.details, 115),
+    const std::vector<std::string> title = wrap("Cumulative time: " + c.title, 80), details = wrap(c.details + "; " + r.step.describe(), 115),
                                    rec = wrap("recommendation: " + r.recommendation.text, 135);
     const double W = 900, left = 80, right = 200, ph = 400;
     const double top = 24 + 18 * static_cast<double>(title.size()) + 15 * static_cast<double>(details.size());

@@ -20,12 +20,26 @@
 
 namespace convtune::sim {
 
+namespace {
+Setting named(std::string name, std::string spec) { return {std::move(name), parse_flags(spec), std::move(spec)}; }
+}  // namespace
+
 std::vector<Setting> standard_settings() {
-    return {{"off", parse_flags("benchmark=0")},
-            {"on", parse_flags("benchmark=1")},
-            {"on+det", parse_flags("benchmark=1,deterministic=1")},
-            {"adaptive", parse_flags("policy=adaptive,benchmark=1")},
-            {"pytorch", parse_flags("policy=pytorch,benchmark=1")}};
+    return {named("off", "benchmark=0"),
+            named("on", "benchmark=1"),
+            named("on+det", "benchmark=1,deterministic=1"),
+            named("adaptive", "policy=adaptive,benchmark=1"),
+            named("pytorch", "policy=pytorch,benchmark=1")};
+}
+
+Setting over(const Setting& s, const FlagValues& base) {
+    if (s.spec.empty()) return s;
+    return {s.name, parse_flags(s.spec, base), s.spec};
+}
+
+double StepTime::other(int i) const {
+    if (!known) return 0;
+    return i >= 0 && static_cast<std::size_t>(i) < other_ms.size() ? other_ms[static_cast<std::size_t>(i)] : steady_other_ms;
 }
 
 Setting parse_setting(std::string_view text) {
@@ -40,7 +54,7 @@ Setting parse_setting(std::string_view text) {
         throw InvalidRequest("flags", "unknown setting '" + std::string(text) + "' (expected off, on, on+det, adaptive, pytorch, key=value,... or LABEL:key=value,...)");
     }
     try {
-        return {label, parse_flags(spec)};
+        return {label, parse_flags(spec), spec};
     } catch (const Error& e) {
         throw InvalidRequest("flags", e.what());
     }
@@ -50,6 +64,7 @@ namespace {
 void accumulate(IterationStats& s, const IterationStats& i) {
     s.search_ms += i.search_ms;
     s.exec_ms += i.exec_ms;
+    s.other_ms += i.other_ms;
     s.wall_ms += i.wall_ms;
     s.calls += i.calls;
     s.hits += i.hits;
@@ -226,6 +241,12 @@ std::string seconds(double ms) {
 
 std::string percent(double f) { return fmt::format("{:.1f}%", 100 * f); }
 
+// Both were run several times and their ranges of totals overlap.
+bool inside_noise(const ScenarioResult& a, const ScenarioResult& b) {
+    if (a.repeat_totals_ms.size() < 2 || b.repeat_totals_ms.size() < 2) return false;
+    return !(a.range_hi_ms < b.range_lo_ms || b.range_hi_ms < a.range_lo_ms);
+}
+
 }  // namespace
 
 namespace {
@@ -242,7 +263,8 @@ std::string measured_setting(const Setting& s) {
 // first call (the part above the steady time counts as search), later calls the steady time;
 // iteration 1 also carries the process's first-convolution start-up. Point values are medians
 // over the measured runs; the range is the lowest and highest total of the runs taken one by one.
-ScenarioResult replay_measured(const Setting& s, const std::string& which, IterationSource& its, const SimulationOptions& o) {
+ScenarioResult replay_measured(const Setting& s, const std::string& which, IterationSource& its, const SimulationOptions& o,
+                               const StepTime& step) {
     ScenarioResult sr;
     sr.setting = s;
     sr.source = "measured";
@@ -263,6 +285,8 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, Itera
     std::vector<double> totals(runs.size(), 0.0);
     for (int i = 0; i < o.iterations; ++i) {
         IterationStats st;
+        st.other_ms = step.other(i);
+        for (double& t : totals) t += st.other_ms;
         if (i == 0) {
             st.exec_ms += median(startups);
             for (std::size_t r = 0; r < runs.size(); ++r) totals[r] += runs[r]->startup_ms;
@@ -299,7 +323,7 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, Itera
                 totals[r] += (is_new ? std::max(m.first_ms, m.steady_ms) + m.steady_ms * (call.count - 1) : m.steady_ms * call.count);
             }
         }
-        st.wall_ms = st.total_ms();
+        st.wall_ms = st.conv_ms();
         sr.add(st);
     }
     sr.range_lo_ms = *std::min_element(totals.begin(), totals.end());
@@ -307,7 +331,95 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, Itera
     return sr;
 }
 
+// The trace's flags, as they apply to a setting: the flags it runs the calls recorded under each
+// of the trace's flag sets with.
+std::vector<FlagValues> per_trace_flags(const Setting& s, const Stream& st) {
+    std::vector<FlagValues> v;
+    for (const FlagValues& f : st.trace_flags()) v.push_back(over(s, f).flags);
+    return v;
+}
+
+// The setting as the report shows it: over the trace's (first) recorded flags.
+Setting shown(const Setting& s, const Stream& st) { return st.trace_flags().empty() ? s : over(s, st.trace_flags().front()); }
+
+// The run the trace was captured in: its own flags under PyTorch's policy.
+Setting captured_setting() { return named("captured", "policy=pytorch"); }
+
+// StepTime from the trace's wall times and the per-iteration convolution time of the captured
+// run, which `captured(n)` simulates over the trace's first n iterations.
+StepTime step_time(const Stream& st, int iterations, const std::function<ScenarioResult(int)>& captured) {
+    StepTime t;
+    const std::vector<std::optional<double>>& wall = st.trace_wall_ms();
+    const int n = std::min({st.trace_length(), iterations, static_cast<int>(ScenarioResult::kKeptIterations)});
+    for (int i = 0; i < n; ++i) t.recorded += wall[static_cast<std::size_t>(i)] ? 1 : 0;
+    if (t.recorded == 0) return t;
+    const ScenarioResult run = captured(n);
+    if (!run.failure.empty() || run.count() != n) {
+        t.recorded = 0;
+        t.failure = "the captured run (the trace's own flags under PyTorch's policy) failed: " + run.failure;
+        return t;
+    }
+    std::vector<double> after_first;
+    std::optional<double> first;
+    t.other_ms.assign(static_cast<std::size_t>(n), 0.0);
+    for (int i = 0; i < n; ++i) {
+        const std::optional<double>& w = wall[static_cast<std::size_t>(i)];
+        if (!w) continue;
+        double other = *w - run.iterations[static_cast<std::size_t>(i)].conv_ms();
+        if (other < 0) ++t.clamped, other = 0;
+        t.other_ms[static_cast<std::size_t>(i)] = other;
+        if (i == 0) first = other;
+        else after_first.push_back(other);
+    }
+    t.steady_other_ms = after_first.empty() ? *first : median(after_first);
+    for (int i = 0; i < n; ++i)
+        if (!wall[static_cast<std::size_t>(i)]) t.other_ms[static_cast<std::size_t>(i)] = t.steady_other_ms;
+    t.known = true;
+    return t;
+}
+
+// The trace's recorded flags and length, into the result.
+void describe_trace(SimulationResult& res, const Stream& st) {
+    res.trace_iterations = st.trace_length();
+    res.trace_flag_sets = static_cast<int>(st.trace_flags().size());
+    if (!st.trace_flags().empty()) res.trace_flags = st.trace_flags().front();
+}
+
+// The runs of one setting -> the run with the median total (the lower middle one for an even
+// count), carrying every run's total and the range; a failed run is kept instead when one failed.
+ScenarioResult median_run(std::vector<ScenarioResult> runs) {
+    if (runs.size() == 1) return std::move(runs.front());
+    std::vector<double> totals;
+    std::vector<std::size_t> order;
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+        if (!runs[k].failure.empty()) return std::move(runs[k]);
+        totals.push_back(runs[k].sum().total_ms());
+        order.push_back(k);
+    }
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return totals[a] < totals[b]; });
+    ScenarioResult kept = std::move(runs[order[(order.size() - 1) / 2]]);
+    kept.repeat_totals_ms = totals;
+    kept.range_lo_ms = *std::min_element(totals.begin(), totals.end());
+    kept.range_hi_ms = *std::max_element(totals.begin(), totals.end());
+    return kept;
+}
+
 }  // namespace
+
+std::string StepTime::describe() const {
+    if (!known) {
+        if (!failure.empty()) return "totals are convolutions only: " + failure;
+        return "totals are convolutions only (no step wall times recorded for the simulated iterations; traces from convtune.capture have them)";
+    }
+    std::string t = fmt::format("totals include each step's time outside convolutions, from the {} wall time{} the trace records minus the "
+                                "captured run's simulated convolutions: {} per step after the first",
+                                recorded, recorded == 1 ? "" : "s", seconds(steady_other_ms));
+    if (!other_ms.empty()) t += fmt::format(" ({} in the first)", seconds(other_ms.front()));
+    if (clamped > 0)
+        t += fmt::format("; in {} iteration{} the simulated convolutions took longer than the recorded step (a trace from another machine?): "
+                         "0 there", clamped, clamped == 1 ? "" : "s");
+    return t;
+}
 
 SimulationResult simulate_measured(const Stream& stream, const SimulationOptions& o) {
     if (!o.measured) throw Error("measured: no PyTorch measurements given");
@@ -319,12 +431,19 @@ SimulationResult simulate_measured(const Stream& stream, const SimulationOptions
     res.environment = o.measured->device + ", PyTorch " + o.measured->torch + ", cuDNN " + std::to_string(o.measured->cudnn) + ", " +
                       o.kernel_cache + " kernel cache";
     res.iterations = o.iterations;
+    describe_trace(res, stream);
     const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
+    // The captured run is PyTorch's with the trace's benchmark flag: one of the two measured.
+    res.step = step_time(stream, o.iterations, [&](int n) {
+        SimulationOptions first = o;
+        first.iterations = n;
+        return replay_measured(shown(captured_setting(), stream), res.trace_flags.benchmark ? "bm1" : "bm0", its, first, StepTime{});
+    });
     int64_t step = 0;
     for (const Setting& s : settings) {
         const std::string which = measured_setting(s);
         if (which.empty()) continue;  // only what PyTorch itself does can be measured
-        res.scenarios.push_back(replay_measured(s, which, its, o));
+        res.scenarios.push_back(replay_measured(shown(s, stream), which, its, o, res.step));
         if (o.progress) o.progress(++step, 2, s.name);
     }
     if (res.scenarios.empty()) throw Error("settings: none of them is one PyTorch measured (off, pytorch)");
@@ -332,11 +451,90 @@ SimulationResult simulate_measured(const Stream& stream, const SimulationOptions
     return res;
 }
 
+namespace {
+
+// Runs settings on one backend, each run a fresh start (an empty tuning cache; for a replay, a
+// virtual clock reset to the run's seed), charging search and execution through the meter.
+class SettingRunner {
+public:
+    SettingRunner(Backend& b, ReplayBackend* replay, const Stream& stream, IterationSource& its)
+        : b_(b), replay_(replay), stream_(stream), its_(its), pool_(b) {}
+
+    // `tick` is called after each iteration.
+    ScenarioResult run(const Setting& s, int iterations, uint64_t seed, const StepTime& step, const std::function<void()>& tick) {
+        ScenarioResult sr;
+        sr.setting = shown(s, stream_);
+        const std::vector<FlagValues> per_call = per_trace_flags(s, stream_);
+        if (replay_) replay_->reset(seed);
+        TuningCache cache;
+        Selector sel(b_, cache);
+        sel.set_observer(&meter_);
+        std::set<std::string> shapes;
+        for (int i = 0; i < iterations && sr.failure.empty(); ++i) {
+            IterationStats st;
+            st.other_ms = step.other(i);
+            const TuningCache::Stats c0 = cache.stats();
+            for (const Call& call : its_.get(i)) {
+                if (shapes.insert(call.problem.to_string()).second) ++st.new_shapes;
+                const ConvTensors t = pool_.get(call.problem);
+                const FlagValues& flags = call.flags >= 0 && static_cast<std::size_t>(call.flags) < per_call.size()
+                                              ? per_call[static_cast<std::size_t>(call.flags)]
+                                              : s.flags;
+                for (int r = 0; r < call.count; ++r) {
+                    const double s0 = meter_.search_ms, e0 = meter_.exec_ms;
+                    const auto w0 = std::chrono::steady_clock::now();
+                    Status status;
+                    try {
+                        status = sel.run(call.problem, t, flags);
+                    } catch (const Error& e) {
+                        status = Status::failure(e.what());
+                    }
+                    st.wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
+                    st.search_ms += meter_.search_ms - s0;
+                    st.exec_ms += meter_.exec_ms - e0;
+                    st.searches += meter_.search_ms > s0 ? 1 : 0;
+                    ++st.calls;
+                    if (!status.ok()) {
+                        sr.failure = fmt::format("iteration {}, layer {} ({}): {}", i + 1, call.layer, call.problem.to_string(), status.message);
+                        break;
+                    }
+                }
+                if (!sr.failure.empty()) break;
+            }
+            const TuningCache::Stats c1 = cache.stats();
+            st.hits = c1.hits - c0.hits;
+            st.misses = c1.misses - c0.misses;
+            sr.add(st);
+            if (tick) tick();
+        }
+        if (replay_) {  // estimated problems: the total with each estimate at either end of its range
+            const auto [below, above] = replay_->uncertainty_ms();
+            if (below > 0 || above > 0) {
+                sr.estimate_lo_ms = sr.sum().total_ms() - below;
+                sr.estimate_hi_ms = sr.sum().total_ms() + above;
+            }
+        }
+        return sr;
+    }
+
+private:
+    Backend& b_;
+    ReplayBackend* replay_;
+    const Stream& stream_;
+    IterationSource& its_;
+    Meter meter_;
+    TensorPool pool_;
+};
+
+}  // namespace
+
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o) {
     if (o.iterations < 1) throw InvalidRequest("iterations", "must be >= 1");
+    if (o.repeats < 0) throw InvalidRequest("repeats", "must be >= 1 (or 0: the default)");
     require_available(b);
     auto* replay = dynamic_cast<ReplayBackend*>(&b);
     const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
+    const int repeats = o.repeats > 0 ? o.repeats : (replay ? 1 : 3);
     IterationSource its(stream);
 
     SimulationResult res;
@@ -344,6 +542,8 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     res.backend = std::string(b.name());
     res.environment = environment_of(b).describe();
     res.iterations = o.iterations;
+    res.repeats = repeats;
+    describe_trace(res, stream);
     // Before anything runs: the calls the run makes (its time is proportional to them) and, for
     // a replay, whether every problem is answerable.
     int64_t calls = 0;
@@ -370,12 +570,12 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
             }
         }
     }
-    const auto n_settings = static_cast<int64_t>(settings.size());
-    if (calls > kMaxSimulatedCalls / n_settings)
-        throw InvalidRequest("iterations", fmt::format("{} iterations of this stream make {} convolution calls per setting, {} for {} settings: above the "
-                                "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations or settings",
-                                o.iterations, calls, calls * n_settings, n_settings, kMaxSimulatedCalls,
-                                kMaxSimulatedCalls / kSimulatedCallsPerMinute));
+    const auto n_runs = static_cast<int64_t>(settings.size()) * repeats;
+    if (calls > kMaxSimulatedCalls / n_runs)
+        throw InvalidRequest("iterations", fmt::format("{} iterations of this stream make {} convolution calls per setting, {} for {} settings{}: above the "
+                                "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations, settings or repeats",
+                                o.iterations, calls, calls * n_runs, settings.size(), repeats > 1 ? fmt::format(" x {} runs", repeats) : std::string(),
+                                kMaxSimulatedCalls, kMaxSimulatedCalls / kSimulatedCallsPerMinute));
     if (!missing.empty())
         throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
                     " problems this simulation needs" + (replay->estimation() == ReplayBackend::Estimation::any        ? ", and no recorded problem of their direction to estimate from"
@@ -384,63 +584,39 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
                     "; e.g. " + missing.front() + " (record them with `convtune record` and the same workload and stream options)");
     if (replay) res.judgeable = replay->recording().source == "measured";
 
-    Meter meter;
-    TensorPool pool(b);
-    const int64_t total_steps = static_cast<int64_t>(settings.size()) * o.iterations;
-    for (std::size_t si = 0; si < settings.size(); ++si) {
-        const Setting& s = settings[si];
-        if (o.measured && !measured_setting(s).empty()) {
-            res.scenarios.push_back(replay_measured(s, measured_setting(s), its, o));
-            if (o.progress) o.progress(static_cast<int64_t>(si + 1) * o.iterations, total_steps, s.name);
-            continue;
+    SettingRunner runner(b, replay, stream, its);
+    // The part of each step outside convolutions, from the captured run (PyTorch's own, measured,
+    // when given).
+    res.step = step_time(stream, o.iterations, [&](int n) {
+        if (o.measured) {
+            SimulationOptions first = o;
+            first.iterations = n;
+            return replay_measured(shown(captured_setting(), stream), res.trace_flags.benchmark ? "bm1" : "bm0", its, first, StepTime{});
         }
-        ScenarioResult sr;
-        sr.setting = s;
-        if (replay) replay->reset(o.seed);
-        TuningCache cache;
-        Selector sel(b, cache);
-        sel.set_observer(&meter);
-        std::set<std::string> shapes;
-        for (int i = 0; i < o.iterations && sr.failure.empty(); ++i) {
-            IterationStats st;
-            const TuningCache::Stats c0 = cache.stats();
-            for (const Call& call : its.get(i)) {
-                if (shapes.insert(call.problem.to_string()).second) ++st.new_shapes;
-                const ConvTensors t = pool.get(call.problem);
-                for (int r = 0; r < call.count; ++r) {
-                    const double s0 = meter.search_ms, e0 = meter.exec_ms;
-                    const auto w0 = std::chrono::steady_clock::now();
-                    Status status;
-                    try {
-                        status = sel.run(call.problem, t, s.flags);
-                    } catch (const Error& e) {
-                        status = Status::failure(e.what());
-                    }
-                    st.wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
-                    st.search_ms += meter.search_ms - s0;
-                    st.exec_ms += meter.exec_ms - e0;
-                    st.searches += meter.search_ms > s0 ? 1 : 0;
-                    ++st.calls;
-                    if (!status.ok()) {
-                        sr.failure = fmt::format("iteration {}, layer {} ({}): {}", i + 1, call.layer, call.problem.to_string(), status.message);
-                        break;
-                    }
-                }
-                if (!sr.failure.empty()) break;
+        return runner.run(captured_setting(), n, o.seed, StepTime{}, {});
+    });
+
+    // Run r takes the settings in order from the r-th on (off,on,...; on,...,off; ...), so no
+    // setting always runs first, where a live backend's own warm-up falls.
+    int64_t done = 0, total_steps = 0;
+    for (const Setting& s : settings) total_steps += static_cast<int64_t>(o.iterations) * (o.measured && !measured_setting(s).empty() ? 1 : repeats);
+    std::vector<std::vector<ScenarioResult>> runs(settings.size());
+    for (int r = 0; r < repeats; ++r)
+        for (std::size_t k = 0; k < settings.size(); ++k) {
+            const std::size_t si = (static_cast<std::size_t>(r) + k) % settings.size();
+            const Setting& s = settings[si];
+            if (o.measured && !measured_setting(s).empty()) {
+                if (r > 0) continue;  // PyTorch's measurements carry their own runs
+                runs[si].push_back(replay_measured(shown(s, stream), measured_setting(s), its, o, res.step));
+                done += o.iterations;
+                if (o.progress) o.progress(done, total_steps, s.name);
+                continue;
             }
-            const TuningCache::Stats c1 = cache.stats();
-            st.hits = c1.hits - c0.hits;
-            st.misses = c1.misses - c0.misses;
-            sr.add(st);
-            if (o.progress) o.progress(static_cast<int64_t>(si) * o.iterations + i + 1, total_steps, s.name);
+            runs[si].push_back(runner.run(s, o.iterations, o.seed + static_cast<uint64_t>(r), res.step, [&] {
+                if (o.progress) o.progress(++done, total_steps, s.name);
+            }));
         }
-        if (replay && res.estimated_problems > 0) {
-            const auto [below, above] = replay->uncertainty_ms();
-            sr.range_lo_ms = sr.sum().total_ms() - below;
-            sr.range_hi_ms = sr.sum().total_ms() + above;
-        }
-        res.scenarios.push_back(std::move(sr));
-    }
+    for (std::vector<ScenarioResult>& v : runs) res.scenarios.push_back(median_run(std::move(v)));
     analyze(res, o.min_saving);
     return res;
 }
@@ -483,6 +659,7 @@ void analyze(SimulationResult& r, double min_saving) {
         for (std::size_t k = 0; k < cs.size() && s.number(k) <= n / 2; ++k) h = s.number(k), hb = cb[k], hs = cs[k];
         c.steady_gain_ms = ((cb.back() - hb) - (cs.back() - hs)) / static_cast<double>(n - h);
         if (!be && c.steady_gain_ms > 0) c.projected_break_even = static_cast<double>(n) + (cs.back() - cb.back()) / c.steady_gain_ms;
+        c.within_noise = inside_noise(base, s);
     }
     if (!r.judgeable) {
         r.recommendation.setting = "";
@@ -492,10 +669,15 @@ void analyze(SimulationResult& r, double min_saving) {
     }
     // Choose among the settings that keep the baseline's constraints (deterministic, tf32).
     const FlagValues& bf = base.setting.flags;
-    int best = r.baseline;
+    int best = r.baseline, noisy = -1;  // noisy: the largest saving inside the noise
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
         const ScenarioResult& s = r.scenarios[i];
         if (!s.failure.empty() || s.setting.flags.deterministic != bf.deterministic || s.setting.flags.allow_tf32 != bf.allow_tf32) continue;
+        if (r.comparisons[i].within_noise) {  // never the reason for a recommendation
+            if (r.comparisons[i].saving >= min_saving && (noisy < 0 || r.comparisons[i].saving > r.comparisons[static_cast<std::size_t>(noisy)].saving))
+                noisy = static_cast<int>(i);
+            continue;
+        }
         if (r.comparisons[i].saving > r.comparisons[static_cast<std::size_t>(best)].saving) best = static_cast<int>(i);
     }
     const Comparison& bc = r.comparisons[static_cast<std::size_t>(best)];
@@ -523,6 +705,22 @@ void analyze(SimulationResult& r, double min_saving) {
         return t;
     };
     Recommendation& rec = r.recommendation;
+    if ((best == r.baseline || bc.saving < min_saving) && noisy >= 0) {
+        const ScenarioResult& ns = r.scenarios[static_cast<std::size_t>(noisy)];
+        rec.setting = base.setting.name;
+        rec.saving = 0;
+        rec.text = fmt::format("keep benchmark {}: no difference beyond the noise over {} iterations: '{}' would save {} by the median of {} "
+                               "runs, but its totals ({} to {}) overlap the baseline's ({} to {})",
+                               base.setting.flags.benchmark ? "as it is" : "off", n, ns.setting.name, percent(r.comparisons[static_cast<std::size_t>(noisy)].saving),
+                               ns.repeat_totals_ms.size(), seconds(ns.range_lo_ms), seconds(ns.range_hi_ms), seconds(base.range_lo_ms),
+                               seconds(base.range_hi_ms));
+        return;
+    }
+    // Over repeated runs, the ranges of totals the recommendation rests on.
+    const std::string spread = bs.repeat_totals_ms.size() >= 2 && base.repeat_totals_ms.size() >= 2
+                                   ? fmt::format(", beyond the noise of {} runs ({} to {}; the baseline's {} to {})", bs.repeat_totals_ms.size(),
+                                                 seconds(bs.range_lo_ms), seconds(bs.range_hi_ms), seconds(base.range_lo_ms), seconds(base.range_hi_ms))
+                                   : std::string();
     if (best == r.baseline || bc.saving < min_saving) {
         rec.setting = base.setting.name;
         rec.saving = 0;
@@ -537,7 +735,7 @@ void analyze(SimulationResult& r, double min_saving) {
     if (r.estimated_problems > 0) {
         auto ends = [](const ScenarioResult& s) {
             const double t = s.sum().total_ms();
-            return s.range_hi_ms > s.range_lo_ms ? std::pair{s.range_lo_ms, s.range_hi_ms} : std::pair{t, t};
+            return s.estimate_hi_ms > s.estimate_lo_ms ? std::pair{s.estimate_lo_ms, s.estimate_hi_ms} : std::pair{t, t};
         };
         const auto [bl, bh] = ends(base);
         const auto [sl, sh] = ends(bs);
@@ -557,17 +755,17 @@ void analyze(SimulationResult& r, double min_saving) {
     const std::string when = bc.break_even ? fmt::format("after iteration {}", *bc.break_even) : "by the end of the run";
     const double saved = tb * bc.saving;
     if (policy_of(bs.setting.flags.policy).recommended_by_name()) {
-        rec.text = fmt::format("use the {} policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}",
+        rec.text = fmt::format("use the {} policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}{}",
                                to_string(bs.setting.flags.policy), bs.setting.name, bs.setting.flags.to_string(), percent(bc.saving),
-                               seconds(saved), seconds(tb), n, when);
+                               seconds(saved), seconds(tb), n, when, spread);
         if (on >= 0 && on != best) {
             const Comparison& oc = r.comparisons[static_cast<std::size_t>(on)];
             rec.text += fmt::format("; plain benchmark on ('{}') would {} {}", r.scenarios[static_cast<std::size_t>(on)].setting.name,
                                     oc.saving >= 0 ? "save" : "cost", percent(std::abs(oc.saving)));
         }
     } else {
-        rec.text = fmt::format("turn benchmark on ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}", bs.setting.name,
-                               bs.setting.flags.to_string(), percent(bc.saving), seconds(saved), seconds(tb), n, when);
+        rec.text = fmt::format("turn benchmark on ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}{}", bs.setting.name,
+                               bs.setting.flags.to_string(), percent(bc.saving), seconds(saved), seconds(tb), n, when, spread);
     }
 }
 

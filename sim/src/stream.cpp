@@ -1,6 +1,7 @@
 #include "convtune/sim/stream.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -91,11 +92,57 @@ std::vector<int64_t> default_batches(int64_t base) {
 
 std::vector<double> default_scales() { return {0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25, 1.375, 1.5}; }
 
-std::vector<Iteration> parse_trace(std::string_view text) {
-    std::vector<Iteration> out;
+namespace {
+
+// `# flags k=v,...`: PyTorch's cuDNN flags, as capture.py writes them, over the defaults.
+FlagValues parse_trace_flags(const std::string& text, int line_no) {
+    static constexpr std::string_view keys[] = {"enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32"};
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+        const std::string key = item.substr(0, item.find('='));
+        if (std::find(std::begin(keys), std::end(keys), key) == std::end(keys))
+            throw ParseError("trace line " + std::to_string(line_no) + ": '# flags' records PyTorch's flags only (enabled, benchmark, "
+                             "benchmark_limit, deterministic, allow_tf32), not '" + key + "'");
+    }
+    try {
+        return parse_flags(text);
+    } catch (const Error& e) {
+        throw ParseError("trace line " + std::to_string(line_no) + ": " + e.what());
+    }
+}
+
+// The wall time of `# iteration [N] [wall_ms X]`, when it has one.
+std::optional<double> parse_iteration_wall(const std::string& rest, int line_no) {
+    std::istringstream tok(rest);
+    std::string word;
+    tok >> word;  // "iteration"
+    std::optional<double> wall;
+    while (tok >> word) {
+        if (word != "wall_ms") continue;
+        std::string v;
+        tok >> v;
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
+            throw ParseError("trace line " + std::to_string(line_no) + ": wall_ms '" + v + "' is not a finite number >= 0");
+        wall = x;
+    }
+    return wall;
+}
+
+}  // namespace
+
+TraceData parse_trace_data(std::string_view text) {
+    TraceData out;
     Iteration cur;
+    std::optional<double> wall;  // of the iteration being read
+    int flags = -1;
     auto flush = [&] {
-        if (!cur.empty()) out.push_back(std::move(cur));
+        if (!cur.empty()) {
+            out.iterations.push_back(std::move(cur));
+            out.wall_ms.push_back(wall);
+            wall.reset();
+        }
         cur.clear();
     };
     std::istringstream in{std::string(text)};
@@ -112,7 +159,15 @@ std::vector<Iteration> parse_trace(std::string_view text) {
         if (line[0] == '#') {
             std::string rest = line.substr(1);
             rest.erase(0, rest.find_first_not_of(" \t"));
-            if (rest == "iteration" || rest.rfind("iteration ", 0) == 0) flush();
+            if (rest == "iteration" || rest.rfind("iteration ", 0) == 0) {
+                flush();
+                wall = parse_iteration_wall(rest, line_no);
+            } else if (rest.rfind("flags ", 0) == 0) {
+                const FlagValues f = parse_trace_flags(rest.substr(6), line_no);
+                const auto it = std::find(out.flags.begin(), out.flags.end(), f);
+                flags = static_cast<int>(it - out.flags.begin());
+                if (it == out.flags.end()) out.flags.push_back(f);
+            }
             continue;
         }
         std::istringstream tok(line);
@@ -135,14 +190,17 @@ std::vector<Iteration> parse_trace(std::string_view text) {
             }
         }
         c.layer = "line" + std::to_string(line_no);
+        c.flags = flags;
         cur.push_back(std::move(c));
     }
     flush();
-    if (out.empty()) throw ParseError("trace has no problems");
+    if (out.iterations.empty()) throw ParseError("trace has no problems");
     return out;
 }
 
-std::vector<Iteration> read_trace(const std::string& path) {
+std::vector<Iteration> parse_trace(std::string_view text) { return parse_trace_data(text).iterations; }
+
+TraceData read_trace(const std::string& path) {
     std::string text;
     try {
         text = read_file_bounded(path, kMaxTraceBytes, "trace file");
@@ -150,7 +208,7 @@ std::vector<Iteration> read_trace(const std::string& path) {
         throw InvalidRequest("stream", e.what());
     }
     try {
-        return parse_trace(text);
+        return parse_trace_data(text);
     } catch (const ParseError& e) {
         throw ParseError(path + ": " + e.what());
     }
@@ -165,7 +223,10 @@ uint64_t draw(uint64_t seed, int i, int slot) { return mix(mix(seed) ^ mix(stati
 
 Stream::Stream(StreamSpec spec, Workload w, WorkloadOptions o) : spec_(std::move(spec)), workload_(std::move(w)), options_(o) {
     if (spec_.kind == StreamKind::trace) {
-        trace_ = read_trace(spec_.trace_path);
+        TraceData t = read_trace(spec_.trace_path);
+        trace_ = std::move(t.iterations);
+        trace_flags_ = std::move(t.flags);
+        trace_wall_ = std::move(t.wall_ms);
         return;
     }
     if (workload_.layers.empty()) throw InvalidRequest("workload", "a " + std::string(to_string(spec_.kind)) + " stream needs a workload");

@@ -130,7 +130,7 @@ def test_replay_by_library_name_estimates_and_strict():
     # Batch 8 was not recorded: estimated, counted, with a range on every total ...
     doc = convtune.simulate(replay="h200", batch=8, **common)
     assert doc["estimates"]["problems"] == 23 and doc["estimates"]["max_extrapolation"] == pytest.approx(4.0)
-    assert all(s["range_ms"][0] < s["total_ms"] < s["range_ms"][1] for s in doc["settings"])
+    assert all(s["estimate_range_ms"][0] < s["total_ms"] < s["estimate_range_ms"][1] for s in doc["settings"])
     # ... unless strict, which refuses as the CLI's --strict does.
     with pytest.raises(convtune.Error) as e:
         convtune.simulate(replay="h200", batch=8, strict=True, **common)

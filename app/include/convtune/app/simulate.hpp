@@ -16,7 +16,8 @@ namespace convtune::app {
 
 struct SimulateRequest {
     WorkloadRequest workload;        // workload, shapes_dir, stream, mode, batch, batches, scales, dtype, layout, seed
-    int iterations = 100;
+    int iterations = 0;              // 0: a trace's length, 100 for the other streams
+    int repeats = 0;                 // runs of each setting, rotated; 0: 3 live, 1 on a replay
     std::vector<std::string> flags;  // settings: a standard name, "key=value,..." or "LABEL:key=value,..."
     bool compare = false;            // the five standard settings too (always when flags is empty)
     std::string backend;             // live backend (default cpu), or the recording's with replay

@@ -7,6 +7,12 @@
 // selector's warm-ups and timed samples) to search, and the time of every other algorithm call,
 // measured on the same clock, to execution. Each setting starts as a fresh process: an empty
 // tuning cache and, for a replay, a reset virtual clock.
+//
+// A trace stream is the user's run: the flags it records are the baseline, and each setting
+// changes only the flags it names (Setting::spec). When the trace records each step's wall
+// time, the part of a step that is not convolutions is carried into every setting's totals.
+// A live run repeats the settings in rotated order and reports each one's spread; a difference
+// inside the spread never decides the recommendation.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +32,9 @@ namespace convtune::sim {
 struct Setting {
     std::string name;
     FlagValues flags;
+    // The "key=value,..." text the setting names: on a trace that records flags, the setting is
+    // those flags with these keys changed (see over()). Empty: `flags` is taken whole.
+    std::string spec;
 };
 // off (benchmark=0), on (benchmark=1), on+det (benchmark=1,deterministic=1),
 // adaptive (policy=adaptive,benchmark=1), pytorch (policy=pytorch,benchmark=1).
@@ -33,13 +42,17 @@ std::vector<Setting> standard_settings();
 // A standard name, or "LABEL:key=value,..." / "key=value,..." (parse_flags over the defaults).
 // Throws Error naming --flags.
 Setting parse_setting(std::string_view text);
+// s with its named flags (s.spec) applied over `base`; s unchanged when it names none.
+Setting over(const Setting& s, const FlagValues& base);
 
 struct IterationStats {
     double search_ms = 0;  // timing candidates (warm-ups included)
     double exec_ms = 0;    // running the chosen algorithms
+    double other_ms = 0;   // the step's time outside convolutions (from a trace's wall times), alike in every setting
     double wall_ms = 0;    // host wall clock of the calls (selector bookkeeping and scratch data included)
     int64_t calls = 0, hits = 0, misses = 0, searches = 0, new_shapes = 0;
-    double total_ms() const { return search_ms + exec_ms; }
+    double conv_ms() const { return search_ms + exec_ms; }
+    double total_ms() const { return search_ms + exec_ms + other_ms; }
 };
 
 // What a setting did, iteration by iteration. Memory does not grow with the iteration count:
@@ -55,10 +68,16 @@ struct ScenarioResult {
     std::vector<double> cumulative;          // cumulative total through each kept record; empty: summed from `iterations`
     std::string failure;  // non-empty: the setting could not run the stream (why, and where)
     // "measured": replayed from PyTorch's own measurements (SimulationOptions::measured), with the
-    // lowest and highest total over the measured runs; empty: simulated through the selector (a
-    // replay with estimated problems sets the range too: SimulationResult::estimated_problems).
+    // lowest and highest total over the measured runs; empty: simulated through the selector.
     std::string source;
     double range_lo_ms = 0, range_hi_ms = 0;
+    // Repeated runs (SimulationOptions::repeats > 1): every run's total, in the order they ran;
+    // this result is the run with the median total (the lower middle one for an even count), and
+    // range_lo_ms / range_hi_ms are the lowest and highest total.
+    std::vector<double> repeat_totals_ms;
+    // A replay with estimated problems (SimulationResult::estimated_problems): the total with
+    // every estimated call at the low / high end of its stated range (PerfModel); 0 otherwise.
+    double estimate_lo_ms = 0, estimate_hi_ms = 0;
     void add(const IterationStats& s);       // records the next iteration
     int count() const;                       // iterations run
     IterationStats sum() const;              // over every iteration run
@@ -78,12 +97,32 @@ struct Comparison {
     std::optional<int> break_even;     // 1-based iteration from which it stays at or below the baseline
     double steady_gain_ms = 0;         // mean per-iteration gain over the second half of the run
     std::optional<double> projected_break_even;  // when not reached: where the steady gain would get it
+    // Both were run several times and their ranges of totals overlap: the difference is inside
+    // the measured noise, and no recommendation rests on it.
+    bool within_noise = false;
 };
 
 struct Recommendation {
     std::string setting;  // the setting to use ("off" = keep benchmark off)
     std::string text;     // plain language, with the expected saving
     double saving = 0;
+};
+
+// What the totals cover. With a trace that records its steps' wall times (capture.py's
+// `# iteration N wall_ms X`), each iteration's time outside convolutions is the recorded wall
+// time minus the convolution time of the captured run (the trace's own flags under PyTorch's
+// policy, simulated, or replayed from PyTorch's measurements when given), never below 0; the
+// iterations without a recorded wall time (a capture's last, and repeats past the trace's end)
+// take the median of those recorded after the first (the first when it is the only one).
+struct StepTime {
+    bool known = false;              // false: totals are convolutions only
+    std::vector<double> other_ms;    // per trace iteration (known)
+    double steady_other_ms = 0;      // for iterations without a recorded wall time
+    int recorded = 0;                // trace iterations with a wall time
+    int clamped = 0;                 // of those, where the simulated convolutions exceeded the wall time
+    std::string failure;             // why not known though the trace records wall times
+    double other(int i) const;       // iteration i (0-based): the non-convolution time carried
+    std::string describe() const;    // one sentence for the report
 };
 
 struct SimulationResult {
@@ -97,12 +136,19 @@ struct SimulationResult {
     Recommendation recommendation;
     // Replay: problems the recording lacks, estimated (ReplayBackend::Estimate); of them, those
     // whose support was assumed from another layer and those raised to a launch floor; the
-    // largest ratio of multiply-adds to the nearest recorded problem. The scenarios' range_lo_ms
-    // and range_hi_ms then hold the totals with every estimate at the low / high end of its range.
+    // largest ratio of multiply-adds to the nearest recorded problem. The scenarios' estimate_lo_ms
+    // and estimate_hi_ms then hold the totals with every estimate at the low / high end of its range.
     int64_t estimated_problems = 0;
     int64_t assumed_problems = 0, floored_problems = 0;
     double max_extrapolation = 1;
     bool judgeable = true;                // false for a tuning-database replay
+    int repeats = 1;                      // runs of each setting (rotated order when > 1)
+    // A trace's recorded flags: the baseline the settings change (the first of them when the
+    // trace records several), and how many distinct sets it records (0: none; settings as given).
+    FlagValues trace_flags;
+    int trace_flag_sets = 0;
+    int trace_iterations = 0;             // a trace's length (0: not a trace)
+    StepTime step;
 };
 
 // A simulation's time is proportional to its convolution calls (settings x iterations x calls
@@ -117,6 +163,9 @@ struct SimulationOptions {
     std::vector<Setting> settings;       // empty = standard_settings()
     uint64_t seed = 1;                   // replay draws
     double min_saving = 0.02;            // smaller savings count as "no difference"
+    // Runs of each setting, each a fresh start, the order rotated between runs (off,on,... then
+    // on,...,off); 0: 3 on a live backend, 1 on a replay (a replay run r draws with seed + r).
+    int repeats = 0;
     // PyTorch's own measurements (pytorch_measure.py): when set, the `off` and `pytorch` settings
     // replay what PyTorch measured in the kernel-cache state `kernel_cache` ("cold" or "warm")
     // instead of emulating it.

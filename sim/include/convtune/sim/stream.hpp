@@ -6,14 +6,18 @@
 //
 // Trace files (docs/simulation.md) hold one problem per line in canonical (or benchdnn) form,
 // optionally followed by `xN` (N back-to-back calls); iterations are separated by a blank line
-// or a `# iteration` line; other `#` lines are comments.
+// or a `# iteration` line; other `#` lines are comments. What python/convtune/capture.py records
+// besides the problems is read too: `# flags k=v,...` (PyTorch's cuDNN flags from that line on)
+// and `# iteration N wall_ms X` (the whole step's host wall time of iteration N).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "convtune/flags.hpp"
 #include "convtune/sim/workload.hpp"
 
 namespace convtune::sim {
@@ -44,9 +48,20 @@ std::vector<double> default_scales();
 
 using Iteration = std::vector<Call>;
 
+// A trace file's content. Each Call's `flags` indexes `flags` (-1 before any `# flags` line).
+struct TraceData {
+    std::vector<Iteration> iterations;
+    // The distinct flag sets the trace records (`# flags` lines: enabled, benchmark,
+    // benchmark_limit, deterministic, allow_tf32 over the defaults), in first-seen order.
+    std::vector<FlagValues> flags;
+    // Per iteration: the step's wall time from `# iteration N wall_ms X`, when recorded.
+    std::vector<std::optional<double>> wall_ms;
+};
+
 // Trace text -> iterations (throws ParseError naming the line).
-std::vector<Iteration> parse_trace(std::string_view text);
-std::vector<Iteration> read_trace(const std::string& path);
+TraceData parse_trace_data(std::string_view text);
+std::vector<Iteration> parse_trace(std::string_view text);  // parse_trace_data(text).iterations
+TraceData read_trace(const std::string& path);
 
 class Stream {
 public:
@@ -62,6 +77,10 @@ public:
     Iteration iteration(int i) const;
     // Iterations in a trace (0 for the other kinds).
     int trace_length() const { return static_cast<int>(trace_.size()); }
+    // What the trace recorded (empty for the other kinds): its flag sets (Call::flags indexes
+    // them; the first is the baseline a setting's named flags change) and its wall times.
+    const std::vector<FlagValues>& trace_flags() const { return trace_flags_; }
+    const std::vector<std::optional<double>>& trace_wall_ms() const { return trace_wall_; }
     // Base batch (options.batch or the first layer's).
     int64_t base_batch() const;
 
@@ -70,6 +89,8 @@ private:
     Workload workload_;
     WorkloadOptions options_;
     std::vector<Iteration> trace_;
+    std::vector<FlagValues> trace_flags_;
+    std::vector<std::optional<double>> trace_wall_;
 };
 
 // The distinct problems of iterations [0, n), in first-seen order.

@@ -76,6 +76,7 @@ struct Call {
     ConvProblem problem;
     int count = 1;
     std::string layer;
+    int flags = -1;  // a trace's: index of the flags recorded for it (Stream::trace_flags()), -1: none
 };
 
 // The calls of one iteration. Inference: each layer's forward problem, in order, repeat times.
