@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "convtune/error.hpp"
 #include "convtune/problem.hpp"
 
 namespace convtune::cli {
@@ -30,6 +31,9 @@ std::string option_name(std::string_view field);
 const CLI::Validator& non_empty();  // "" is refused, not taken as "not given"
 const CLI::Validator& seed();       // an integer in [0, 2^64 - 1], no sign (CLI11 wraps -1 to 2^64 - 1)
 const CLI::Validator& fraction();   // a finite number in [0, 1] (CLI::Range lets NaN through)
+
+// Prints bad input as the CLI reports it ("convtune: error: <field's option>: <rule>"), main.cpp.
+int print_bad_input(const Error& e);
 
 // The action of a subcommand returns the process exit code.
 using Action = std::function<int()>;

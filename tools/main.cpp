@@ -11,6 +11,12 @@
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
 
+int convtune::cli::print_bad_input(const Error& e) {
+    if (const auto* r = dynamic_cast<const InvalidRequest*>(&e)) fmt::print(stderr, "convtune: error: {}\n", r->message(option_name));
+    else fmt::print(stderr, "convtune: error: {}\n", e.what());
+    return bad_input;
+}
+
 int main(int argc, char** argv) {
     using namespace convtune;
     CLI::App app{"convtune: see, test and beat cudnn.benchmark"};
@@ -59,12 +65,8 @@ int main(int argc, char** argv) {
             return cli::run_failed;
         }
         return rc;
-    } catch (const InvalidRequest& e) {
-        fmt::print(stderr, "convtune: error: {}\n", e.message(cli::option_name));
-        return cli::bad_input;
     } catch (const Error& e) {
-        fmt::print(stderr, "convtune: error: {}\n", e.what());
-        return cli::bad_input;
+        return cli::print_bad_input(e);
     } catch (const std::exception& e) {
         if (std::ferror(stdout)) {  // fmt throws when a write to stdout fails
             fmt::print(stderr, "convtune: error: cannot write to standard output: {}\n", e.what());

@@ -1,4 +1,5 @@
-// convtune tune (--problem SPEC | --shapes FILE) [--backend B | --replay REC] [--policy P] [--flags ...]
+// convtune tune (--problem SPEC | --shapes FILE | --workload NAMES [--mode train|infer])
+//               [--batch N,...] [--dtype T,...] [--backend B | --replay REC] [--policy P] [--flags ...]
 //               [--db PATH] [--json]
 // convtune explain --problem SPEC [--backend B] [--policy P] [--flags ...] [--db PATH] [--json]
 // Chooses an algorithm per problem under the given flags (benchmark=1 unless --flags says
@@ -10,6 +11,7 @@
 // merge of every rank's decisions, and problems that could not be tuned exit 3.
 #include <fmt/core.h>
 #include <unistd.h>
+#include <cstdio>
 
 #include <iostream>
 #include <memory>
@@ -32,10 +34,31 @@ struct TuneOptions {
     ProblemOverrides over;
 };
 
-// The text form: each problem's explain table as it is decided, then the totals.
+// How many problems there are, on stderr before the first is decided (a catalogue can take hours).
+void announce(const app::TuneReport& r) {
+    fmt::print(stderr, "tune: {} problem{} on backend {}\n", r.count, r.count == 1 ? "" : "s", r.backend);
+    std::fflush(stderr);
+}
+
+// The JSON form, announced.
+class JsonSink final : public app::TuneSink {
+public:
+    void begin(const app::TuneReport& r) override {
+        announce(r);
+        w_.begin(r);
+    }
+    void problem(const app::TunedProblem& p) override { w_.problem(p); }
+    void end(const app::TuneReport& r) override { w_.end(r); }
+
+private:
+    app::TuneJsonWriter w_{std::cout};
+};
+
+// The text form: the count, each problem's explain table as it is decided, then the totals.
 class TextSink final : public app::TuneSink {
 public:
     explicit TextSink(sim::Progress& bar) : bar_(bar) {}
+    void begin(const app::TuneReport& r) override { announce(r); }
     void problem(const app::TunedProblem& p) override {
         bar_.finish();
         fmt::print("{}", app::to_text(p));
@@ -66,13 +89,19 @@ int tune(TuneOptions& o) {
         dopt.rank0_works = !o.coordinator_only;
         dopt.flush_s = o.db_flush_s;
         std::unique_ptr<app::TuneSink> sink;
-        if (o.json) sink = std::make_unique<app::TuneJsonWriter>(std::cout);
+        if (o.json) sink = std::make_unique<JsonSink>();
         else sink = std::make_unique<TextSink>(bar);
+        // MPI until this function returns, so that rank 0 says why it refused a request before
+        // any rank leaves MPI_Finalize: mpirun ends the job, rank 0 and its message with it, as
+        // soon as one rank has exited with code 2.
+        const dist::Session session;
         dist::TuneReport rep;
         try {
             rep = dist::tune(r, sink.get(), dopt);
         } catch (const dist::PeerFailed&) {
-            return bad_input;  // rank 0 prints why
+            return bad_input;  // rank 0 says why
+        } catch (const Error& e) {
+            return print_bad_input(e);
         }
         if (rep.rank != 0) return ok;
         bar.finish();
@@ -82,7 +111,7 @@ int tune(TuneOptions& o) {
     sim::Progress bar("tune", o.progress || ::isatty(2));
     r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
     if (o.json) {
-        app::TuneJsonWriter w(std::cout);
+        JsonSink w;
         app::tune(r, &w);
     } else {
         TextSink text(bar);
@@ -117,18 +146,25 @@ void add_tune(CLI::App& app, Action& action) {
     auto o = std::make_shared<TuneOptions>();
     cmd->add_option("--problem,-p", o->problem, "One problem (canonical or benchdnn)");
     cmd->add_option("--shapes,-s", o->r.shapes, "A shape file (benchdnn or canonical lines)");
+    cmd->add_option("--workload,-w", o->r.workload,
+                    "Networks, comma-separated: built-in names (resnet50, vgg11, ...), shape or workload files; their distinct problems")
+        ->check(non_empty());
+    cmd->add_option("--mode", o->r.mode, "With --workload: infer (fwd, the default) or train (fwd, bwd_data, bwd_filter)")->check(non_empty());
+    cmd->add_option("--shapes-dir", o->r.shapes_dir, "With --workload: the folder of the benchdnn files behind the built-in names")
+        ->check(non_empty());
     cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)");
     cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend");
     cmd->add_option("--policy", o->r.policy, "pytorch, pytorch-v7, convtune (default) or adaptive");
     cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1");
     cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)");
-    cmd->add_option("--batch", o->r.batch, "Override the batch size of every problem")->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
+    cmd->add_option("--batch", o->r.batch, "Batch sizes, comma-separated: every problem at each (default: as written)")->check(non_empty());
     cmd->add_flag("--json", o->json, "Print one JSON document");
     cmd->add_flag("--progress", o->progress, "Show the progress bar even when stderr is not a terminal");
     cmd->add_flag("--coordinator-only", o->coordinator_only, "Under mpirun: rank 0 hands out problems and merges, but decides none");
     cmd->add_option("--db-flush", o->db_flush_s, "Under mpirun: seconds between rank 0's database writes (default 1; 0 = every result)")
         ->check(CLI::Range(0.0, 3600.0));
     o->over.add_to(*cmd);
+    cmd->get_option("--dtype")->description("Data types, comma-separated (f32, f16, bf16): every problem in each (default: as written)");
     cmd->callback([o, &action] { action = [o] { return tune(*o); }; });
 }
 

@@ -3,13 +3,16 @@
 #include <fmt/core.h>
 
 #include <ostream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/app/workload.hpp"
 #include "convtune/sim/replay_backend.hpp"
+#include "convtune/sim/stream.hpp"
 
 namespace convtune::app {
 
@@ -75,11 +78,62 @@ struct TuneJob::State {
     Selector* selector = nullptr;
 };
 
+namespace {
+
+// The problems of a request, each expanded over the catalogue's data types and batch sizes:
+// network by network (or the problems or shape file as one block), then data type, then batch.
+std::vector<ShapeLine> request_lines(const TuneRequest& r) {
+    if (r.workload.empty()) {
+        if (!r.mode.empty()) throw InvalidRequest("mode", "applies to {workload} only (it chooses the directions of a network's problems)");
+        if (!r.shapes_dir.empty()) throw InvalidRequest("shapes_dir", "applies to {workload} only (the folder of the built-in networks)");
+    } else if (!r.dir.empty()) {
+        throw InvalidRequest("dir", "with {workload} the directions come from {mode} (infer: fwd; train: fwd, bwd_data, bwd_filter)");
+    }
+    const std::vector<std::string> dtypes = r.dtype.empty() ? std::vector<std::string>{""} : sim::parse_string_list(r.dtype, "dtype");
+    const std::vector<int64_t> batches = r.batch.empty() ? std::vector<int64_t>{0} : sim::parse_int_list(r.batch, "batch");
+    if (std::set<int64_t>(batches.begin(), batches.end()).size() != batches.size())
+        throw InvalidRequest("batch", "a batch size is listed twice in '" + r.batch + "'");
+    std::vector<ShapeLine> lines;
+    if (r.workload.empty()) {
+        std::vector<ShapeLine> base;
+        if (!r.problems.empty())
+            for (const std::string& s : r.problems) base.push_back({0, "", 1, ConvProblem::parse_any(s)});
+        else base = read_shape_file(r.shapes);
+        for (const std::string& dtype : dtypes)
+            for (int64_t b : batches)
+                for (ShapeLine l : base) {
+                    if (b > 0) l.problem.n = b;
+                    l.problem = with_overrides(l.problem, r.dir, dtype, r.layout);
+                    lines.push_back(std::move(l));
+                }
+        return lines;
+    }
+    // A network's problems are what record measures for it: its stream's distinct problems.
+    std::set<std::string> seen;
+    for (const std::string& name : sim::parse_string_list(r.workload, "workload"))
+        for (const std::string& dtype : dtypes)
+            for (int64_t b : batches) {
+                WorkloadRequest w;
+                w.workload = name;
+                w.shapes_dir = r.shapes_dir;
+                w.mode = r.mode;
+                w.dtype = dtype;
+                w.layout = r.layout;
+                w.batch = b;
+                const sim::Stream stream = w.make_stream();
+                for (const ConvProblem& p : sim::distinct_problems(stream, 1))
+                    if (seen.insert(p.to_string()).second) lines.push_back({0, stream.workload().name, 1, p});
+            }
+    return lines;
+}
+
+}  // namespace
+
 TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
     // Everything is validated before anything is decided.
-    if (r.problems.empty() == r.shapes.empty()) throw InvalidRequest("problems", "give exactly one of {problems} or {shapes}");
+    if (!r.problems.empty() + !r.shapes.empty() + !r.workload.empty() != 1)
+        throw InvalidRequest("problems", "give exactly one of {problems}, {shapes} or {workload}");
     s_->flags = tune_flags(r);
-    if (r.batch < 0) throw InvalidRequest("batch", "must be >= 1 (got " + std::to_string(r.batch) + ")");
     if (!r.replay.empty()) {
         s_->replay = std::make_unique<sim::ReplayBackend>(sim::Recording::load(r.replay));
         s_->backend = s_->replay.get();
@@ -87,21 +141,14 @@ TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
         s_->backend = &find_backend(r.backend);
         require_available(*s_->backend);
     }
-    std::vector<ShapeLine>& lines = s_->lines;
-    if (!r.problems.empty())
-        for (const std::string& s : r.problems) lines.push_back({0, "", 1, ConvProblem::parse_any(s)});
-    else lines = read_shape_file(r.shapes);
-    for (ShapeLine& l : lines) {
-        if (r.batch > 0) l.problem.n = r.batch;
-        l.problem = with_overrides(l.problem, r.dir, r.dtype, r.layout);
-        s_->labels.push_back(l.name.empty() ? l.problem.to_string() : l.name);
-    }
+    s_->lines = request_lines(r);
+    for (const ShapeLine& l : s_->lines) s_->labels.push_back(l.name.empty() ? l.problem.to_string() : l.name);
 
     TuneReport& rep = s_->header;
     rep.backend = std::string(s_->backend->name());
     rep.flags = s_->flags.to_string();
     rep.db = r.db ? *r.db : default_db_path();
-    rep.count = static_cast<int64_t>(lines.size());
+    rep.count = static_cast<int64_t>(s_->lines.size());
     s_->ctx = std::make_unique<Context>(rep.db);
     s_->selector = &s_->ctx->selector(*s_->backend);
 }
@@ -170,6 +217,7 @@ ExplainReport explain(const ExplainRequest& r) {
     TuneRequest t;
     t.problems = {r.problem};
     if (r.problem.empty()) throw InvalidRequest("problem", "required");
+    if (r.dtype.find(',') != std::string::npos) throw InvalidRequest("dtype", "explain takes one data type (got '" + r.dtype + "')");
     t.backend = r.backend;
     t.policy = r.policy;
     t.flags = r.flags;

@@ -13,7 +13,9 @@ namespace convtune {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string convtune_version() { return "0.1.0"; }
+// project(convtune VERSION ...) in the top-level CMakeLists.txt, the one place the version is
+// written (the Python wheel's metadata reads it there too).
+std::string convtune_version() { return CONVTUNE_VERSION; }
 
 std::string Environment::describe() const {
     return "convtune " + convtune + ", backend " + backend + ", " + library + (device.empty() ? "" : ", " + device) +

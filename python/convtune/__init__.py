@@ -14,6 +14,9 @@ Bad input raises :class:`convtune.Error` (a ValueError) with the CLI's message; 
 int of the wrong type raises :class:`convtune.ArgumentTypeError` (both an Error and a TypeError).
 """
 
+from . import _paths
+
+_paths.set_default_env()  # an installed package's shape files, unless CONVTUNE_SHAPES_DIR is set
 from . import _convtune
 from ._convtune import Error
 

@@ -36,8 +36,33 @@ def _int(name, v, default=0, minimum=1, maximum=INT64_MAX):
     return default if v is None else to_int(name, v, minimum, maximum)
 
 
-def _tune_text(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, db=None, batch=None, dir=None, dtype=None,
-               layout=None):
+def _words(name, v, path=False):
+    """None, a comma-separated string or a sequence of strings (or paths) -> the CLI's list syntax."""
+    if v is None:
+        return ""
+    if isinstance(v, str) or (path and isinstance(v, os.PathLike)):
+        return os.fspath(v)
+    if not isinstance(v, (list, tuple)):
+        raise TypeError(f"{name} must be a str or a list of str, got {type(v).__name__}")
+    out = []
+    for x in v:
+        if not (isinstance(x, str) or (path and isinstance(x, os.PathLike))):
+            raise TypeError(f"{name} must be a str or a list of str, got a list holding {type(x).__name__}")
+        out.append(os.fspath(x))
+    return ",".join(out)
+
+
+def _ints(name, v):
+    """None, an int, a comma-separated string or a sequence of ints -> the CLI's list syntax."""
+    if v is None or isinstance(v, str):
+        return v or ""
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(to_int(name, x, 1, INT64_MAX)) for x in v)
+    return str(to_int(name, v, 1, INT64_MAX))
+
+
+def _tune_text(problems=None, *, shapes=None, workload=None, mode=None, shapes_dir=None, backend="cpu", policy=None, flags=None,
+               db=None, batch=None, dir=None, dtype=None, layout=None):
     """tune()'s JSON text, byte for byte what ``convtune tune --json`` prints."""
     if problems is None:
         plist = []
@@ -48,24 +73,31 @@ def _tune_text(problems=None, *, shapes=None, backend="cpu", policy=None, flags=
         for p in plist:
             if not isinstance(p, str):
                 raise TypeError(f"problems must be strings, got {type(p).__name__}")
-    return _convtune.tune(plist, _opt_str("shapes", shapes and os.fspath(shapes)), backend, _opt_str("policy", policy), flags,
-                          None if db is None else os.fspath(db), _int("batch", batch, minimum=1), _opt_str("dir", dir),
-                          _opt_str("dtype", dtype), _opt_str("layout", layout))
+    return _convtune.tune(plist, _opt_str("shapes", shapes and os.fspath(shapes)), _words("workload", workload, path=True),
+                          _opt_str("mode", mode), _opt_str("shapes_dir", shapes_dir and os.fspath(shapes_dir)), backend,
+                          _opt_str("policy", policy), flags, None if db is None else os.fspath(db), _ints("batch", batch),
+                          _opt_str("dir", dir), _words("dtype", dtype), _opt_str("layout", layout))
 
 
-def tune(problems=None, *, shapes=None, backend="cpu", policy=None, flags=None, db=None, batch=None, dir=None, dtype=None,
-         layout=None):
+def tune(problems=None, *, shapes=None, workload=None, mode=None, shapes_dir=None, backend="cpu", policy=None, flags=None, db=None,
+         batch=None, dir=None, dtype=None, layout=None):
     """Choose an algorithm for each problem and explain the choice, like ``convtune tune --json``.
 
     problems: one problem string (canonical or benchdnn) or a list of them; or ``shapes``: a shape
-    file. Flags start from the defaults with benchmark=1 (as in the CLI), then ``policy``
+    file; or ``workload``: networks (built-in names such as "resnet50", shape or workload files;
+    a list or a comma-separated string), their distinct problems, in ``mode`` "infer" (forward,
+    the default) or "train" (forward, backward data and backward filter), the built-in names'
+    files in ``shapes_dir`` (default: $CONVTUNE_SHAPES_DIR or the installed folder).
+    ``batch`` (an int or a list of them) and ``dtype`` (a str or a list of them): every problem at
+    each batch size and in each data type; a problem shared by several networks is tuned once.
+    Flags start from the defaults with benchmark=1 (as in the CLI), then ``policy``
     ("pytorch", "pytorch-v7", "convtune", "adaptive"), then ``flags`` ("key=value,..." or a dict).
     ``db``: tuning database file (default: $CONVTUNE_DB; none when unset).
-    Returns {"format", "backend", "flags", "problems": [{"problem", "algorithm", "source", "search_ms",
+    Returns {"format", "backend", "flags", "problems": [{"problem", "name", "algorithm", "source", "search_ms",
     "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database"}.
     """
-    return json.loads(_tune_text(problems, shapes=shapes, backend=backend, policy=policy, flags=flags, db=db, batch=batch, dir=dir,
-                                 dtype=dtype, layout=layout))
+    return json.loads(_tune_text(problems, shapes=shapes, workload=workload, mode=mode, shapes_dir=shapes_dir, backend=backend,
+                                 policy=policy, flags=flags, db=db, batch=batch, dir=dir, dtype=dtype, layout=layout))
 
 
 def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=None, mode=None, batch=None, batches=None,

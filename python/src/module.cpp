@@ -242,11 +242,13 @@ void convolution_numpy(const std::string& problem, const py::array& x, const py:
 // convtune::app does the work and writes the JSON; `convtune tune --json` and
 // `convtune simulate --json` print the very same text.
 
-std::string tune(const std::vector<std::string>& problems, const std::string& shapes, const std::string& backend,
-                 const std::string& policy, const py::object& flags, const std::optional<std::string>& db, int64_t batch,
-                 const std::string& dir, const std::string& dtype, const std::string& layout) {
-    app::TuneRequest r{.problems = problems, .shapes = shapes, .backend = backend, .policy = policy, .flags = "", .flag_values = {},
-                       .db = db, .batch = batch, .dir = dir, .dtype = dtype, .layout = layout, .progress = {}};
+std::string tune(const std::vector<std::string>& problems, const std::string& shapes, const std::string& workload, const std::string& mode,
+                 const std::string& shapes_dir, const std::string& backend, const std::string& policy, const py::object& flags,
+                 const std::optional<std::string>& db, const std::string& batch, const std::string& dir, const std::string& dtype,
+                 const std::string& layout) {
+    app::TuneRequest r{.problems = problems, .shapes = shapes, .workload = workload, .mode = mode, .shapes_dir = shapes_dir,
+                       .backend = backend, .policy = policy, .flags = "", .flag_values = {}, .db = db, .batch = batch, .dtype = dtype,
+                       .dir = dir, .layout = layout, .progress = {}};
     if (py::isinstance<py::dict>(flags)) r.flag_values = apply_flags(app::tune_flags(r), flags.cast<py::dict>());
     else if (py::isinstance<py::str>(flags)) r.flags = flags.cast<std::string>();
     else if (!flags.is_none()) throw py::type_error("flags: expected None, a 'key=value,...' string or a dict");
@@ -361,8 +363,9 @@ PYBIND11_MODULE(_convtune, m) {
         py::arg("path"), py::arg("data"),
         "Writes data (bytes) to path as convtune's CLI writes its outputs: only where a regular file or nothing stands, "
         "through a temporary file, fsync and rename; raises convtune.Error naming the path otherwise");
-    m.def("tune", &tune, py::arg("problems"), py::arg("shapes"), py::arg("backend"), py::arg("policy"), py::arg("flags"),
-          py::arg("db"), py::arg("batch"), py::arg("dir"), py::arg("dtype"), py::arg("layout"));
+    m.def("tune", &tune, py::arg("problems"), py::arg("shapes"), py::arg("workload"), py::arg("mode"), py::arg("shapes_dir"),
+          py::arg("backend"), py::arg("policy"), py::arg("flags"), py::arg("db"), py::arg("batch"), py::arg("dir"), py::arg("dtype"),
+          py::arg("layout"));
 
     m.def("simulate",
           [](const std::string& workload, const std::string& shapes_dir, const std::string& stream, int iterations, const std::string& mode,

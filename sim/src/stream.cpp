@@ -37,6 +37,18 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
     return v;
 }
 
+std::vector<std::string> parse_string_list(const std::string& text, const std::string& field) {
+    std::vector<std::string> v;
+    if (!text.empty() && text.back() == ',') throw InvalidRequest(field, "empty entry (trailing comma)");
+    for (const std::string& s : split_commas(text)) {
+        if (s.empty()) throw InvalidRequest(field, "empty entry in '" + text + "'");
+        if (std::find(v.begin(), v.end(), s) != v.end()) throw InvalidRequest(field, "'" + s + "' is listed twice");
+        v.push_back(s);
+    }
+    if (v.empty()) throw InvalidRequest(field, "empty list");
+    return v;
+}
+
 std::vector<double> parse_double_list(const std::string& text, const std::string& field) {
     std::vector<double> v;
     for (const std::string& s : split_commas(text)) {

@@ -7,6 +7,12 @@
   fail     a rank that fails every problem after its first two (CONVTUNE_DIST_FAIL=0:2; rank 0,
            which always gets work) loses none: the other rank decides them, the database equals
            the single-process one; a problem no rank can decide is reported by name, exit code 3
+  workload the catalogue form (--workload resnet50 --mode train --batch 32 on the recording's
+           replay): its 68 problems, the merged database and rank 0's report equal to the single
+           process's decision for decision, the count announced before the first decision; a
+           catalogue of two networks x two batch sizes is each network's problems once; bad
+           combinations (--shapes with --workload, neither, --mode or --shapes-dir without
+           --workload, --dir with it, a list entry twice) exit 2, alone and under mpirun
   exit     a rank that dies (CONVTUNE_DIST_FAIL=0:30:exit, --db-flush 0: each result written as it
            arrives) ends the job; what was stored stays,
            and the same command run again completes a database equal to the single-process one
@@ -128,6 +134,67 @@ elif case == "fail":
     if "NOT TUNED" not in m.stderr or "nobody_can" not in m.stderr:
         fail("the undecidable problem was not reported by name: " + m.stderr)
     same(decisions(single), decisions(merged), "with an undecidable problem")
+elif case == "workload":
+    single, merged = os.path.join(work, "single.db"), os.path.join(work, "merged.db")
+    catalogue = ["--replay", recording, "--workload", "resnet50", "--mode", "train", "--batch", "32", "--json"]
+    s = run(["tune", *catalogue, "--db", single])
+    m = run(["tune", *catalogue, "--db", merged], mpi=2)
+    with open(recording) as f:
+        recorded = [p["problem"] for p in json.load(f)["problems"]]
+    rs, rm = json.loads(s.stdout), json.loads(m.stdout)
+    if sorted(p["problem"] for p in rs["problems"]) != sorted(recorded):
+        fail(f"--workload resnet50 --mode train --batch 32 gave {len(rs['problems'])} problems, not the recording's {len(recorded)}")
+    same(decisions(single), decisions(merged), "workload, 2 ranks")
+    ps = [(p["problem"], p["name"], p["algorithm"], p["median_ms"]) for p in rs["problems"]]
+    pm = [(p["problem"], p["name"], p["algorithm"], p["median_ms"]) for p in rm["problems"]]
+    if ps != pm:
+        fail("rank 0's report differs from the single-process one")
+    for p, what in [(s, "single process"), (m, "2 ranks")]:
+        if not p.stderr.startswith(f"tune: {len(recorded)} problems on backend cudnn\n"):
+            fail(f"{what}: the problem count is not announced before the decisions: {p.stderr[:300]}")
+    if "decided per rank: 0=" not in m.stderr:
+        fail("no distributed summary on rank 0: " + m.stderr)
+    print(f"workload: {len(recorded)} problems, same decisions and report")
+
+    # Two networks x two batch sizes: each network's distinct problems at each size, a problem
+    # shared by both networks once (resnet50 v1 and v1.5 share most layers).
+    def problems(args):
+        # benchmark=0: the heuristic's choice, nothing timed (the problems are what is checked)
+        doc = json.loads(run(["tune", "--backend", "cpu", "--flags", "benchmark=0", *args, "--json"]).stdout)
+        return [(p["problem"], p["name"]) for p in doc["problems"]]
+    parts = {(w, b): problems(["--workload", w, "--batch", b]) for w in ["resnet50", "resnet50_v1"] for b in ["1", "2"]}
+    both = problems(["--workload", "resnet50,resnet50_v1", "--batch", "1,2"])
+    expect, seen = [], set()
+    for w in ["resnet50", "resnet50_v1"]:
+        for b in ["1", "2"]:
+            for p, name in parts[(w, b)]:
+                if name != w:
+                    fail(f"--workload {w}: problem {p} named {name!r}")
+                if p not in seen:
+                    seen.add(p)
+                    expect.append((p, name))
+    if both != expect:
+        fail(f"the catalogue gave {len(both)} problems, expected {len(expect)} (each network's, shared ones once)")
+    if len(expect) >= sum(len(v) for v in parts.values()):
+        fail("no problem is shared between the two networks: the test shows no de-duplication")
+    print(f"catalogue: {len(expect)} problems of {sum(len(v) for v in parts.values())}, shared ones once")
+
+    for args, message in [
+        (["--workload", "resnet50", "--shapes", recording], "--problem: give exactly one of --problem, --shapes or --workload"),
+        (["--batch", "32"], "--problem: give exactly one of --problem, --shapes or --workload"),
+        (["--shapes", recording, "--mode", "train"], "--mode: applies to --workload only"),
+        (["--problem", recorded[0], "--shapes-dir", data], "--shapes-dir: applies to --workload only"),
+        (["--workload", "resnet50", "--dir", "bwd_data"], "--dir: with --workload the directions come from --mode"),
+        (["--workload", "resnet50,resnet50"], "--workload: 'resnet50' is listed twice"),
+        (["--workload", "resnet50", "--batch", "8,8"], "--batch: a batch size is listed twice"),
+        (["--workload", "resnet50", "--dtype", "f32,"], "--dtype: empty entry"),
+    ]:
+        for mpi in (0, 2):
+            never = os.path.join(work, "never.db")
+            p = run(["tune", "--replay", recording, *args, "--db", never], mpi=mpi, expect=2)
+            if message not in p.stderr or p.stdout or os.path.exists(never):
+                fail(f"{args} (mpirun -np {mpi}): expected '{message}' on stderr, nothing else: {p.stdout[:200]} {p.stderr[:500]}")
+    print("refusals: exit 2 with the field's option named, alone and under mpirun")
 elif case == "exit":
     shapes = os.path.join(work, "r50.shapes")
     shapes_of_recording(shapes)

@@ -76,8 +76,35 @@ def test_errors_name_the_field_in_python_and_the_option_in_the_cli(cli, tmp_path
     assert str(e.value).startswith(f"replay: {tmp_path / 'missing.json'}: cannot open recording")
     with pytest.raises(convtune.Error) as e:
         convtune.tune()
-    assert str(e.value) == "problems: give exactly one of problems or shapes"
-    assert cli_error(cli("tune")) == "--problem: give exactly one of --problem or --shapes"
+    assert str(e.value) == "problems: give exactly one of problems, shapes or workload"
+    assert cli_error(cli("tune")) == "--problem: give exactly one of --problem, --shapes or --workload"
+    with pytest.raises(convtune.Error) as e:
+        convtune.tune(workload="resnet50", dir="bwd_data")
+    assert str(e.value).startswith("dir: with workload the directions come from mode")
+    assert cli_error(cli("tune", "--workload", "resnet50", "--dir", "bwd_data")) == "--dir: with --workload the directions come from --mode" + \
+        str(e.value)[len("dir: with workload the directions come from mode"):]
+
+    # explain decides one problem: a list of data types is refused, not cut to its first entry
+    assert cli_error(cli("explain", "--problem", PROBLEMS[0], "--dtype", "f32,f16")) == "--dtype: explain takes one data type (got 'f32,f16')"
+
+
+def test_tune_workload_catalogue_is_the_clis_byte_for_byte(cli, tmp_path):
+    """tune(workload=[...], mode="train", batch=[...], dtype=[...]): the CLI's catalogue, the same text."""
+    workload = os.path.join(DATA, "tiny.workload")
+    ours = _tools._tune_text(workload=[workload, "resnet50"], mode="train", batch=[1, 4], dtype=["f32", "bf16"], flags="benchmark=0")
+    theirs = cli("tune", "--workload", workload + ",resnet50", "--mode", "train", "--batch", "1,4", "--dtype", "f32,bf16",
+                 "--flags", "benchmark=0", "--json", check=0).stdout
+    assert ours == theirs
+    problems = json.loads(ours)["problems"]
+    keys = [p["problem"] for p in problems]
+    assert len(keys) == len(set(keys))
+    # Every network, direction, data type and batch size of the catalogue is there.
+    assert {p["name"] for p in problems} == {"tiny_cnn", "resnet50"}
+    for part in ["dir=fwd", "dir=bwd_data", "dir=bwd_filter", "dtype=f32", "dtype=bf16", "n=1,", "n=4,"]:
+        assert any(part in k for k in keys), part
+    # The order: network by network, then data type, then batch.
+    first = [(p["name"], re.search(r"dtype=(\w+)", p["problem"])[1], re.search(r"n=(\d+)", p["problem"])[1]) for p in problems]
+    assert first == sorted(first, key=lambda t: (["tiny_cnn", "resnet50"].index(t[0]), ["f32", "bf16"].index(t[1]), int(t[2])))
 
 
 def test_tune_json_memory_does_not_grow_with_the_problems(cli, tmp_path):

@@ -56,7 +56,7 @@ def test_tune_errors_carry_the_cli_message(cli):
     with pytest.raises(convtune.Error) as e:
         convtune.tune(PROBLEMS[0], policy="fastest")
     assert str(e.value) == cli_error(cli("tune", "--problem", PROBLEMS[0], "--policy", "fastest"))
-    with pytest.raises(convtune.Error, match="give exactly one of problems or shapes"):
+    with pytest.raises(convtune.Error, match="give exactly one of problems, shapes or workload"):
         convtune.tune()
 
 

@@ -24,16 +24,24 @@
 namespace convtune::app {
 
 struct TuneRequest {
-    std::vector<std::string> problems;  // problem strings (canonical or benchdnn), or
-    std::string shapes;                 // a shape file: exactly one of the two
+    // The problems: exactly one of the three.
+    std::vector<std::string> problems;  // problem strings (canonical or benchdnn)
+    std::string shapes;                 // a shape file
+    std::string workload;               // networks, comma-separated: built-in names (resnet50, ...), shape or
+                                        // workload files; each network's distinct problems (app::WorkloadRequest,
+                                        // as record reads them), a problem shared by several networks once
+    std::string mode;                   // workload only: infer (default: fwd) or train (fwd, bwd_data, bwd_filter)
+    std::string shapes_dir;             // workload only: the folder of the built-in names' files ("" = default)
     std::string backend = "cpu";
     std::string replay{};               // a recording: tune on its replay (sim::ReplayBackend) instead of backend
     std::string policy;                 // over benchmark=1: pytorch, pytorch-v7, convtune, adaptive
     std::string flags;                  // "key=value,...", applied after the policy
     std::optional<FlagValues> flag_values;  // when set, the flags as they are (policy and flags unused)
     std::optional<std::string> db;      // tuning database file; nullopt = default_db_path(), "" = none
-    int64_t batch = 0;                  // > 0: the batch size of every problem
-    std::string dir, dtype, layout;     // overrides of every problem's fields ("" = as written)
+    // Catalogue lists: every problem once per batch size and data type, comma-separated ("1,8,32",
+    // "f32,f16,bf16"; "" = as written). The problems come batch by batch within a data type.
+    std::string batch, dtype;
+    std::string dir, layout;            // overrides of every problem's fields ("" = as written; dir not with workload)
     ProgressFn progress;
 };
 

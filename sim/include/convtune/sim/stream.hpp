@@ -40,6 +40,8 @@ struct StreamSpec {
 // Errors are InvalidRequest naming `field` (batches, scales).
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field);
 std::vector<double> parse_double_list(const std::string& text, const std::string& field);
+// A comma-separated list of words ("resnet50,vgg11"): no empty entry, no duplicate.
+std::vector<std::string> parse_string_list(const std::string& text, const std::string& field);
 
 // Defaults: batches = powers of two from 1 to twice the base batch; scales = 0.5 to 1.5 in
 // steps of 0.125 (each spatial dim drawn independently, so aspect ratios vary too).
