@@ -325,13 +325,13 @@ Recording merge_recordings(std::vector<Recording> parts, const std::string& wher
 std::string recordings_dir() {
     if (const char* e = std::getenv("CONVTUNE_RECORDINGS_DIR"); e && *e) return e;
     std::error_code ec;
-    if (std::filesystem::is_directory(CONVTUNE_DEFAULT_RECORDINGS_DIR, ec)) return CONVTUNE_DEFAULT_RECORDINGS_DIR;
-    // An installed program: next to its bin/, whatever prefix it was installed under.
+    // An installed program: its own copy, next to its bin/, whatever prefix it was installed under.
     const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (!ec) {
         const std::filesystem::path beside = exe.parent_path().parent_path() / "share" / "convtune" / "recordings";
         if (std::filesystem::is_directory(beside, ec)) return beside.string();
     }
+    if (std::filesystem::is_directory(CONVTUNE_DEFAULT_RECORDINGS_DIR, ec)) return CONVTUNE_DEFAULT_RECORDINGS_DIR;
     return CONVTUNE_INSTALLED_RECORDINGS_DIR;
 }
 

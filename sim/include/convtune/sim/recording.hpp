@@ -106,8 +106,9 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
 Recording merge_recordings(std::vector<Recording> parts, const std::string& where);
 
 // The recording library: data/recordings/<name>/*.json, installed with convtune. Its folder is
-// $CONVTUNE_RECORDINGS_DIR, else the folder configured at build time when it exists, else
-// share/convtune/recordings beside the running program's bin/ when it exists, else the one of
+// $CONVTUNE_RECORDINGS_DIR (an installed Python package sets it to its own copy), else
+// share/convtune/recordings beside the running program's bin/ when it exists (an installed CLI),
+// else the folder configured at build time (the source tree's) when it exists, else the one of
 // the configured install prefix.
 std::string recordings_dir();
 struct LibraryEntry {
