@@ -785,3 +785,65 @@ BOOST_AUTO_TEST_CASE(flag_defaults_guards_and_threads) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(workspace_source)
+
+// A caller that owns the device's memory (PyTorch's allocator) gives every workspace buffer of a
+// run, the search's and the run's: the backend allocates none.
+BOOST_AUTO_TEST_CASE(search_and_run_take_workspace_from_the_caller) {
+    FakeBackend b("fake", {{"h1", {5}, {}, 64}, {"h2", {1}, {}, 256}});
+    TuningCache cache;
+    Selector s(b, cache);
+    HostTensors t = make_host_tensors(kP);
+    std::vector<std::size_t> asked;
+    std::vector<std::vector<std::byte>> buffers;
+    WorkspaceSource src = [&](std::size_t bytes) {
+        asked.push_back(bytes);
+        buffers.emplace_back(bytes);
+        return DeviceBuffer(buffers.back().data(), bytes, [](void*) {});
+    };
+    std::shared_ptr<const Decision> d;
+    BOOST_TEST(s.run(kP, t.views(), flags("benchmark=1"), &src, &d).ok());
+    BOOST_REQUIRE(d);
+    BOOST_TEST(d->algorithm == "h2");
+    BOOST_TEST((d->source == Source::search));
+    BOOST_TEST(b.allocations() == 0);
+    // The search's buffer (64, then grown to 256) and the run's (256).
+    BOOST_TEST(asked.size() == 3u);
+    BOOST_TEST(asked.back() == 256u);
+}
+
+// A source that has no memory is out of memory: the next candidate runs.
+BOOST_AUTO_TEST_CASE(an_empty_buffer_from_the_caller_is_out_of_memory) {
+    FakeBackend b("fake", {{"h1", {1}, {}, 1 << 20}, {"h2", {2}, {}, 0}});
+    TuningCache cache;
+    Selector s(b, cache);
+    HostTensors t = make_host_tensors(kP);
+    WorkspaceSource none = [](std::size_t) { return DeviceBuffer{}; };
+    std::shared_ptr<const Decision> d;
+    BOOST_TEST(s.run(kP, t.views(), flags("benchmark=0"), &none, &d).ok());
+    BOOST_TEST(b.runs("h1") == 0);
+    BOOST_TEST(b.runs("h2") == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The database's environment keeps every part of the identity apart: a pick stored under
+// another convtune version, library (cuDNN) version, device (GPU) or driver is never reused.
+BOOST_AUTO_TEST_CASE(a_pick_of_another_identity_is_never_reused) {
+    FakeBackend b("fake", five());
+    const std::string key = cache_key(b, kP, flags("benchmark=1"));
+    for (std::string Environment::*field : {&Environment::convtune, &Environment::library, &Environment::device, &Environment::driver}) {
+        TempDir dir;
+        const std::string path = dir.file("tune.json");
+        Environment other = environment_of(b);
+        other.*field += " (another)";
+        TuningDatabase::write_file(path, {{other, {{key, {"h2", 0.5, 0, 1, 0, 1}}}}});
+        TuningDatabase db(path, [](const std::string&) {});
+        TuningCache cache;
+        Selector s(b, cache, &db);
+        auto d = s.select(kP, flags("benchmark=1"));
+        BOOST_TEST((d->source == Source::search));
+        BOOST_TEST(d->algorithm == "h4");
+    }
+}

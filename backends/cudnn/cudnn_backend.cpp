@@ -1,5 +1,6 @@
 // The cuDNN backend: legacy-API algorithms and graph-API engine configurations on the current
-// CUDA device, device memory from cudaMalloc, time from CUDA events on the default stream.
+// CUDA device, device memory from cudaMalloc, time from CUDA events on the thread's stream (the
+// legacy default stream unless a caller set its own: exchange_thread_stream).
 //
 // availability() says exactly why cuDNN cannot run here (no driver, no device, a cuDNN
 // sub-library that does not load, cudnnCreate failing). The ranking is PyTorch's
@@ -14,6 +15,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <set>
 #include <string>
 
@@ -29,6 +32,20 @@ namespace {
 std::string version_string() {
     const size_t v = cudnnGetVersion();  // e.g. 91900
     return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+// The NVIDIA kernel module's release ("570.86.15") from /proc/driver/nvidia/version, or empty.
+std::string kernel_driver_release() {
+    std::ifstream in("/proc/driver/nvidia/version");
+    std::string line;
+    if (!std::getline(in, line)) return {};
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Thu Jan ..."
+    const std::size_t at = line.find("Kernel Module");
+    if (at == std::string::npos) return {};
+    std::istringstream words(line.substr(at + 13));
+    std::string rel;
+    words >> rel;
+    return rel;
 }
 
 class CudnnBackend final : public Backend {
@@ -54,6 +71,10 @@ public:
         int drv = 0;
         if (cudaDriverGetVersion(&drv) == cudaSuccess)
             id.driver = "CUDA driver " + std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10);
+        // The CUDA version alone names many driver releases (570.86 and 570.124 both say 12.8):
+        // the kernel module's release goes into the key too, so that a driver update never
+        // reuses a pick.
+        if (const std::string rel = kernel_driver_release(); !rel.empty()) id.driver += " (NVIDIA " + rel + ")";
         return id;
     }
     std::span<const Algorithm* const> algorithms() const override { return list_; }
@@ -92,9 +113,9 @@ public:
             cudaDeviceSynchronize();
             return 0;
         }
-        cudaEventRecord(a);
+        cudaEventRecord(a, thread_stream());
         fn();
-        cudaEventRecord(b);
+        cudaEventRecord(b, thread_stream());
         cudaEventSynchronize(b);
         float ms = 0;
         cudaEventElapsedTime(&ms, a, b);
@@ -103,6 +124,9 @@ public:
         return ms;
     }
     void synchronize() const override { cudaDeviceSynchronize(); }
+    void* exchange_thread_stream(void* stream) const override {
+        return cudnn_detail::exchange_thread_stream(static_cast<cudaStream_t>(stream));
+    }
 
 private:
     // Stages: heuristics mode A, the fallback list, mode B, the other graph engines by index

@@ -27,10 +27,23 @@ struct HandleHolder {
 
 }  // namespace
 
+namespace {
+thread_local cudaStream_t tl_stream = nullptr;
+}
+
 cudnnHandle_t thread_handle(std::string* why) {
     thread_local HandleHolder h;
     if (!h.handle && why) *why = h.error;
     return h.handle;
+}
+
+cudaStream_t thread_stream() { return tl_stream; }
+
+cudaStream_t exchange_thread_stream(cudaStream_t s) {
+    const cudaStream_t old = tl_stream;
+    if (cudnnHandle_t h = thread_handle(); h && s != old) cudnnSetStream(h, s);
+    tl_stream = s;
+    return old;
 }
 
 const std::string& unavailable_reason() {

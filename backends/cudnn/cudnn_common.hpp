@@ -8,6 +8,7 @@
 // stride 1, dilation 1, no padding in H), which describes the same memory.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <cudnn.h>
 
 #include <array>
@@ -22,8 +23,13 @@
 namespace convtune::cudnn_detail {
 
 // The calling thread's cuDNN handle (created on first use, on the current CUDA device, bound
-// to the legacy default stream). nullptr when cudnnCreate fails; `why` receives the reason.
+// to the thread's stream). nullptr when cudnnCreate fails; `why` receives the reason.
 cudnnHandle_t thread_handle(std::string* why = nullptr);
+
+// The stream this thread's cuDNN calls, timings and synchronisations use (nullptr: the legacy
+// default stream), and its exchange (Device::exchange_thread_stream): the handle is re-bound.
+cudaStream_t thread_stream();
+cudaStream_t exchange_thread_stream(cudaStream_t s);
 
 // Why cuDNN cannot run here, or empty when it can. Computed once per process.
 const std::string& unavailable_reason();

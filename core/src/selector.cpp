@@ -210,9 +210,15 @@ int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
 
 Selector::Selector(const Backend& backend, TuningCache& cache, TuningDatabase* db) : backend_(backend), cache_(cache), db_(db) {}
 
-Decision Selector::decide(const ConvProblem& p, const FlagValues& f) const { return decide(p, f, nullptr); }
+Decision Selector::decide(const ConvProblem& p, const FlagValues& f) const { return decide(p, f, nullptr, nullptr); }
 
-Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t) const {
+DeviceBuffer Selector::workspace(std::size_t bytes, const WorkspaceSource* ws) const {
+    if (!ws || !*ws) return backend_.allocate(bytes);
+    DeviceBuffer b = (*ws)(bytes);
+    return b && b.bytes() >= bytes ? std::move(b) : DeviceBuffer{};
+}
+
+Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t, const WorkspaceSource* ws) const {
     p.validate();
     Decision d;
     d.key = cache_key(backend_, p, f);
@@ -238,7 +244,7 @@ Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvT
     list.reach(f.benchmark ? 1 : policy.heuristic_reach(f));
     if (list.eligible() == 0) throw Error(no_candidate_message(backend_, p, std::move(list).finish()));
 
-    if (f.benchmark) return search(p, f, list, d.key, t);
+    if (f.benchmark) return search(p, f, list, d.key, t, ws);
 
     if (policy.uses_fixed_default(f)) {
         if (const Algorithm* fd = backend_.fixed_default(p)) {
@@ -269,7 +275,7 @@ Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvT
 }
 
 Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateList& list, const std::string& key,
-                          const ConvTensors* caller) const {
+                          const ConvTensors* caller, const WorkspaceSource* source) const {
     Decision d;
     d.key = key;
     d.source = Source::search;
@@ -319,7 +325,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
         }
         if (need > ws.bytes()) {
             ws = DeviceBuffer{};  // free the smaller one first
-            ws = backend_.allocate(need);
+            ws = workspace(need, source);
             if (!ws) {
                 c.state = Candidate::State::out_of_memory;
                 c.reason = "cannot allocate " + std::to_string(need) + " B of workspace";
@@ -405,11 +411,12 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     return d;
 }
 
-std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f) { return select(p, f, nullptr); }
+std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f) { return select(p, f, nullptr, nullptr); }
 
-std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t) {
+std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t,
+                                                 const WorkspaceSource* ws) {
     p.validate();  // before the key is built from it
-    if (!f.enabled) return std::make_shared<const Decision>(decide(p, f, t));
+    if (!f.enabled) return std::make_shared<const Decision>(decide(p, f, t, ws));
     const std::string key = cache_key(backend_, p, f);
     const SelectionPolicy& policy = policy_of(f.policy);
     const bool persistent = db_ && policy.persists();
@@ -445,12 +452,12 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
         if (wait) {
             FlagValues off = f;
             off.benchmark = false;
-            Decision d = decide(p, off, t);
+            Decision d = decide(p, off, t, ws);
             d.key = key;
             d.provisional = true;
             return d;
         }
-        Decision d = decide(p, f, t);
+        Decision d = decide(p, f, t, ws);
         if (persistent && d.source == Source::search && persist_refusal(policy.measurement(f), winner_samples(d)).empty()) {
             const auto now = std::chrono::system_clock::now();
             DbRecord r{d.algorithm, d.median_ms, 0, 0, d.search_ms, static_cast<int64_t>(std::chrono::system_clock::to_time_t(now))};
@@ -477,9 +484,11 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
     return d;
 }
 
-Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f) {
+Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const WorkspaceSource* source,
+                     std::shared_ptr<const Decision>* decision) {
     check_tensors(p, t);
-    const std::shared_ptr<const Decision> d = select(p, f, &t);
+    const std::shared_ptr<const Decision> d = select(p, f, &t, source);
+    if (decision) *decision = d;
     // The chosen algorithm first, then the other eligible candidates: timed ones fastest first,
     // then untimed ones in heuristic order.
     std::vector<const Candidate*> order;
@@ -504,7 +513,7 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
             last = Status::out_of_memory(m);
             return false;
         }
-        DeviceBuffer ws = wsb ? backend_.allocate(wsb) : DeviceBuffer{};
+        DeviceBuffer ws = wsb ? workspace(wsb, source) : DeviceBuffer{};
         if (wsb && !ws) {
             last = Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + c.id);
             return false;

@@ -50,12 +50,19 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
+# Run as a script from inside the convtune package (python3 .../convtune/capture.py, as
+# convtune.advise runs it), the script's folder leads sys.path, and the package's convtune/torch
+# would shadow PyTorch: that folder leaves the path.
+if __name__ == "__main__" and not __package__ and sys.path and \
+        os.path.realpath(sys.path[0] or os.curdir) == os.path.dirname(os.path.realpath(__file__)):
+    del sys.path[0]
+
 try:
     from . import _convtune
 except ImportError:  # a standalone copy of this file: no package, no C++ module
     _convtune = None
 
-__all__ = ["capture", "Recorder", "Trace", "Call", "StopCapture", "mark_iteration", "main"]
+__all__ = ["capture", "Recorder", "Trace", "Call", "StopCapture", "mark_iteration", "run_script", "main"]
 
 
 _LAYOUT_NAMES = {"nchw": ("ncw", "nchw", "ncdhw"), "nhwc": ("nwc", "nhwc", "ndhwc")}
@@ -562,18 +569,31 @@ def main(argv=None):
         print(f"convtune.capture: error: PyTorch is not importable: {e}", file=sys.stderr)
         return 2
 
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = [a.script] + a.args
-    sys.path.insert(0, os.path.dirname(os.path.abspath(a.script)))
     if a.max_iterations is not None and a.max_iterations < 1:
         ap.error("--max-iterations: must be >= 1")
     rec = Recorder(auto_iterations=not a.no_auto_iterations, max_iterations=a.max_iterations)
-    status = 0
-    failed = False
+    failed = True
     try:
-        with rec:
+        status = run_script(a.script, a.args, rec)
+        failed = False
+    finally:
+        _finish(rec.trace, a, failed)
+    return status if rec.trace.calls() else (status or 1)
+
+
+def run_script(script, args, recorder):
+    """Runs ``script`` with ``args`` as ``python3 script args`` would, under ``recorder`` (a
+    Recorder) and returns its exit status. An exception the script raises propagates once the
+    recorder is closed (the trace of what ran stays in recorder.trace); a StopCapture
+    (max_iterations reached) ends it with status 0."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [script] + list(args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    status = 0
+    try:
+        with recorder:
             try:
-                runpy.run_path(a.script, run_name="__main__")
+                runpy.run_path(script, run_name="__main__")
             except StopCapture:
                 pass  # --max-iterations reached: the script was ended on purpose
             except SystemExit as e:
@@ -586,13 +606,9 @@ def main(argv=None):
                 else:
                     print(e.code, file=sys.stderr, flush=True)
                     status = 1
-            except BaseException:
-                failed = True  # the trace of what ran is still written; the traceback follows
-                raise
     finally:
         sys.argv, sys.path = saved_argv, saved_path
-        _finish(rec.trace, a, failed)
-    return status if rec.trace.calls() else (status or 1)
+    return status
 
 
 def _finish(trace, a, failed):

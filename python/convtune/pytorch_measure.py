@@ -36,6 +36,13 @@ import sys
 import tempfile
 import time
 
+# Run as a script from inside the convtune package (python3 .../convtune/pytorch_measure.py, as
+# convtune.advise runs it), the script's folder leads sys.path, and the package's convtune/torch
+# would shadow PyTorch: that folder leaves the path.
+if __name__ == "__main__" and not __package__ and sys.path and \
+        os.path.realpath(sys.path[0] or os.curdir) == os.path.dirname(os.path.realpath(__file__)):
+    del sys.path[0]
+
 FORMAT = "convtune-pytorch-measurement"
 VERSION = 1
 SETTINGS = {"bm0": dict(benchmark=0), "bm1": dict(benchmark=1)}

@@ -7,6 +7,8 @@
 //   tune(...) / simulate(...)          convtune::app::tune / simulate: the text `convtune tune --json` /
 //                                      `convtune simulate --json` print
 //   backends(), version()
+//   FrameworkContext(db).run(...)      convtune::app::run_framework on a framework's pointers (ints),
+//                                      what convtune.torch calls for each convolution
 // Bad input (convtune::Error) becomes convtune.Error, a ValueError, with the CLI's message; an
 // error in a request field names the field (shapes_dir) where the CLI names its option.
 #include <pybind11/numpy.h>
@@ -22,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "convtune/app/framework.hpp"
 #include "convtune/app/simulate.hpp"
 #include "convtune/app/tune.hpp"
 #include "convtune/convtune.hpp"
@@ -259,6 +262,59 @@ std::string tune(const std::vector<std::string>& problems, const std::string& sh
     return out.str();
 }
 
+// Framework calls (convtune.torch) ----------------------------------------------------------------
+
+// (sizes, strides, data pointer, bytes) -> FrameworkTensor
+app::FrameworkTensor framework_tensor(const py::tuple& t) {
+    if (t.size() != 4) throw py::type_error("tensor: expected (sizes, strides, data_ptr, bytes)");
+    return {t[0].cast<std::vector<int64_t>>(), t[1].cast<std::vector<int64_t>>(), t[2].cast<std::uintptr_t>(), t[3].cast<std::size_t>()};
+}
+
+// Workspace from a Python callable: alloc(bytes) -> (owner, data_ptr); the owner (a framework
+// tensor) is kept alive until the buffer is freed. An exception in it (the framework's out of
+// memory) is an empty buffer: the selector treats it as out of memory.
+WorkspaceSource workspace_source(const py::object& alloc) {
+    if (alloc.is_none()) return {};
+    return [alloc](std::size_t bytes) -> DeviceBuffer {
+        py::gil_scoped_acquire gil;
+        try {
+            const py::tuple r = alloc(bytes);
+            auto* owner = new py::object(r[0]);
+            const auto ptr = r[1].cast<std::uintptr_t>();
+            return DeviceBuffer(reinterpret_cast<void*>(ptr), bytes, [owner](void*) {
+                py::gil_scoped_acquire g;
+                delete owner;
+            });
+        } catch (const py::error_already_set&) {
+            return {};
+        }
+    };
+}
+
+py::dict run_framework(Context& ctx, const std::string& direction, const std::string& dtype, const py::tuple& x, const py::tuple& w,
+                       const py::tuple& y, const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                       const std::vector<int64_t>& dilation, int64_t groups, const std::string& backend, const py::dict& flags,
+                       std::uintptr_t stream, const py::object& alloc) {
+    app::FrameworkCall c{.direction = direction, .dtype = dtype, .x = framework_tensor(x), .w = framework_tensor(w),
+                         .y = framework_tensor(y), .stride = stride, .padding = padding, .dilation = dilation, .groups = groups,
+                         .backend = backend, .flags = apply_flags(current_flags(), flags),
+                         .stream = reinterpret_cast<void*>(stream), .workspace = workspace_source(alloc)};
+    app::FrameworkResult r;
+    {
+        py::gil_scoped_release release;
+        r = app::run_framework(ctx, c);
+    }
+    py::dict d;
+    d["ran"] = r.ran;
+    d["fallback"] = r.fallback;
+    d["detail"] = r.detail;
+    d["problem"] = r.problem;
+    d["algorithm"] = r.algorithm;
+    d["source"] = r.source;
+    d["search_ms"] = r.search_ms;
+    return d;
+}
+
 std::string simulate_json(const app::SimulateRequest& r) {
     app::SimulateReport rep;
     {
@@ -350,6 +406,16 @@ PYBIND11_MODULE(_convtune, m) {
           py::arg("problem"),
           "Raises Error naming each tensor's size and the budget when the problem's x + w + y exceed memory_budget()");
     m.def("memory_budget", [] { return memory_budget(); }, "The host memory budget in bytes (CONVTUNE_MAX_BYTES or the default)");
+
+    py::class_<Context>(m, "FrameworkContext",
+                        "A tuning cache, the tuning database at `db` (\"\" = none) and one selector per backend")
+        .def(py::init<const std::string&>(), py::arg("db"))
+        .def("run", &run_framework, py::arg("direction"), py::arg("dtype"), py::arg("x"), py::arg("w"), py::arg("y"),
+             py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("groups"), py::arg("backend"), py::arg("flags"),
+             py::arg("stream"), py::arg("alloc"),
+             "convtune::app::run_framework: x, w, y are (sizes, strides, data_ptr, bytes); flags a dict applied to the current "
+             "flags; stream an int (0: the default); alloc(bytes) -> (owner, data_ptr) or None. Returns a dict: ran, fallback, "
+             "detail, problem, algorithm, source, search_ms");
 
     m.def("convolution", &convolution_numpy, py::arg("problem"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("backend"));
 

@@ -16,7 +16,7 @@ def python_blocks(doc):
         return re.findall(r"```python\n(.*?)```", f.read(), re.S)
 
 
-@pytest.mark.parametrize("doc,index", [("README.md", 0), ("docs/python.md", 0)])
+@pytest.mark.parametrize("doc,index", [("README.md", 0), ("docs/python.md", 0), ("docs/python.md", 3)])
 def test_example_runs(doc, index):
     blocks = python_blocks(doc)
     assert len(blocks) > index, f"{doc} has no Python example {index}"

@@ -99,6 +99,14 @@ public:
     // apart). The default is time_ms.
     virtual double time_execution_ms(const std::function<void()>& fn) const { return time_ms(fn); }
     virtual void synchronize() const {}
+    // Makes this thread's later calls on the device (runs, timings, synchronize) go to `stream`
+    // (CUDA: a cudaStream_t; nullptr: the device's default stream) and returns the previous
+    // one: for a caller that orders its work on streams of its own (PyTorch's current stream).
+    // A device without streams (the host) ignores it and returns nullptr.
+    virtual void* exchange_thread_stream(void* stream) const {
+        (void)stream;
+        return nullptr;
+    }
     // False for a device whose algorithms never read or write tensor memory (a replay of
     // recorded timings): tensors are then allocated but not filled (DeviceTensors), so timing
     // candidates generates no host data of the problem's size.

@@ -11,6 +11,7 @@
 // TENSOR_CORE; DOWN_CONVERT_INPUTS is always dropped; workspace above workspace_limit is dropped.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -53,6 +54,12 @@ public:
 
 class CandidateList;  // a decision's candidates, built as far as it needs (selector.cpp)
 
+// Where run() takes workspace from when its caller owns the device's memory (PyTorch's caching
+// allocator): a buffer of at least the given bytes, or an empty one when there is none (out of
+// memory, which the selector treats as it treats Backend::allocate failing). Without one, the
+// backend's allocate().
+using WorkspaceSource = std::function<DeviceBuffer(std::size_t)>;
+
 class Selector {
 public:
     // `cache` is required; `db` may be null (no persistence).
@@ -73,16 +80,21 @@ public:
 
     // Selects and runs on t (device memory of the backend). When the chosen algorithm fails or
     // runs out of memory, the next eligible candidate runs and becomes the cached choice.
-    Status run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f);
+    // `workspace`, when given, provides every workspace buffer of the call (a search's and the
+    // run's); `decision`, when given, receives the decision the call ran under.
+    Status run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const WorkspaceSource* workspace = nullptr,
+               std::shared_ptr<const Decision>* decision = nullptr);
 
 private:
     // `t`, when given, are the caller's tensors (run()): a search times candidates on them
     // instead of allocating and filling scratch tensors, as PyTorch's benchmark mode does (the
     // output is overwritten, and the chosen algorithm computes it afterwards).
-    std::shared_ptr<const Decision> select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t);
-    Decision decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t) const;
+    // `ws`, when given, is the caller's workspace source (run()).
+    std::shared_ptr<const Decision> select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t, const WorkspaceSource* ws);
+    Decision decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t, const WorkspaceSource* ws) const;
     Decision search(const ConvProblem& p, const FlagValues& f, CandidateList& list, const std::string& key,
-                    const ConvTensors* t) const;
+                    const ConvTensors* t, const WorkspaceSource* ws) const;
+    DeviceBuffer workspace(std::size_t bytes, const WorkspaceSource* ws) const;
 
     const Backend& backend_;
     TuningCache& cache_;

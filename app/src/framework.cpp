@@ -1,0 +1,131 @@
+#include "convtune/app/framework.hpp"
+
+#include <string>
+
+#include "convtune/error.hpp"
+#include "convtune/registry.hpp"
+#include "convtune/tensor.hpp"
+
+namespace convtune::app {
+
+namespace {
+
+std::string list(const std::vector<int64_t>& v) {
+    std::string r = "(";
+    for (std::size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+    return r + ")";
+}
+
+// Whether t's strides are those of `layout` (tensor.hpp) for its sizes; the stride of a
+// dimension of size 1 does not matter (it is never stepped), as in PyTorch's is_contiguous.
+bool has_layout(const FrameworkTensor& t, Layout layout, int nd) {
+    Dims spatial{1, 1, 1};
+    for (int i = 0; i < nd; ++i) spatial[static_cast<std::size_t>(i)] = t.sizes[static_cast<std::size_t>(i) + 2];
+    const Strides s = make_strides(layout, nd, t.sizes[1], spatial);
+    std::vector<int64_t> want{s.outer, s.channel};
+    for (int i = 0; i < nd; ++i) want.push_back(s.spatial[static_cast<std::size_t>(i)]);
+    for (std::size_t i = 0; i < want.size(); ++i)
+        if (t.sizes[i] != 1 && t.strides[i] != want[i]) return false;
+    return true;
+}
+
+Dims dims(const std::vector<int64_t>& v, int nd, int64_t neutral) {
+    Dims d{neutral, neutral, neutral};
+    for (int i = 0; i < nd; ++i) d[static_cast<std::size_t>(i)] = v[static_cast<std::size_t>(i)];
+    return d;
+}
+
+}  // namespace
+
+std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c) {
+    const std::size_t rank = c.x.sizes.size();
+    if (rank < 3 || rank > 5) return "spatial_dims: tensors of rank 3, 4 or 5 (1-D to 3-D), got rank " + std::to_string(rank);
+    const int nd = static_cast<int>(rank) - 2;
+    for (const auto* t : {&c.x, &c.w, &c.y})
+        if (t->sizes.size() != rank || t->strides.size() != rank) return "rank: x, w and y must have the same rank with one stride per size";
+    for (const auto* v : {&c.stride, &c.padding, &c.dilation})
+        if (v->size() != static_cast<std::size_t>(nd)) return "geometry: stride, padding and dilation need one value per spatial dim";
+    ConvProblem p;
+    try {
+        p.direction = parse_direction(c.direction);
+        p.dtype = parse_dtype(c.dtype);
+    } catch (const Error& e) {
+        return std::string(e.what());
+    }
+    // channels-first unless every tensor is channels-last (a tensor whose strides fit both, such
+    // as a 1x1 kernel's weight, counts as either).
+    const FrameworkTensor* ts[3] = {&c.x, &c.w, &c.y};
+    bool first = true, last = true;
+    for (const FrameworkTensor* t : ts) {
+        first = first && has_layout(*t, Layout::nchw, nd);
+        last = last && has_layout(*t, Layout::nhwc, nd);
+    }
+    if (!first && !last)
+        return "layout: x " + list(c.x.strides) + ", w " + list(c.w.strides) + ", y " + list(c.y.strides) +
+               ": strides must be those of one dense layout for all three tensors, channels-first or channels-last";
+    p.layout = first ? Layout::nchw : Layout::nhwc;
+    p.spatial_dims = nd;
+    p.n = c.x.sizes[0];
+    p.c = c.x.sizes[1];
+    p.k = c.w.sizes[0];
+    p.groups = c.groups;
+    p.in = dims({c.x.sizes.begin() + 2, c.x.sizes.end()}, nd, 1);
+    p.kernel = dims({c.w.sizes.begin() + 2, c.w.sizes.end()}, nd, 1);
+    p.stride = dims(c.stride, nd, 1);
+    p.dilation = dims(c.dilation, nd, 1);
+    p.pad_begin = dims(c.padding, nd, 0);
+    p.pad_end = p.pad_begin;
+    if (std::optional<std::string> why = p.check()) return *why;
+    if (c.w.sizes != p.w_dims()) return "w: sizes " + list(c.w.sizes) + " do not match the problem's " + list(p.w_dims());
+    if (c.y.sizes != p.y_dims()) return "y: sizes " + list(c.y.sizes) + " do not match the problem's " + list(p.y_dims());
+    return p;
+}
+
+FrameworkResult run_framework(Context& ctx, const FrameworkCall& c) {
+    Backend& b = find_backend(c.backend);
+    require_available(b);
+    FrameworkResult r;
+    auto problem = framework_problem(c);
+    if (auto* why = std::get_if<std::string>(&problem)) {
+        r.fallback = why->rfind("layout:", 0) == 0 ? "layout" : "problem";
+        r.detail = *why;
+        return r;
+    }
+    const ConvProblem& p = std::get<ConvProblem>(problem);
+    r.problem = p.to_string();
+    const ConvTensors t{{reinterpret_cast<void*>(c.x.data), c.x.bytes},
+                        {reinterpret_cast<void*>(c.w.data), c.w.bytes},
+                        {reinterpret_cast<void*>(c.y.data), c.y.bytes}};
+    // The caller's stream for this call only: the thread's previous stream comes back after it.
+    struct StreamGuard {
+        const Backend& b;
+        void* old;
+        StreamGuard(const Backend& be, void* s) : b(be), old(be.exchange_thread_stream(s)) {}
+        ~StreamGuard() { b.exchange_thread_stream(old); }
+    } guard(b, c.stream);
+    std::shared_ptr<const Decision> d;
+    Status s;
+    try {
+        s = ctx.selector(b).run(p, t, c.flags, c.workspace ? &c.workspace : nullptr, &d);
+    } catch (const Error& e) {
+        // No algorithm of the backend can run p under these flags (the selector's message lists
+        // why each was rejected), or tensors smaller than p needs.
+        r.fallback = "unsupported";
+        r.detail = e.what();
+        return r;
+    }
+    if (d) {
+        r.source = std::string(to_string(d->source));
+        r.search_ms = d->search_ms;
+        r.algorithm = d->algorithm;
+    }
+    if (!s.ok()) {
+        r.fallback = "failed";
+        r.detail = std::string(s.code_name()) + ": " + s.message;
+        return r;
+    }
+    r.ran = true;
+    return r;
+}
+
+}  // namespace convtune::app

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""convtune.torch against PyTorch's own cuDNN selection on training (issue: PyTorch with benchmark
+speed and no warm-up). Run on the GPU machine with the convtune package importable (a `cuda`
+build's python folder on PYTHONPATH, or installed) and torchvision:
+
+    python3 bench/gpu/torch_convtune.py --out torch_convtune.json [--iterations 60] [--batch 32]
+
+Networks and precisions: torchvision ResNet-50 in fp32 (TF32 off), TF32, and AMP (float16
+autocast) channels_last; MobileNetV2 (depthwise and 1x1 convolutions) in fp32 (TF32 off).
+Settings, each in a fresh process: PyTorch benchmark=False, PyTorch benchmark=True, convtune
+with a cold (empty) tuning database, convtune with the warm database the cold run left (both
+with benchmark=True, policy convtune); each with a cold CUDA kernel cache (CUDA_CACHE_PATH an
+empty folder) and a warm one (the folder the previous run of that setting filled).
+
+Per run: the first iteration's wall time (forward, backward, optimizer step, synchronised),
+the steady ms per iteration (median of the iterations after the first 5) and the totals over 300
+and 1000 iterations, extrapolated as: the measured iterations, then the steady time for the rest.
+convtune runs also report convtune.torch.stats() (calls per direction, decision sources, search
+time, fallbacks by reason). Written for the H200; not run on a machine without a GPU.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIGS = {
+    "resnet50-fp32": ("resnet50", "fp32"),
+    "resnet50-tf32": ("resnet50", "tf32"),
+    "resnet50-amp-cl": ("resnet50", "amp"),
+    "mobilenet_v2-fp32": ("mobilenet_v2", "fp32"),
+}
+SETTINGS = ("torch-off", "torch-on", "convtune-cold", "convtune-warm")
+
+
+def child(a):
+    import torch
+    import torchvision
+
+    net_name, prec = CONFIGS[a.config]
+    torch.backends.cudnn.allow_tf32 = prec == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+    torch.backends.cudnn.benchmark = a.setting != "torch-off"
+    if a.setting.startswith("convtune"):
+        import convtune.torch as ct
+
+        ct.enable(db=a.db, policy="convtune", device="cuda")
+    torch.manual_seed(0)
+    net = getattr(torchvision.models, net_name)(num_classes=1000).cuda()
+    fmt = torch.channels_last if prec == "amp" else torch.contiguous_format
+    net = net.to(memory_format=fmt)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.cuda.amp.GradScaler(enabled=prec == "amp")
+    x = torch.randn(a.batch, 3, 224, 224, device="cuda").contiguous(memory_format=fmt)
+    target = torch.randint(0, 1000, (a.batch,), device="cuda")
+    times = []
+    for _ in range(a.iterations):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=prec == "amp"):
+            loss = torch.nn.functional.cross_entropy(net(x), target)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    steady = statistics.median(times[5:])
+    out = {"config": a.config, "setting": a.setting, "kernel_cache": a.kernel_cache, "first_ms": times[0], "steady_ms": steady,
+           "measured_ms": times}
+    for n in (300, 1000):
+        out[f"total_{n}_ms"] = sum(times[:n]) + max(0, n - len(times)) * steady
+    if a.setting.startswith("convtune"):
+        import convtune.torch as ct
+
+        out["convtune"] = ct.stats()
+    out["torch"] = torch.__version__
+    out["cudnn"] = torch.backends.cudnn.version()
+    out["device"] = torch.cuda.get_device_name()
+    print(json.dumps(out))
+
+
+def run(config, setting, kernel_cache, cache_dir, db, a):
+    env = dict(os.environ, CUDA_CACHE_PATH=cache_dir)
+    cmd = [sys.executable, __file__, "--child", "--config", config, "--setting", setting, "--kernel-cache", kernel_cache, "--db", db,
+           "--iterations", str(a.iterations), "--batch", str(a.batch)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"{config} {setting}: failed\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="torch_convtune.json")
+    ap.add_argument("--iterations", type=int, default=60, help="measured iterations per run (>= 10)")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--config", help=argparse.SUPPRESS)
+    ap.add_argument("--setting", help=argparse.SUPPRESS)
+    ap.add_argument("--kernel-cache", help=argparse.SUPPRESS)
+    ap.add_argument("--db", default="", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.iterations < 10:
+        ap.error("--iterations: must be >= 10")
+    if a.child:
+        return child(a)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for config in a.configs.split(","):
+            db = os.path.join(tmp, f"{config}.json")
+            for setting in SETTINGS:
+                cache_dir = os.path.join(tmp, f"kcache-{config}-{setting}")
+                for kc in ("cold", "warm"):  # cold: an empty folder; warm: the one the cold run filled
+                    # convtune-cold starts from an empty database each time; convtune-warm uses the cold runs' database.
+                    run_db = db + (".cold-" + kc if setting == "convtune-cold" else "")
+                    if setting == "convtune-warm":
+                        run_db = db + ".cold-cold"
+                    r = run(config, setting, kc, cache_dir, run_db if setting.startswith("convtune") else "", a)
+                    results.append(r)
+                    print(f"{config:18} {setting:14} kernel cache {kc:4}: first {r['first_ms']:8.0f} ms, steady "
+                          f"{r['steady_ms']:7.2f} ms, 300 it {r['total_300_ms'] / 1e3:6.1f} s, 1000 it {r['total_1000_ms'] / 1e3:6.1f} s",
+                          flush=True)
+    with open(a.out, "w") as f:
+        json.dump({"command": " ".join(sys.argv), "results": results}, f, indent=1)
+    print(f"-> {a.out}")
+
+
+if __name__ == "__main__":
+    main()

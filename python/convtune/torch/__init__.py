@@ -1,0 +1,394 @@
+"""convtune.torch: PyTorch's convolutions run through convtune's selector and tuning database.
+
+    import convtune.torch
+    torch.backends.cudnn.benchmark = True          # searched once per shape, then from the database
+    convtune.torch.enable(db="tuning.json")        # PyTorch's CUDA convolutions -> convtune's cuDNN backend
+    ... train ...
+    print(convtune.torch.stats())                  # what ran through convtune, what fell back and why
+    convtune.torch.disable()                       # PyTorch exactly as before
+
+    with convtune.torch.enabled(device="cpu"):     # CPU convolutions -> convtune's CPU backend
+        ...
+
+How: a ``torch.library`` override of ``aten::convolution`` at the autograd key of the device
+(AutogradCUDA, AutogradCPU), whose kernel is a ``torch.autograd.Function`` (and a forward-only
+one at the device's key, CUDA or CPU, for calls that skip autograd: torch.inference_mode()): the forward and both
+backward directions run through ``convtune::app::run_framework`` (one C++ entry point) on
+PyTorch's tensors, on PyTorch's current stream, with workspace from PyTorch's allocator. The
+flags are read at each call from ``torch.backends.cudnn`` (enabled, benchmark, deterministic,
+allow_tf32, benchmark_limit where PyTorch has it) and ``torch.are_deterministic_algorithms_enabled()``
+(:func:`flag_values`); the policy comes from ``enable(policy=...)``.
+
+Anything convtune cannot run falls through to PyTorch's own path (``aten::_convolution``, which
+has PyTorch's own derivative, or ``aten::convolution_backward`` for one backward direction),
+counted per reason in :func:`stats`: ``dtype``, ``device``, ``layout``, ``transposed``,
+``fake_tensor`` (torch.compile's tracing), ``tensor_subclass``, ``cudnn_disabled``
+(torch.backends.cudnn.enabled is False), ``double_backward`` (a backward with create_graph=True),
+``problem``, ``unsupported``, ``failed``. ``disable()`` unregisters the override (PyTorch's kernel
+runs again, nothing is counted any more).
+
+``python3 -m convtune.torch warm script.py [args]`` runs a script under convtune.capture's
+recorder and tunes the convolutions it ran into the database (see :mod:`convtune.torch.__main__`).
+"""
+
+import contextlib
+import os
+import threading
+import warnings
+
+import torch
+
+from .. import _convtune
+from .._convtune import Error
+from ..capture import _layout, _torch_flags
+
+__all__ = ["enable", "disable", "enabled", "is_enabled", "stats", "reset_stats", "flag_values", "torch_flags", "Error"]
+
+# device type -> (the autograd dispatch key the override sits on, convtune's default backend)
+_DEVICES = {"cuda": ("AutogradCUDA", "cudnn"), "cpu": ("AutogradCPU", "cpu")}
+_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
+_POLICIES = ("pytorch", "pytorch-v7", "convtune", "adaptive")
+
+_lock = threading.Lock()
+_state = None  # the active _State, or None
+
+
+class _State:
+    def __init__(self, device, backend, policy, db):
+        self.device = device
+        self.backend = backend
+        self.policy = policy
+        self.db = db
+        self.context = _convtune.FrameworkContext(db)
+        self.library = None
+        self.cuda_index = None  # the CUDA device convtune's handles live on (the first one used)
+        self.stats = _new_stats()
+
+
+def _new_stats():
+    return {"convtune": {"fwd": 0, "bwd_data": 0, "bwd_filter": 0}, "fallback": {}, "sources": {}, "algorithms": {},
+            "search_ms": 0.0, "details": {}}
+
+
+def torch_flags():
+    """torch.backends.cudnn's flags now, as a dict (enabled, benchmark, benchmark_limit (None where
+    PyTorch has no such flag), deterministic (also True under torch.use_deterministic_algorithms),
+    allow_tf32): convtune.capture reads them the same way."""
+    return _torch_flags()
+
+
+def flag_values(tflags, policy="convtune"):
+    """The convtune flags (a dict for convtune.backends.cudnn's keys) that PyTorch's flags
+    ``tflags`` (as torch_flags() returns them) and ``policy`` mean: enabled, benchmark,
+    deterministic and allow_tf32 carry over; benchmark_limit too where PyTorch has it (else
+    convtune's current value stays); ``policy`` is convtune's selection policy."""
+    if policy not in _POLICIES:
+        raise Error(f"policy: unknown policy '{policy}' (expected {', '.join(_POLICIES)})")
+    f = {k: bool(tflags[k]) for k in ("enabled", "benchmark", "deterministic", "allow_tf32")}
+    limit = tflags.get("benchmark_limit")
+    if limit is not None:
+        f["benchmark_limit"] = int(limit)
+    f["policy"] = policy
+    return f
+
+
+def _count(section, key, detail=None):
+    s = _state
+    if s is None:
+        return
+    with _lock:
+        d = s.stats[section]
+        d[key] = d.get(key, 0) + 1
+        if detail and section == "fallback":
+            s.stats["details"].setdefault(key, detail)
+
+
+def _refusal(x, w, transposed, s):
+    """Why convtune does not take this call at all (None: it may)."""
+    for t in (x, w):
+        if _is_fake(t):
+            return "fake_tensor", "a FakeTensor (torch.compile tracing): PyTorch traces its own kernel"
+        if type(t) not in (torch.Tensor, torch.nn.Parameter):
+            return "tensor_subclass", f"a {type(t).__name__}"
+    if x.device.type != s.device or w.device.type != s.device:
+        return "device", f"tensors on {x.device} / {w.device}; convtune.torch is enabled for {s.device}"
+    if x.layout != torch.strided or w.layout != torch.strided:
+        return "layout", f"tensor layout {x.layout} / {w.layout}"
+    if x.dtype not in _DTYPES or w.dtype != x.dtype:
+        return "dtype", f"{x.dtype} / {w.dtype}"
+    if transposed:
+        return "transposed", "transposed convolutions run PyTorch's own path"
+    if s.device == "cuda":
+        if s.cuda_index is None:
+            s.cuda_index = x.device.index
+        if x.device.index != s.cuda_index:
+            return "device", f"{x.device}: convtune's cuDNN handles live on cuda:{s.cuda_index}, the first device it ran on"
+    return None
+
+
+try:
+    from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
+except ImportError:  # a PyTorch without FakeTensor
+    _FakeTensor = ()
+
+
+def _is_fake(t):
+    return isinstance(t, _FakeTensor)
+
+
+def _memory_format(x, w):
+    if _layout(x, w) == "nhwc":
+        return torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+    return torch.contiguous_format
+
+
+def _desc(t):
+    return (list(t.shape), list(t.stride()), t.data_ptr(), t.numel() * t.element_size())
+
+
+def _run(s, direction, x, w, y, stride, padding, dilation, groups, tflags):
+    """One call of convtune::app::run_framework; the result dict (ran, fallback, detail, ...)."""
+    dev = x.device
+    stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
+
+    def alloc(nbytes):
+        t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
+        return t, t.data_ptr()
+
+    args = (direction, _DTYPES[x.dtype], _desc(x), _desc(w), _desc(y), list(stride), list(padding), list(dilation), int(groups),
+            s.backend, flag_values(tflags, s.policy), stream, alloc)
+    if dev.type == "cuda":
+        with torch.cuda.device(dev):  # the thread's cuDNN handle is made on the current device
+            r = s.context.run(*args)
+    else:
+        r = s.context.run(*args)
+    with _lock:
+        if r["ran"]:
+            s.stats["convtune"][direction] += 1
+            s.stats["sources"][r["source"]] = s.stats["sources"].get(r["source"], 0) + 1
+            s.stats["algorithms"][r["algorithm"]] = s.stats["algorithms"].get(r["algorithm"], 0) + 1
+            s.stats["search_ms"] += r["search_ms"]
+    if not r["ran"]:
+        _count("fallback", r["fallback"], r["detail"])
+    return r
+
+
+def _spatial(v, nd):
+    v = list(v)
+    return v * nd if len(v) == 1 else v
+
+
+def _forward(x, w, b, stride, padding, dilation, groups, s, tflags):
+    """The forward convolution through convtune (PyTorch's aten::_convolution when convtune
+    cannot run it), in PyTorch's memory format for x and w; no autograd."""
+    nd = x.dim() - 2
+    fmt = _memory_format(x, w)
+    out = [x.shape[0], w.shape[0]]
+    for i in range(nd):
+        out.append((x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1) // stride[i] + 1)
+    if min(out) >= 1:
+        xc, wc = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
+        y = torch.empty(out, dtype=x.dtype, device=x.device, memory_format=fmt)
+        if _run(s, "fwd", xc, wc, y, stride, padding, dilation, groups, tflags)["ran"]:
+            if b is not None:
+                y.add_(b.view([1, -1] + [1] * nd))
+            return y
+    else:
+        _count("fallback", "problem", f"output size {out}")
+    return _pytorch_convolution(x, w, b, stride, padding, dilation, False, [0] * nd, groups, tflags)
+
+
+class _Conv(torch.autograd.Function):
+    """aten::convolution (not transposed) through convtune: forward, backward data and filter."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, dilation, groups, s, tflags):
+        nd = x.dim() - 2
+        stride, padding, dilation = _spatial(stride, nd), _spatial(padding, nd), _spatial(dilation, nd)
+        ctx.geometry = (stride, padding, dilation, groups)
+        ctx.state = s
+        ctx.fmt = _memory_format(x, w)
+        ctx.has_bias = b is not None
+        ctx.save_for_backward(x, w)
+        return _forward(x, w, b, stride, padding, dilation, groups, s, tflags)
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.geometry
+        s = ctx.state
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        nd = x.dim() - 2
+        dx = dw = db = None
+        mask = [need_x, need_w, need_b and ctx.has_bias]
+        if torch.is_grad_enabled():
+            # create_graph=True: PyTorch's differentiable backward, so that a second derivative exists.
+            _count("fallback", "double_backward", "a backward with create_graph=True runs aten::convolution_backward")
+            dx, dw, db = _pytorch_backward(gy, x, w, stride, padding, dilation, groups, mask)
+            return dx, dw, db, None, None, None, None, None, None
+        tflags = _torch_flags() if _active(s) else None
+        fmt = ctx.fmt
+        gyc = gy.contiguous(memory_format=fmt)
+        todo = []
+        if need_x:
+            dxc = torch.empty(x.shape, dtype=x.dtype, device=x.device, memory_format=fmt)
+            wc = w.contiguous(memory_format=fmt)
+            if tflags is not None and tflags["enabled"] and _run(s, "bwd_data", dxc, wc, gyc, stride, padding, dilation, groups,
+                                                                 tflags)["ran"]:
+                dx = dxc
+            else:
+                todo.append(0)
+        if need_w:
+            dwc = torch.empty(w.shape, dtype=w.dtype, device=w.device, memory_format=fmt)
+            xc = x.contiguous(memory_format=fmt)
+            if tflags is not None and tflags["enabled"] and _run(s, "bwd_filter", xc, dwc, gyc, stride, padding, dilation, groups,
+                                                                 tflags)["ran"]:
+                dw = dwc
+            else:
+                todo.append(1)
+        if todo:
+            if tflags is not None and not tflags["enabled"]:
+                _count("fallback", "cudnn_disabled", "torch.backends.cudnn.enabled is False: PyTorch's own kernels")
+            m = [i in todo for i in range(2)] + [False]
+            r = _pytorch_backward(gy, x, w, stride, padding, dilation, groups, m)
+            dx = r[0] if 0 in todo else dx
+            dw = r[1] if 1 in todo else dw
+        if mask[2]:
+            db = gy.sum(dim=[0] + list(range(2, 2 + nd)))
+        return dx, dw, db, None, None, None, None, None, None
+
+
+def _active(s):
+    return s is not None and _state is s
+
+
+def _pytorch_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, tflags):
+    """PyTorch's own convolution with its own derivative (aten::_convolution), under its flags."""
+    return torch.ops.aten._convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, tflags["benchmark"],
+                                       tflags["deterministic"], tflags["enabled"], tflags["allow_tf32"])
+
+
+def _pytorch_backward(gy, x, w, stride, padding, dilation, groups, mask):
+    nd = x.dim() - 2
+    return torch.ops.aten.convolution_backward(gy, x, w, [w.shape[0]] if mask[2] else None, stride, padding, dilation, False,
+                                               [0] * nd, groups, mask)
+
+
+def _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, run):
+    s = _state
+    tflags = _torch_flags()
+    why = None if s is None else _refusal(x, w, transposed, s)
+    if why is None and s is not None and not tflags["enabled"]:
+        why = ("cudnn_disabled", "torch.backends.cudnn.enabled is False: PyTorch's own kernels")
+    if s is None or why is not None:
+        if why is not None:
+            _count("fallback", *why)
+        return _pytorch_convolution(x, w, b, list(stride), list(padding), list(dilation), transposed, list(output_padding), groups,
+                                    tflags)
+    return run(x, w, b, list(stride), list(padding), list(dilation), groups, s, tflags)
+
+
+def _kernel(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """The override of aten::convolution at the device's autograd key: forward and backward."""
+    return _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, _Conv.apply)
+
+
+def _below_autograd_kernel(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """The override of aten::convolution at the device's own key (CPU, CUDA): what reaches
+    it bypassed autograd (torch.inference_mode(), graphs that AOTAutograd compiled), so it is a
+    forward only."""
+    def run(x, w, b, stride, padding, dilation, groups, s, tflags):
+        nd = x.dim() - 2
+        return _forward(x, w, b, _spatial(stride, nd), _spatial(padding, nd), _spatial(dilation, nd), groups, s, tflags)
+
+    return _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, run)
+
+
+def enable(db=None, policy="convtune", device="cuda", backend=None):
+    """Runs PyTorch's convolutions on ``device`` ("cuda" or "cpu") through convtune's ``backend``
+    (default: "cudnn" for cuda, "cpu" for cpu) from now on, selecting under ``policy`` with the
+    tuning database ``db`` (a path; default $CONVTUNE_DB; "" for none). Enabling again replaces
+    the previous settings (and starts new stats)."""
+    global _state
+    if device not in _DEVICES:
+        raise Error(f"device: must be one of {', '.join(_DEVICES)} (got {device!r})")
+    if policy not in _POLICIES:
+        raise Error(f"policy: unknown policy '{policy}' (expected {', '.join(_POLICIES)})")
+    key, default_backend = _DEVICES[device]
+    backend = backend or default_backend
+    names = {b["name"]: b for b in _convtune.backends()}
+    if backend not in names:
+        raise Error(f"backend: unknown backend '{backend}' (this build has {', '.join(names)})")
+    if not names[backend]["available"]:
+        raise Error(f"backend: '{backend}' is unavailable here: {names[backend]['reason']}")
+    if backend == "cudnn" and device != "cuda" or backend != "cudnn" and device == "cuda":
+        raise Error(f"backend: '{backend}' does not run {device} tensors")
+    db = os.environ.get("CONVTUNE_DB", "") if db is None else os.fspath(db)
+    disable()
+    s = _State(device, backend, policy, db)
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Overriding a previously registered kernel": that is the point
+        lib.impl("convolution", _kernel, key)
+        lib.impl("convolution", _below_autograd_kernel, device.upper())
+    s.library = lib
+    _state = s
+
+
+def disable():
+    """Unregisters the override: PyTorch's own convolution runs again, exactly as before enable().
+    The stats of the last enable() stay readable until the next one."""
+    global _state, _last_stats
+    s = _state
+    if s is None:
+        return
+    _state = None
+    _last_stats = _stats_of(s)
+    lib, s.library = s.library, None
+    if hasattr(lib, "_destroy"):
+        lib._destroy()
+    del lib
+
+
+_last_stats = None
+
+
+def is_enabled():
+    return _state is not None
+
+
+@contextlib.contextmanager
+def enabled(db=None, policy="convtune", device="cuda", backend=None):
+    """enable() for the ``with`` block, disable() after it (also on an exception)."""
+    enable(db=db, policy=policy, device=device, backend=backend)
+    try:
+        yield
+    finally:
+        disable()
+
+
+def _stats_of(s):
+    with _lock:
+        st = s.stats
+        return {"convtune": dict(st["convtune"]), "fallback": dict(st["fallback"]), "sources": dict(st["sources"]),
+                "algorithms": dict(st["algorithms"]), "search_ms": st["search_ms"], "details": dict(st["details"]),
+                "device": s.device, "backend": s.backend, "policy": s.policy, "db": s.db}
+
+
+def stats():
+    """What the current (or, after disable(), the last) enable() did: ``convtune`` (calls run per
+    direction), ``sources`` (where their decisions came from: search, database, memory,
+    heuristic, ...), ``algorithms`` (calls per algorithm id), ``search_ms`` (time spent
+    searching), ``fallback`` (calls PyTorch ran itself, per reason) with one ``details`` message
+    per reason, and the settings. None before any enable()."""
+    s = _state
+    if s is not None:
+        return _stats_of(s)
+    return _last_stats
+
+
+def reset_stats():
+    s = _state
+    if s is not None:
+        with _lock:
+            s.stats = _new_stats()

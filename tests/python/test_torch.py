@@ -1,0 +1,351 @@
+"""convtune.torch on the CPU with the real PyTorch: PyTorch's CPU convolutions through convtune's
+CPU backend (enable(device="cpu")), end to end. The CUDA path is the same code with the cuDNN
+backend; its tests are gpu_torch_check.py (label gpu)."""
+
+import os
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: convtune.torch needs it")
+
+import convtune.backends.cudnn  # noqa: E402
+import convtune.torch as ct  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def restore_torch():
+    """Every test leaves convtune.torch disabled and PyTorch's flags as they were."""
+    saved = (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic,
+             torch.are_deterministic_algorithms_enabled())
+    yield
+    ct.disable()
+    torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = saved[:3]
+    torch.use_deterministic_algorithms(saved[3])
+
+
+class Net(torch.nn.Module):
+    """1-D, 2-D (groups, dilation, stride, channels_last) and 3-D convolutions, with and without bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv1d(3, 4, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(4, 6, 3, stride=2, padding=2, dilation=2, groups=2)
+        self.c3 = torch.nn.Conv2d(6, 6, 1, bias=False)
+        self.c4 = torch.nn.Conv3d(6, 2, (2, 3, 3), padding=(0, 1, 1), stride=(1, 2, 1))
+
+    def forward(self, x):
+        n = x.shape[0]
+        a = torch.relu(self.c1(x.reshape(n, 3, -1)))                          # (n, 4, 64)
+        b = torch.relu(self.c2(a.reshape(n, 4, 8, 8)))                        # (n, 6, 4, 4)
+        b = torch.tanh(self.c3(b.contiguous(memory_format=torch.channels_last)))  # channels_last
+        c = self.c4(b.contiguous().reshape(n, 6, 1, 4, 4).expand(n, 6, 2, 4, 4))  # (n, 2, 1, 2, 4)
+        return c.pow(2).mean()
+
+
+def train(enable, steps=3, dtype=torch.float64):
+    torch.manual_seed(0)
+    net = Net().to(dtype)
+    data = [torch.randn(2, 3, 64, dtype=dtype) for _ in range(steps)]
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    losses, grads = [], []
+    with ct.enabled(device="cpu", db="") if enable else _nothing():
+        for x in data:
+            opt.zero_grad()
+            loss = net(x)
+            loss.backward()
+            losses.append(loss.item())
+            grads.append([p.grad.clone() for p in net.parameters()])
+            opt.step()
+    return losses, grads
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+# The bound for the training comparison (docs/python.md, "convtune.torch"): in f64 each
+# convolution of convtune (plain sums: checked) and of PyTorch is within (64 L + 1) u of the
+# exact result relative to sum |a*b| (docs/algorithms.md; a plain sum's bound is L u + u, 64 L
+# caps even a Winograd transform; L <= 108 here, u = 2^-53), so the two
+# differ by at most 2 (64 * 108 + 1) 2^-53 < 1.6e-12 per convolution; three steps of a network of
+# four layers (eight backward convolutions, tanh and ReLU are 1-Lipschitz, lr 0.1) compose a few
+# dozen such differences. 1e-9 relative to the largest magnitude of each tensor leaves a margin
+# of over 10 against that sum, and is still 2^20 times tighter than an f32 result would meet.
+REL = 1e-9
+
+
+def test_training_matches_pytorch_within_the_bound():
+    ref_losses, ref_grads = train(False)
+    losses, grads = train(True)
+    st = ct.stats()
+    # Every convolution of the net ran through convtune: 4 forward, 3 backward-data (c1's input
+    # needs no gradient), 4 backward-filter per step.
+    assert st["convtune"] == {"fwd": 12, "bwd_data": 9, "bwd_filter": 12}, st
+    assert st["fallback"] == {}, st
+    # f64 runs on plain sums only (cpu.direct), within the bound used here.
+    assert set(st["algorithms"]) <= {"cpu.direct", "cpu.im2col_gemm"}, st["algorithms"]
+    for a, b in zip(losses, ref_losses):
+        assert abs(a - b) <= REL * abs(b), (a, b)
+    for gs, rs in zip(grads, ref_grads):
+        for g, r in zip(gs, rs):
+            assert torch.isfinite(g).all()
+            assert (g - r).abs().max().item() <= REL * r.abs().max().item()
+
+
+def test_f32_and_channels_last_output_format():
+    torch.manual_seed(1)
+    conv = torch.nn.Conv2d(4, 8, 3, padding=1).to(memory_format=torch.channels_last)
+    x = torch.randn(2, 4, 9, 9).contiguous(memory_format=torch.channels_last).requires_grad_()
+    ref = conv(x)
+    # workspace_limit=0 (convtune's knob): only algorithms without workspace, plain sums (checked
+    # below), whose bound is derived here; Winograd's would be its own (docs/algorithms.md).
+    with ct.enabled(device="cpu", db=""), convtune.backends.cudnn.flags(workspace_limit=0):
+        y = conv(x)
+        algos = ct.stats()["algorithms"]  # the forward's
+        y.sum().backward()
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert set(algos) <= {"cpu.direct", "cpu.direct_blocked", "cpu.im2col_gemm"}, algos
+    # f32: plain sums (those algorithms, and PyTorch's) are within (L + 2) u <= (64 L + 1) u of
+    # the exact result relative to sum|a*b| (L = 36, u = 2^-24; docs/algorithms.md), and
+    # sum|a*b| <= 36 * max|x| * max|w| + |b|.
+    bound = 2 * (64 * 36 + 1) * 2.0**-24 * (36 * x.abs().max() * conv.weight.abs().max() + conv.bias.abs().max())
+    assert (y - ref).abs().max().item() <= bound.item()
+    assert ct.stats()["convtune"] == {"fwd": 1, "bwd_data": 1, "bwd_filter": 1}
+
+
+def test_autocast_bfloat16_channels_last_runs_through_convtune():
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 8, 3, padding=1).to(memory_format=torch.channels_last)
+    x = torch.randn(2, 4, 9, 9).contiguous(memory_format=torch.channels_last)
+    with ct.enabled(device="cpu", db=""):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = conv(x)
+        y.float().sum().backward()
+        st = ct.stats()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = conv(x)
+    assert y.dtype == torch.bfloat16 and y.is_contiguous(memory_format=torch.channels_last)
+    assert st["convtune"] == {"fwd": 1, "bwd_data": 0, "bwd_filter": 1} and st["fallback"] == {}, st
+    # Both round an f32 sum (within (64 L + 1) 2^-24 of exact relative to sum|a*b|, L = 36) to
+    # bfloat16 (u = 2^-8): they differ by at most 2^-7 |y| + 2.1 (64 L + 1) 2^-24 sum|a*b|.
+    xb, wb = x.bfloat16().float(), conv.weight.bfloat16().float()
+    m = 36 * xb.abs().max() * wb.abs().max() + conv.bias.abs().max()
+    bound = 2.0**-7 * ref.float().abs().max() + 2.1 * (64 * 36 + 1) * 2.0**-24 * m
+    assert (y.float() - ref.float()).abs().max().item() <= bound.item()
+
+
+def test_inference_mode_runs_through_convtune():
+    # torch.inference_mode() skips the autograd key: the override at the device's own key runs it.
+    conv = torch.nn.Conv3d(2, 3, 3, padding=1, groups=1)
+    x = torch.randn(1, 2, 4, 5, 6)
+    ref = conv(x).detach()
+    with ct.enabled(device="cpu", db=""), torch.inference_mode(), convtune.backends.cudnn.flags(workspace_limit=0):
+        y = conv(x)
+        st = ct.stats()
+    assert st["convtune"] == {"fwd": 1, "bwd_data": 0, "bwd_filter": 0} and st["fallback"] == {}, st
+    assert set(st["algorithms"]) <= {"cpu.direct", "cpu.direct_blocked"}, st["algorithms"]
+    # Plain sums in f32 (L = 54), as in test_f32_and_channels_last_output_format.
+    m = 54 * x.abs().max() * conv.weight.abs().max() + conv.bias.abs().max()
+    assert y.shape == ref.shape
+    assert (y - ref).abs().max().item() <= (2 * (64 * 54 + 1) * 2.0**-24 * m).item()
+
+
+def test_gradcheck_through_convtune():
+    # convtune's CPU backend runs f64 (cpu.direct, im2col): PyTorch's numerical gradient check.
+    x = torch.randn(1, 2, 5, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 2, 3, 2, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with ct.enabled(device="cpu", db=""):
+        assert torch.autograd.gradcheck(lambda x, w, b: torch.nn.functional.conv2d(x, w, b, padding=1, stride=(2, 1)), (x, w, b))
+        st = ct.stats()
+    assert st["convtune"]["fwd"] > 0 and st["convtune"]["bwd_data"] > 0 and st["convtune"]["bwd_filter"] > 0, st
+    assert st["fallback"] == {}, st
+
+
+def test_fallbacks_are_counted_per_reason():
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    with ct.enabled(device="cpu", db=""):
+        torch.nn.functional.conv_transpose2d(x, torch.randn(2, 3, 3, 3))
+        with torch.backends.cudnn.flags(enabled=False):
+            torch.nn.functional.conv2d(x, torch.randn(3, 2, 3, 3))
+        st = ct.stats()
+        assert st["fallback"] == {"transposed": 1, "cudnn_disabled": 1}, st
+        assert "transposed" in st["details"]["transposed"]
+        # Double backward: create_graph=True runs PyTorch's differentiable backward (whose own
+        # backward then runs transposed convolutions: PyTorch's too).
+        x = x.detach().double().requires_grad_()
+        w = torch.randn(3, 2, 3, 3, dtype=torch.float64, requires_grad=True)
+        y = torch.nn.functional.conv2d(x, w)
+        (g,) = torch.autograd.grad(y.pow(2).sum(), w, create_graph=True)
+        assert ct.stats()["fallback"]["double_backward"] == 1
+        g.sum().backward()
+    # The second derivative is PyTorch's.
+    ref = torch.autograd.grad(torch.autograd.grad(torch.nn.functional.conv2d(x, w).pow(2).sum(), w, create_graph=True)[0].sum(), w)
+    assert torch.allclose(w.grad, ref[0], rtol=1e-9, atol=0)  # f64: the forward differs by ~1e-15 relative
+
+
+def test_flag_mapping():
+    f = ct.flag_values({"enabled": True, "benchmark": True, "benchmark_limit": 3, "deterministic": False, "allow_tf32": False},
+                       "pytorch")
+    assert f == {"enabled": True, "benchmark": True, "benchmark_limit": 3, "deterministic": False, "allow_tf32": False,
+                 "policy": "pytorch"}
+    # No benchmark_limit in this PyTorch: convtune's own value stays (the key is absent).
+    f = ct.flag_values({"enabled": False, "benchmark": False, "benchmark_limit": None, "deterministic": True, "allow_tf32": True})
+    assert f == {"enabled": False, "benchmark": False, "deterministic": True, "allow_tf32": True, "policy": "convtune"}
+    with pytest.raises(ct.Error, match="policy"):
+        ct.flag_values(ct.torch_flags(), "fastest")
+    # torch.use_deterministic_algorithms(True) is deterministic, as in PyTorch's cuDNN path.
+    torch.backends.cudnn.deterministic = False
+    torch.use_deterministic_algorithms(True)
+    assert ct.flag_values(ct.torch_flags())["deterministic"] is True
+    torch.use_deterministic_algorithms(False)
+    assert ct.flag_values(ct.torch_flags())["deterministic"] is False
+    torch.backends.cudnn.benchmark = True
+    assert ct.flag_values(ct.torch_flags())["benchmark"] is True
+
+
+def test_disable_restores_pytorch():
+    x = torch.randn(1, 2, 5, 5, requires_grad=True)
+    w = torch.randn(3, 2, 3, 3, requires_grad=True)
+    plain = type(torch.nn.functional.conv2d(x, w).grad_fn).__name__
+    with ct.enabled(device="cpu", db=""):
+        y = torch.nn.functional.conv2d(x, w)
+        assert type(y.grad_fn).__name__ != plain  # convtune's autograd Function
+        assert ct.is_enabled()
+    assert not ct.is_enabled()
+    before = ct.stats()
+    y = torch.nn.functional.conv2d(x, w)
+    y.sum().backward()
+    assert type(y.grad_fn).__name__ == plain  # PyTorch's own kernel and derivative again
+    with torch.inference_mode():
+        torch.nn.functional.conv2d(x, w)
+    assert ct.stats() == before  # nothing counted any more
+    # The context manager disables on an exception too.
+    with pytest.raises(RuntimeError, match="boom"):
+        with ct.enabled(device="cpu", db=""):
+            raise RuntimeError("boom")
+    assert not ct.is_enabled()
+
+
+def test_enable_checks_its_arguments():
+    with pytest.raises(ct.Error, match="device"):
+        ct.enable(device="tpu")
+    with pytest.raises(ct.Error, match="policy"):
+        ct.enable(device="cpu", policy="fastest")
+    with pytest.raises(ct.Error, match="backend"):
+        ct.enable(device="cpu", backend="nosuch")
+    assert not ct.is_enabled()
+
+
+_SCRIPT = textwrap.dedent("""
+    import torch
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3, stride=2))
+    for _ in range(2):
+        net(torch.randn(2, 3, 12, 12)).sum().backward()
+""")
+
+# The convtune policy does not store a decision whose samples spread above 50% (a loaded
+# machine: docs/autotuning.md); with at most two samples there is no spread to judge, so every
+# decision is stored and the tests of persistence do not depend on the machine's load.
+_STORE_ALL = "min_samples=1, max_samples=2"
+
+_RUN = textwrap.dedent("""
+    import json, runpy, sys, torch
+    import convtune.torch as ct
+    import convtune.backends.cudnn as knobs
+    knobs.min_samples, knobs.max_samples = 1, 2  # see _STORE_ALL
+    torch.backends.cudnn.benchmark = True
+    ct.enable(device="cpu", db=sys.argv[1])
+    runpy.run_path(sys.argv[2])
+    print(json.dumps(ct.stats()))
+""")
+
+
+def _stats_of_run(db, script):
+    import json
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", _RUN, db, script], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_database_persists_across_processes(tmp_path):
+    db, script = str(tmp_path / "tune.json"), tmp_path / "train.py"
+    script.write_text(_SCRIPT)
+    first = _stats_of_run(db, str(script))
+    assert first["sources"].get("search", 0) == 5, first  # 2 fwd, 1 bwd_data, 2 bwd_filter shapes
+    assert first["fallback"] == {}
+    second = _stats_of_run(db, str(script))
+    assert "search" not in second["sources"], second
+    assert second["sources"]["database"] == 5, second
+    assert second["search_ms"] == 0
+    assert sum(second["convtune"].values()) == sum(first["convtune"].values())
+
+
+def test_warm_fills_the_database(tmp_path):
+    import subprocess
+
+    db, script = str(tmp_path / "tune.json"), tmp_path / "train.py"
+    script.write_text(_SCRIPT)
+    warm = ("import sys; import convtune.backends.cudnn as knobs; knobs.min_samples, knobs.max_samples = 1, 2\n"
+            "from convtune.torch.__main__ import main; sys.exit(main(sys.argv[1:]))")  # _STORE_ALL
+    r = subprocess.run([sys.executable, "-c", warm, "warm", "--db", db, "--device", "cpu", str(script)], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "[5/5]" in r.stderr, r.stderr
+    assert os.path.exists(db)
+    after = _stats_of_run(db, str(script))
+    assert "search" not in after["sources"], after
+    assert after["sources"]["database"] == 5, after
+
+
+def test_warm_needs_a_database(tmp_path):
+    import subprocess
+
+    script = tmp_path / "train.py"
+    script.write_text(_SCRIPT)
+    env = dict(os.environ, CONVTUNE_DB="")
+    r = subprocess.run([sys.executable, "-m", "convtune.torch", "warm", str(script)], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 2
+    assert "--db" in r.stderr
+
+
+_ONE = textwrap.dedent("""
+    import json, sys, torch
+    import convtune.torch as ct
+    import convtune.backends.cudnn as knobs
+    knobs.min_samples, knobs.max_samples = 1, 2  # see _STORE_ALL
+    torch.backends.cudnn.benchmark = True
+    ct.enable(device="cpu", db=sys.argv[1])
+    for c in sys.argv[2:]:
+        x = torch.randn(2, int(c), 10, 10, requires_grad=True)
+        torch.nn.functional.conv2d(x, torch.randn(4, int(c), 3, 3, requires_grad=True)).sum().backward()
+    print(json.dumps(ct.stats()))
+""")
+
+
+def test_concurrent_processes_share_one_database(tmp_path):
+    # Two processes (two ranks) tune different shapes into one database at the same time: the
+    # database's lock and merge keep both; a third process finds all of them.
+    import json
+    import subprocess
+
+    db = str(tmp_path / "tune.json")
+    procs = [subprocess.Popen([sys.executable, "-c", _ONE, db, c], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in ("3", "5")]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["sources"] == {"search": 3}
+    r = subprocess.run([sys.executable, "-c", _ONE, db, "3", "5"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["sources"] == {"database": 6}

@@ -1,0 +1,147 @@
+// convtune::app::run_framework: a framework's (PyTorch's) tensors described by sizes and strides,
+// run on the caller's memory through the selector (what convtune.torch calls).
+#define BOOST_TEST_MODULE framework
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <variant>
+
+#include "convtune/app/framework.hpp"
+#include "convtune/host_data.hpp"
+#include "convtune/registry.hpp"
+
+using namespace convtune;
+using app::FrameworkCall;
+using app::FrameworkTensor;
+
+namespace {
+
+// Dense strides of sizes in logical order, channels-first or channels-last.
+std::vector<int64_t> strides(const std::vector<int64_t>& s, bool channels_last) {
+    const std::size_t r = s.size();
+    std::vector<int64_t> st(r);
+    if (!channels_last) {
+        int64_t acc = 1;
+        for (std::size_t i = r; i-- > 0;) st[i] = acc, acc *= s[i];
+    } else {
+        int64_t acc = 1;
+        st[1] = acc, acc *= s[1];
+        for (std::size_t i = r; i-- > 2;) st[i] = acc, acc *= s[i];
+        st[0] = acc;
+    }
+    return st;
+}
+
+FrameworkCall call(const ConvProblem& p, bool channels_last) {
+    FrameworkCall c;
+    c.direction = std::string(to_string(p.direction));
+    c.dtype = std::string(to_string(p.dtype));
+    c.x = {p.x_dims(), strides(p.x_dims(), channels_last), 0, 0};
+    c.w = {p.w_dims(), strides(p.w_dims(), channels_last), 0, 0};
+    c.y = {p.y_dims(), strides(p.y_dims(), channels_last), 0, 0};
+    for (int i = 0; i < p.spatial_dims; ++i) {
+        c.stride.push_back(p.stride[i]);
+        c.padding.push_back(p.pad_begin[i]);
+        c.dilation.push_back(p.dilation[i]);
+    }
+    c.groups = p.groups;
+    c.backend = "cpu";
+    return c;
+}
+
+const ConvProblem kP = ConvProblem::parse("n=2,c=4,k=6,g=2,in=7x5,ker=3x3,stride=2x1,dil=1x2,pad=1x2");
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(layouts_come_from_the_strides) {
+    for (bool last : {false, true}) {
+        auto r = app::framework_problem(call(kP, last));
+        BOOST_REQUIRE(std::holds_alternative<ConvProblem>(r));
+        ConvProblem want = kP;
+        want.layout = last ? Layout::nhwc : Layout::nchw;
+        BOOST_TEST(std::get<ConvProblem>(r).to_string() == want.to_string());
+    }
+    // 1-D and 3-D.
+    for (const char* text : {"n=2,c=3,k=5,in=9,ker=3,pad=1", "n=1,c=2,k=2,in=4x5x6,ker=3x1x3,stride=2x1x1"}) {
+        const ConvProblem p = ConvProblem::parse(text);
+        auto r = app::framework_problem(call(p, false));
+        BOOST_REQUIRE(std::holds_alternative<ConvProblem>(r));
+        BOOST_TEST(std::get<ConvProblem>(r).to_string() == p.to_string());
+    }
+}
+
+BOOST_AUTO_TEST_CASE(size_one_strides_do_not_count_and_other_strides_are_refused) {
+    FrameworkCall c = call(kP, false);
+    c.x.sizes[0] = 1;  // n = 1: its stride is never stepped
+    c.y.sizes[0] = 1;
+    c.x.strides[0] = 12345;
+    BOOST_TEST(std::holds_alternative<ConvProblem>(app::framework_problem(c)));
+    c = call(kP, false);
+    c.x.strides[3] = 2;  // a strided view (every other column)
+    auto r = app::framework_problem(c);
+    BOOST_REQUIRE(std::holds_alternative<std::string>(r));
+    BOOST_TEST(std::get<std::string>(r).rfind("layout:", 0) == 0u, std::get<std::string>(r));
+    // Mixed layouts are refused: the caller makes its tensors agree.
+    c = call(kP, true);
+    c.w = call(kP, false).w;
+    BOOST_TEST(std::holds_alternative<std::string>(app::framework_problem(c)));
+    // A geometry that does not produce y's sizes.
+    c = call(kP, false);
+    c.stride[0] = 1;
+    BOOST_TEST(std::holds_alternative<std::string>(app::framework_problem(c)));
+}
+
+BOOST_AUTO_TEST_CASE(runs_on_the_callers_memory_with_the_callers_workspace) {
+    for (bool last : {false, true}) {
+        ConvProblem p = kP;
+        p.layout = last ? Layout::nhwc : Layout::nchw;
+        HostTensors want = make_host_tensors(p, 3), got = make_host_tensors(p, 3);
+        BOOST_REQUIRE(convolution(p, want.views(), "cpu").ok());
+        FrameworkCall c = call(kP, last);
+        c.x.data = reinterpret_cast<std::uintptr_t>(got.x.data()), c.x.bytes = got.x.size();
+        c.w.data = reinterpret_cast<std::uintptr_t>(got.w.data()), c.w.bytes = got.w.size();
+        c.y.data = reinterpret_cast<std::uintptr_t>(got.y.data()), c.y.bytes = got.y.size();
+        c.flags = parse_flags("benchmark=1");
+        int asked = 0;
+        std::vector<std::vector<std::byte>> keep;
+        c.workspace = [&](std::size_t n) {
+            ++asked;
+            keep.emplace_back(n);
+            return DeviceBuffer(keep.back().data(), n, [](void*) {});
+        };
+        Context ctx("");
+        const app::FrameworkResult r = app::run_framework(ctx, c);
+        BOOST_TEST(r.ran, r.detail);
+        BOOST_TEST(r.source == "search");
+        BOOST_TEST(!r.algorithm.empty());
+        BOOST_TEST(r.problem == p.to_string());
+        BOOST_TEST(asked > 0);  // some CPU algorithm of this problem needs workspace (im2col)
+        // Bitwise what convolution() computes with the same algorithm.
+        HostTensors same = make_host_tensors(p, 3);
+        BOOST_REQUIRE(execute(*find_backend("cpu").find(r.algorithm), same).status.ok());
+        BOOST_TEST(std::memcmp(same.y.data(), got.y.data(), got.y.size()) == 0);
+        // The second call is served from memory.
+        BOOST_TEST(app::run_framework(ctx, c).source == "memory");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(what_cannot_run_is_a_fallback_not_an_error) {
+    FrameworkCall c = call(kP, false);
+    c.x.strides[2] = 1;
+    Context ctx("");
+    app::FrameworkResult r = app::run_framework(ctx, c);
+    BOOST_TEST(!r.ran);
+    BOOST_TEST(r.fallback == "layout");
+    c = call(kP, false);
+    c.dtype = "i8";
+    r = app::run_framework(ctx, c);
+    BOOST_TEST(r.fallback == "problem");
+    BOOST_TEST(!r.detail.empty());
+    // Tensors smaller than the problem needs: the selector's check refuses them.
+    c = call(kP, false);
+    r = app::run_framework(ctx, c);
+    BOOST_TEST(!r.ran);
+    BOOST_TEST(r.fallback == "unsupported");
+    // A host device has no streams: the exchange is a no-op.
+    BOOST_TEST(find_backend("cpu").exchange_thread_stream(reinterpret_cast<void*>(0x10)) == nullptr);
+}
