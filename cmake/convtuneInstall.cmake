@@ -3,6 +3,7 @@
 #   include/convtune/...                      the public headers (core, src, verify, sim and app)
 #   lib/libconvtune*.a                        the static libraries
 #   lib/cmake/convtune/                       convtuneConfig.cmake, its version file and the targets
+#   share/convtune/recordings/<name>/         the recording library (`--replay NAME`)
 #   <CONVTUNE_PYTHON_INSTALL_DIR>/convtune/   the Python package (when CONVTUNE_BUILD_PYTHON=ON;
 #                                             its rules live in python/CMakeLists.txt)
 #
@@ -41,6 +42,8 @@ install(TARGETS ${_convtune_targets} EXPORT convtuneTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS convtune_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/data/recordings/ DESTINATION ${CMAKE_INSTALL_DATADIR}/convtune/recordings COMPONENT cli
+  FILES_MATCHING PATTERN "*.json" PATTERN "*.md")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/ ${PROJECT_SOURCE_DIR}/src/include/ ${PROJECT_SOURCE_DIR}/verify/include/
   ${PROJECT_SOURCE_DIR}/sim/include/ ${PROJECT_SOURCE_DIR}/app/include/ ${PROJECT_SOURCE_DIR}/dist/include/
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT devel FILES_MATCHING PATTERN "*.hpp")

@@ -1,18 +1,47 @@
-// convtune list [--json]: backends, their availability and identity, algorithms with notes.
+// convtune list [backends|recordings] [--json]: backends, their availability and identity, algorithms
+// with notes; or the recording library (`--replay NAME`) and what each of its recordings covers.
 #include <fmt/core.h>
 
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/sim/recording.hpp"
 
 namespace convtune::cli {
 
 void add_list(CLI::App& app, Action& action) {
     auto* cmd = app.add_subcommand("list", "List backends and their algorithms with numerical notes");
     auto json = std::make_shared<bool>(false);
+    auto what = std::make_shared<std::string>("backends");
+    cmd->add_option("what", *what, "backends (the default) or recordings (the recording library behind --replay NAME)")
+        ->check(CLI::IsMember({"backends", "recordings"}));
     cmd->add_flag("--json", *json, "Print one JSON document");
-    cmd->callback([json, &action] {
+    cmd->callback([json, what, &action] {
+        if (*what == "recordings") {
+            action = [json] {
+                nlohmann::json doc = nlohmann::json::array();
+                const std::string dir = sim::recordings_dir();
+                const auto lib = sim::recording_library(dir);
+                if (!*json) fmt::print("recording library: {} (set CONVTUNE_RECORDINGS_DIR for another){}\n", dir, lib.empty() ? ": empty" : "");
+                for (const sim::LibraryEntry& e : lib) {
+                    nlohmann::json files = nlohmann::json::array();
+                    if (!*json) fmt::print("{}  (--replay {})\n", e.name, e.name);
+                    for (const std::string& f : e.files) {
+                        const sim::Recording r = sim::Recording::load(f);
+                        const auto cov = sim::coverage(r);
+                        files.push_back({{"file", f}, {"environment", r.environment.describe()}, {"problems", r.problems.size()}, {"covers", cov}});
+                        if (*json) continue;
+                        fmt::print("  {}: {}\n", f, r.environment.describe());
+                        for (const std::string& c : cov) fmt::print("    {}\n", c);
+                    }
+                    doc.push_back({{"name", e.name}, {"recordings", files}});
+                }
+                if (*json) fmt::print("{}\n", doc.dump(2));
+                return ok;
+            };
+            return;
+        }
         action = [json] {
             nlohmann::json doc = nlohmann::json::array();
             for (Backend* b : backends()) {

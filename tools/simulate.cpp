@@ -1,5 +1,5 @@
 // convtune simulate --workload NAME|FILE --stream fixed|batch|resolution|mixed|trace:FILE
-//     [--iterations N] [--repeats R] [--mode train|infer] [--flags S ...|--compare] [--backend B] [--replay FILE]
+//     [--iterations N] [--repeats R] [--mode train|infer] [--flags S ...|--compare] [--backend B] [--replay FILE|NAME [--strict]]
 //     [--json|--csv] [--plot out.svg] [--seed S]
 // Replays a workload's iterations under each flag setting through the real selector, on a real
 // backend (live) or on recorded timings (--replay), and says whether benchmark mode pays.
@@ -57,13 +57,16 @@ void add_simulate(CLI::App& app, Action& action) {
                     "A flag setting: off, on, on+det, adaptive, pytorch, incremental, key=value,... or LABEL:key=value,... (repeatable)");
     cmd->add_flag("--compare", o->r.compare, "Compare all six standard settings (the default when no --flags is given)");
     cmd->add_option("--backend,-b", o->r.backend, "Backend to run live (default cpu), or the recording's backend with --replay");
-    cmd->add_option("--replay", o->r.replay, "Recording (from `convtune record`) to replay instead of running a backend");
+    cmd->add_option("--replay", o->r.replay,
+                    "Recording (from `convtune record`) to replay instead of running a backend, or a name in the recording library "
+                    "(`convtune list recordings`), e.g. h200");
     cmd->add_option("--pytorch-measured", o->r.measured,
                     "PyTorch's own measurements (python/convtune/pytorch_measure.py grid): the off and pytorch settings replay them; "
                     "alone (no --replay or --backend), only those two settings are simulated");
     cmd->add_option("--kernel-cache", o->r.kernel_cache, "With --pytorch-measured: the CUDA kernel cache the run starts with, cold or warm")
         ->check(CLI::IsMember({"cold", "warm"}));
-    cmd->add_flag("--strict", o->r.strict, "With --replay: refuse problems the recording lacks instead of scaling them from the same layer");
+    cmd->add_flag("--strict", o->r.strict,
+                  "With --replay: refuse problems the recording lacks instead of estimating them with the performance model fitted on it");
     auto* json = cmd->add_flag("--json", o->json, "Print one JSON document instead of the table");
     auto* csv = cmd->add_flag("--csv", o->csv, "Print one CSV row per setting and iteration instead of the table");
     json->excludes(csv);

@@ -78,10 +78,11 @@ SimulateReport simulate(const SimulateRequest& r) {
     std::unique_ptr<sim::ReplayBackend> replay;
     Backend* backend = nullptr;
     if (!r.replay.empty()) {
-        sim::Recording rec = sim::Recording::load(r.replay);
+        sim::Recording rec = sim::load_replay(r.replay);  // a file, or a name in the recording library
         if (!r.backend.empty() && r.backend != rec.environment.backend)
             throw InvalidRequest("backend", "'" + r.backend + "' does not match the recording's backend '" + rec.environment.backend + "'");
-        replay = std::make_unique<sim::ReplayBackend>(std::move(rec), r.workload.seed, !r.strict);
+        replay = std::make_unique<sim::ReplayBackend>(std::move(rec), r.workload.seed,
+                                                      r.strict ? sim::ReplayBackend::Estimation::none : sim::ReplayBackend::Estimation::any);
         backend = replay.get();
     } else if (!measured_only) {
         backend = &find_backend(r.backend.empty() ? "cpu" : r.backend);

@@ -144,11 +144,13 @@ def simulate(workload=None, *, stream="fixed", trace=None, iterations=None, mode
     shortcut: a trace file path, or a convtune.capture.Trace. flags: a setting name ("off", "on",
     "on+det", "adaptive", "pytorch", "incremental"), "LABEL:key=value,..." or a list of them; the six standard
     settings when none is given or with compare=True. backend: run live on that backend (default
-    cpu); replay: a recording from `convtune record` to replay instead. batches/scales: lists or
-    comma-separated strings. plot: also write the SVG plot to this file. iterations: default the
-    trace's length, else 100. mode: "infer" (default) or "train". On a trace, the flags it records
-    are the baseline each setting changes only the named flags of, and mode, batch, batches,
-    scales, dtype, layout and shapes_dir are refused (its problems are written out whole).
+    cpu); replay: a recording from `convtune record` to replay instead, or a name of the recording
+    library ("h200"; `convtune list recordings`); problems the recording lacks are estimated (and
+    counted, with a range on every total) unless strict=True, which refuses them. batches/scales:
+    lists or comma-separated strings. plot: also write the SVG plot to this file. iterations:
+    default the trace's length, else 100. mode: "infer" (default) or "train". On a trace, the flags
+    it records are the baseline each setting changes only the named flags of, and mode, batch,
+    batches, scales, dtype, layout and shapes_dir are refused (its problems are written out whole).
     repeats: runs of each setting in rotated order (default 3 live, 1 on a replay); a difference
     inside their spread never decides the recommendation.
     Returns the CLI's JSON document as a dict ("format", settings, totals, per-iteration series,

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <type_traits>
 #include <utility>
@@ -127,6 +128,8 @@ std::string Recording::to_json() const {
         if (!r.fallback.empty()) jp["fallback"] = r.fallback;
         if (!r.fixed.empty()) jp["fixed"] = r.fixed;
         if (r.db_search_ms > 0) jp["db_search_ms"] = r.db_search_ms;
+        if (r.startup_ms) jp["startup_ms"] = *r.startup_ms;
+        if (r.sequence_factor) jp["sequence_factor"] = *r.sequence_factor;
         json ja = json::object();
         for (const AlgorithmRecord& a : r.algorithms) {
             json x;
@@ -222,6 +225,11 @@ Recording parse_recording(std::string_view text, const std::string& where) {
         if (jp.contains("fallback")) pr.fallback = get<std::string>(jp, "fallback", w);
         if (jp.contains("fixed")) pr.fixed = get<std::string>(jp, "fixed", w);
         if (jp.contains("db_search_ms")) pr.db_search_ms = checked_time(get<double>(jp, "db_search_ms", w), "db_search_ms", w);
+        if (jp.contains("startup_ms")) pr.startup_ms = checked_time(get<double>(jp, "startup_ms", w), "startup_ms", w);
+        if (jp.contains("sequence_factor")) {
+            pr.sequence_factor = get<double>(jp, "sequence_factor", w);
+            if (!(*pr.sequence_factor > 0 && *pr.sequence_factor < 100)) throw ParseError(w + ": \"sequence_factor\" must be in (0, 100)");
+        }
         if (!jp.contains("algorithms") || !jp["algorithms"].is_object()) throw ParseError(w + ": missing \"algorithms\"");
         // Keep the recording's fixed order.
         for (const AlgorithmInfo& info : r.algorithms) {
@@ -277,6 +285,114 @@ Recording Recording::load(const std::string& path) {
 }
 
 void Recording::save(const std::string& path) const { write_file_atomic(path, to_json()); }
+
+Recording merge_recordings(std::vector<Recording> parts, const std::string& where) {
+    if (parts.empty()) throw ParseError(where + ": no recordings to merge");
+    if (parts.size() == 1) return std::move(parts.front());
+    Recording out;
+    out.environment = parts.front().environment;
+    out.source = parts.front().source;
+    std::set<std::string> seen;
+    const bool same_startup = std::all_of(parts.begin(), parts.end(), [&](const Recording& r) { return r.startup_ms == parts.front().startup_ms; });
+    const bool same_factor = std::all_of(parts.begin(), parts.end(), [&](const Recording& r) { return r.sequence_factor == parts.front().sequence_factor; });
+    if (same_startup) out.startup_ms = parts.front().startup_ms;
+    if (same_factor) out.sequence_factor = parts.front().sequence_factor;
+    for (Recording& part : parts) {
+        if (part.environment.backend != out.environment.backend || part.environment.device != out.environment.device)
+            throw ParseError(where + ": recordings of different backends or devices cannot be merged ('" + out.environment.describe() + "' and '" +
+                             part.environment.describe() + "')");
+        if (part.source != out.source) throw ParseError(where + ": a measured recording cannot be merged with one from a tuning database");
+        out.samples = std::max(out.samples, part.samples);
+        for (const AlgorithmInfo& a : part.algorithms)
+            if (std::none_of(out.algorithms.begin(), out.algorithms.end(), [&](const AlgorithmInfo& b) { return b.id == a.id; })) out.algorithms.push_back(a);
+        for (ProblemRecord& pr : part.problems) {
+            if (!seen.insert(pr.problem.to_string()).second) throw ParseError(where + ": problem " + pr.problem.to_string() + " is recorded twice");
+            if (!same_startup && !pr.startup_ms) pr.startup_ms = part.startup_ms;
+            if (!same_factor && !pr.sequence_factor) pr.sequence_factor = part.sequence_factor;
+            out.problems.push_back(std::move(pr));
+        }
+    }
+    return out;
+}
+
+#ifndef CONVTUNE_DEFAULT_RECORDINGS_DIR
+#define CONVTUNE_DEFAULT_RECORDINGS_DIR ""
+#endif
+#ifndef CONVTUNE_INSTALLED_RECORDINGS_DIR
+#define CONVTUNE_INSTALLED_RECORDINGS_DIR ""
+#endif
+
+std::string recordings_dir() {
+    if (const char* e = std::getenv("CONVTUNE_RECORDINGS_DIR"); e && *e) return e;
+    std::error_code ec;
+    // An installed program: its own copy, next to its bin/, whatever prefix it was installed under.
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const std::filesystem::path beside = exe.parent_path().parent_path() / "share" / "convtune" / "recordings";
+        if (std::filesystem::is_directory(beside, ec)) return beside.string();
+    }
+    if (std::filesystem::is_directory(CONVTUNE_DEFAULT_RECORDINGS_DIR, ec)) return CONVTUNE_DEFAULT_RECORDINGS_DIR;
+    return CONVTUNE_INSTALLED_RECORDINGS_DIR;
+}
+
+std::vector<LibraryEntry> recording_library(const std::string& dir) {
+    const std::string root = dir.empty() ? recordings_dir() : dir;
+    std::vector<LibraryEntry> out;
+    std::error_code ec;
+    if (root.empty() || !std::filesystem::is_directory(root, ec)) return out;
+    for (const auto& d : std::filesystem::directory_iterator(root, ec)) {
+        if (!d.is_directory(ec)) continue;
+        LibraryEntry e{d.path().filename().string(), {}};
+        for (const auto& f : std::filesystem::directory_iterator(d.path(), ec))
+            if (f.is_regular_file(ec) && f.path().extension() == ".json") e.files.push_back(f.path().string());
+        std::sort(e.files.begin(), e.files.end());
+        if (!e.files.empty()) out.push_back(std::move(e));
+    }
+    std::sort(out.begin(), out.end(), [](const LibraryEntry& a, const LibraryEntry& b) { return a.name < b.name; });
+    return out;
+}
+
+std::vector<std::string> coverage(const Recording& r) {
+    std::map<std::string, std::pair<std::set<int64_t>, int>> groups;  // "fwd f16 nhwc" -> (batches, problems)
+    for (const ProblemRecord& pr : r.problems) {
+        const ConvProblem& p = pr.problem;
+        auto& g = groups[std::string(to_string(p.direction)) + " " + std::string(to_string(p.dtype)) + " " + layout_name(p.layout, 2)];
+        g.first.insert(p.n);
+        ++g.second;
+    }
+    std::vector<std::string> out;
+    for (const auto& [k, g] : groups) {
+        std::string b;
+        for (int64_t n : g.first) {
+            if (!b.empty()) b += ',';
+            b += std::to_string(n);
+        }
+        out.push_back(k + ", batch " + b + ": " + std::to_string(g.second) + " problems");
+    }
+    return out;
+}
+
+Recording load_replay(const std::string& value, const std::string& dir) {
+    std::error_code ec;
+    const bool path_like = value.find('/') != std::string::npos || (value.size() >= 5 && value.compare(value.size() - 5, 5, ".json") == 0);
+    if (path_like || std::filesystem::exists(value, ec)) return Recording::load(value);
+    const std::vector<LibraryEntry> lib = recording_library(dir);
+    for (const LibraryEntry& e : lib) {
+        if (e.name != value) continue;
+        std::vector<Recording> parts;
+        for (const std::string& f : e.files) parts.push_back(Recording::load(f));
+        return merge_recordings(std::move(parts), "recording library '" + value + "'");
+    }
+    std::string names;
+    for (const LibraryEntry& e : lib) {
+        if (!names.empty()) names += ", ";
+        names += e.name;
+    }
+    const std::string root = dir.empty() ? recordings_dir() : dir;
+    throw InvalidRequest("replay", "'" + value + "' is neither a recording file nor a name in the recording library (" +
+                                       (names.empty() ? "which is empty or missing: " + root : "names: " + names) +
+                                       "; `convtune list recordings` shows them)");
+}
 
 namespace {
 

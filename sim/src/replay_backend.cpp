@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "convtune/hash.hpp"
+#include "convtune/stats.hpp"
 
 namespace convtune::sim {
 
@@ -54,12 +55,21 @@ bool same_layer(const ConvProblem& a, const ConvProblem& b) {
     return x == y;
 }
 
+// What a neighbour of another layer must share: groups (dense, depthwise or grouped), dilation
+// and whether the kernel is 1x1.
+std::string kind_of(const ConvProblem& p) {
+    std::string k = p.groups == 1 ? "dense" : (p.groups == p.c && p.groups == p.k ? "depthwise" : "grouped");
+    if (p.dilation != Dims{1, 1, 1}) k += ",dilated";
+    if (p.kernel == Dims{1, 1, 1}) k += ",1x1";
+    return k;
+}
+
 alignas(64) unsigned char g_placeholder[64];
 
 }  // namespace
 
-ReplayBackend::ReplayBackend(Recording r, uint64_t seed, bool estimate_missing)
-    : recording_(std::move(r)), estimate_(estimate_missing), seed_(seed) {
+ReplayBackend::ReplayBackend(Recording r, uint64_t seed, Estimation estimation)
+    : recording_(std::move(r)), model_(recording_), estimation_(estimation), seed_(seed) {
     for (const AlgorithmInfo& a : recording_.algorithms) {
         owned_.push_back(std::make_unique<ReplayAlgorithm>(*this, a));
         list_.push_back(owned_.back().get());
@@ -74,33 +84,68 @@ BackendIdentity ReplayBackend::identity() const {
 
 const ProblemRecord* ReplayBackend::lookup(const ConvProblem& p) const {
     if (const ProblemRecord* r = recording_.find(p)) return r;
-    if (!estimate_) return nullptr;
+    return estimation_ != Estimation::none ? unrecorded(p).record.get() : nullptr;
+}
+
+const ReplayBackend::Estimate* ReplayBackend::estimate(const ConvProblem& p) const {
+    return estimation_ == Estimation::none || recording_.find(p) ? nullptr : &unrecorded(p);
+}
+
+const ReplayBackend::Estimate& ReplayBackend::unrecorded(const ConvProblem& p) const {
     std::lock_guard lock(mutex_);
     const std::string key = p.to_string();
-    if (auto it = estimated_.find(key); it != estimated_.end()) return it->second.get();
+    if (auto it = estimated_.find(key); it != estimated_.end()) return it->second;
+    Estimate& e = estimated_[key];  // an entry without a record remembers "unanswerable"
+    const double macs = static_cast<double>(std::max<int64_t>(p.macs(), 1));
+    auto log_ratio = [&](const ProblemRecord& r) { return std::abs(std::log(macs / static_cast<double>(std::max<int64_t>(r.problem.macs(), 1)))); };
+    // The preference level of r as p's neighbour (lower is better; 4 = not a neighbour).
+    auto level = [&](const ProblemRecord& r) {
+        const ConvProblem& q = r.problem;
+        if (q.direction != p.direction) return 4;
+        if (same_layer(q, p)) return 0;
+        if (q.dtype != p.dtype || q.layout != p.layout) return 3;
+        return kind_of(q) == kind_of(p) ? 1 : 2;
+    };
+    static constexpr const char* kBasis[] = {"same layer", "same direction, type, layout and kind", "same direction, type and layout (another kind)",
+                                             "same direction (another type or layout)"};
     const ProblemRecord* near = nullptr;
-    double best = std::numeric_limits<double>::infinity();
-    const double macs = static_cast<double>(p.macs());
+    int best_level = 4;
+    double best = std::numeric_limits<double>::infinity(), nearest_same_type = best, nearest_dir = best;
     for (const ProblemRecord& r : recording_.problems) {
-        if (!same_layer(r.problem, p)) continue;
-        const double d = std::abs(std::log(macs / static_cast<double>(r.problem.macs())));
-        if (d < best) best = d, near = &r;
+        const int l = level(r);
+        if (l == 4) continue;
+        const double d = log_ratio(r);
+        nearest_dir = std::min(nearest_dir, d);
+        if (r.problem.dtype == p.dtype) nearest_same_type = std::min(nearest_same_type, d);
+        if (l < best_level || (l == best_level && d < best)) best_level = l, best = d, near = &r;
     }
-    std::unique_ptr<ProblemRecord> est;
-    if (near) {
-        est = std::make_unique<ProblemRecord>(*near);
-        est->problem = p;
-        const double ratio = macs / static_cast<double>(near->problem.macs());
-        est->db_search_ms *= ratio;
-        for (AlgorithmRecord& a : est->algorithms) {
-            a.workspace = static_cast<std::size_t>(std::llround(static_cast<double>(a.workspace) * ratio));
-            if (a.first_ms) *a.first_ms *= ratio;
-            for (double& s : a.samples_ms) s *= ratio;
-        }
+    if (!near || (estimation_ == Estimation::same_layer && best_level != 0)) return e;
+    e.neighbour = near->problem.to_string();
+    e.basis = kBasis[best_level];
+    e.extrapolation = std::exp(std::isfinite(nearest_same_type) ? nearest_same_type : nearest_dir);
+    auto est = std::make_unique<ProblemRecord>(*near);
+    est->problem = p;
+    const double ratio = macs / static_cast<double>(std::max<int64_t>(near->problem.macs(), 1));
+    est->db_search_ms *= ratio;  // a tuning-database recording's search time: linear in the work
+    for (AlgorithmRecord& a : est->algorithms) {
+        if (!a.supported) continue;
+        a.workspace = static_cast<std::size_t>(std::llround(static_cast<double>(a.workspace) * ratio));
+        const auto pred = model_.predict(a.id, p, *near, best_level == 0);
+        if (!pred) continue;  // failed or out of memory on the neighbour: it fails here too
+        const double m = median(a.samples_ms);
+        const double scale = m > 0 ? pred->ms / m : 1;
+        if (a.first_ms) *a.first_ms = pred->ms + std::max(0.0, *a.first_ms - m);  // the cold call's overhead is kept
+        for (double& s : a.samples_ms) s = std::max(s * scale, pred->floor_ms);
+        e.sigma[a.id] = pred->sigma;
+        e.floored = e.floored || pred->floored;
     }
-    const ProblemRecord* out = est.get();
-    estimated_[key] = std::move(est);  // a null entry remembers "no neighbour"
-    return out;
+    e.record = std::move(est);
+    return e;
+}
+
+std::pair<double, double> ReplayBackend::uncertainty_ms() const {
+    std::lock_guard lock(mutex_);
+    return {below_, above_};
 }
 
 std::vector<const Algorithm*> ReplayBackend::heuristic_order(const ConvProblem& p) const {
@@ -174,6 +219,7 @@ void ReplayBackend::reset(uint64_t seed) {
     timing_ = 0;
     executing_ = false;
     started_ = false;
+    below_ = above_ = 0;
     calls_.clear();
 }
 
@@ -183,7 +229,12 @@ double ReplayBackend::clock_ms() const {
 }
 
 Status ReplayBackend::replay_run(const ConvProblem& p, const std::string& id) const {
-    const ProblemRecord* r = lookup(p);
+    const ProblemRecord* r = recording_.find(p);
+    const Estimate* e = nullptr;
+    if (!r && estimation_ != Estimation::none) {
+        e = &unrecorded(p);
+        r = e->record.get();
+    }
     const AlgorithmRecord* a = r ? r->find(id) : nullptr;
     if (!a || !a->supported) return Status::unsupported("the recording has no timings of " + id + " on " + p.to_string());
     if (a->status == Status::Code::out_of_memory) return Status::out_of_memory("recorded: " + a->message);
@@ -197,11 +248,20 @@ Status ReplayBackend::replay_run(const ConvProblem& p, const std::string& id) co
     } else {
         const uint64_t h = mix(mix(seed_) ^ fnv1a(key) ^ mix(static_cast<uint64_t>(n)));
         ms = a->samples_ms[h % a->samples_ms.size()];
-        if (executing_ && recording_.sequence_factor) ms *= *recording_.sequence_factor;
+        const std::optional<double>& sf = r->sequence_factor ? r->sequence_factor : recording_.sequence_factor;
+        if (executing_ && sf) ms *= *sf;
+    }
+    if (e) {
+        if (const auto it = e->sigma.find(id); it != e->sigma.end()) {
+            const double u = std::exp(PerfModel::kSigmas * it->second);
+            below_ += ms - ms / u;
+            above_ += ms * u - ms;
+        }
     }
     if (!started_) {
         started_ = true;
-        if (recording_.startup_ms) ms += *recording_.startup_ms;
+        const std::optional<double>& su = r->startup_ms ? r->startup_ms : recording_.startup_ms;
+        if (su) ms += *su;
     }
     clock_ += ms;
     timing_ += ms;

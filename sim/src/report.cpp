@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "convtune/error.hpp"
+#include "convtune/sim/perf_model.hpp"
 #include "convtune/stats.hpp"
 
 namespace convtune::sim {
@@ -143,6 +144,9 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
             o += fmt::format("            {} runs: {} to {} (median absolute deviation {}){}\n", s.repeat_totals_ms.size(), ms_text(s.range_lo_ms),
                              ms_text(s.range_hi_ms), ms_text(median_abs_deviation(s.repeat_totals_ms)),
                              r.comparisons[i].within_noise ? "; inside the baseline's noise" : "");
+        if (s.failure.empty() && s.estimate_hi_ms > s.estimate_lo_ms)
+            o += fmt::format("           estimated: {} to {} with every estimated problem at the low or high end of its range\n",
+                             ms_text(s.estimate_lo_ms), ms_text(s.estimate_hi_ms));
     }
     o += "\nflags:\n";
     for (const ScenarioResult& s : r.scenarios) o += fmt::format("  {:<11} {}\n", s.setting.name, s.setting.flags.to_string());
@@ -156,9 +160,20 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
                          "(the rest is the selector's bookkeeping and scratch data).\n",
                          ms_text(wall), ms_text(timed));
     }
-    if (r.estimated_problems > 0)
-        o += fmt::format("{} problems were not in the recording and were scaled from the recorded problem of the same layer with the nearest size.\n",
-                         r.estimated_problems);
+    if (r.estimated_problems > 0) {
+        o += fmt::format("estimated: {} problems were not in the recording; their times come from the performance model fitted on it "
+                         "(docs/simulation.md), up to {:.1f}x the multiply-adds of the nearest recorded problem, with a range of +-{:g} "
+                         "standard deviations.\n",
+                         r.estimated_problems, r.max_extrapolation, PerfModel::kSigmas);
+        if (r.assumed_problems > 0)
+            o += fmt::format("assumed: for {} of them the recording has no problem of the same layer; which algorithms run them and their "
+                             "workspace are assumed from the nearest recorded problem of the same direction.\n",
+                             r.assumed_problems);
+        if (r.floored_problems > 0)
+            o += fmt::format("warning: for {} of them an algorithm's estimate fell below the fastest time the recording measured on the "
+                             "device (its launch floor) and was raised to it.\n",
+                             r.floored_problems);
+    }
     o += "\nrecommendation: " + r.recommendation.text + "\n";
     return o;
 }
@@ -172,6 +187,11 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
     doc["environment"] = r.environment;
     doc["iterations"] = r.iterations;
     doc["estimated_problems"] = r.estimated_problems;
+    doc["estimates"] = {{"problems", r.estimated_problems},
+                        {"assumed_support", r.assumed_problems},
+                        {"floored", r.floored_problems},
+                        {"max_extrapolation", r.max_extrapolation},
+                        {"sigmas", PerfModel::kSigmas}};
     doc["repeats"] = r.repeats;
     doc["trace_iterations"] = r.trace_iterations > 0 ? json(r.trace_iterations) : json(nullptr);
     doc["trace_flags"] = r.trace_flag_sets > 0 ? json(trace_flags_text(r.trace_flags)) : json(nullptr);
@@ -223,6 +243,7 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
             js["median_total_ms"] = median(s.repeat_totals_ms);
             js["mad_total_ms"] = median_abs_deviation(s.repeat_totals_ms);
         }
+        if (s.estimate_hi_ms > s.estimate_lo_ms) js["estimate_range_ms"] = {s.estimate_lo_ms, s.estimate_hi_ms};
         json per = json::array();
         for (std::size_t k = 0; k < s.iterations.size(); ++k) {
             const IterationStats& x = s.iterations[k];

@@ -511,6 +511,13 @@ public:
             sr.add(st);
             if (tick) tick();
         }
+        if (replay_) {  // estimated problems: the total with each estimate at either end of its range
+            const auto [below, above] = replay_->uncertainty_ms();
+            if (below > 0 || above > 0) {
+                sr.estimate_lo_ms = sr.sum().total_ms() - below;
+                sr.estimate_hi_ms = sr.sum().total_ms() + above;
+            }
+        }
         return sr;
     }
 
@@ -555,8 +562,15 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
             const std::string k = c.problem.to_string();
             if (!seen.insert(k).second) continue;
             if (!replay->is_recorded(c.problem)) {
-                if (replay->lookup(c.problem)) ++res.estimated_problems;
-                else missing.push_back(k);
+                const ReplayBackend::Estimate* e = replay->estimate(c.problem);
+                if (!e || !e->record) {
+                    missing.push_back(k);
+                    continue;
+                }
+                ++res.estimated_problems;
+                res.assumed_problems += e->basis != "same layer";
+                res.floored_problems += e->floored;
+                res.max_extrapolation = std::max(res.max_extrapolation, e->extrapolation);
             }
         }
     }
@@ -568,8 +582,10 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
                                 kMaxSimulatedCalls, kMaxSimulatedCalls / kSimulatedCallsPerMinute));
     if (!missing.empty())
         throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
-                    " problems this simulation needs, and no recorded problem of the same layer to scale from; e.g. " + missing.front() +
-                    " (record them with `convtune record` and the same workload and stream options)");
+                    " problems this simulation needs" + (replay->estimation() == ReplayBackend::Estimation::any        ? ", and no recorded problem of their direction to estimate from"
+                     : replay->estimation() == ReplayBackend::Estimation::none ? " ({strict}: none is estimated)"
+                                                                               : ", and no recorded problem of the same layer to scale from") +
+                    "; e.g. " + missing.front() + " (record them with `convtune record` and the same workload and stream options)");
     if (replay) res.judgeable = replay->recording().source == "measured";
 
     SettingRunner runner(b, replay, stream, its);
@@ -717,6 +733,26 @@ void analyze(SimulationResult& r, double min_saving) {
         if (best != r.baseline) rec.text += fmt::format(" (the best, '{}', saves {})", bs.setting.name, percent(bc.saving));
         if (const std::string e = explain_on(); !e.empty()) rec.text += "; " + e;
         return;
+    }
+    // With estimated problems the saving must hold with every estimate at either end of its
+    // range (the same end for every setting: they share the estimates).
+    if (r.estimated_problems > 0) {
+        auto ends = [](const ScenarioResult& s) {
+            const double t = s.sum().total_ms();
+            return s.estimate_hi_ms > s.estimate_lo_ms ? std::pair{s.estimate_lo_ms, s.estimate_hi_ms} : std::pair{t, t};
+        };
+        const auto [bl, bh] = ends(base);
+        const auto [sl, sh] = ends(bs);
+        const double worst = std::min(bl > 0 ? (bl - sl) / bl : 0.0, bh > 0 ? (bh - sh) / bh : 0.0);
+        if (worst < min_saving) {
+            rec.setting = base.setting.name;
+            rec.saving = 0;
+            rec.text = fmt::format("keep benchmark {}: the best, '{}', saves {} over {} iterations, but only {} with the {} estimated problems at "
+                                   "either end of their range: the difference is inside the estimate's uncertainty",
+                                   base.setting.flags.benchmark ? "as it is" : "off", bs.setting.name, percent(bc.saving), n, percent(worst),
+                                   r.estimated_problems);
+            return;
+        }
     }
     rec.setting = bs.setting.name;
     rec.saving = bc.saving;

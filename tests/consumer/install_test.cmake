@@ -35,6 +35,12 @@ run("installed CLI" "${prefix}/bin/convtune" list)
 if(NOT run_output MATCHES "cpu\\.direct")
   message(FATAL_ERROR "installed `convtune list` does not list cpu.direct:\n${run_output}")
 endif()
+# The recording library (`--replay NAME`): the installed CLI reads its own copy, not the source tree's.
+run("installed recording library" ${CMAKE_COMMAND} -E env --unset=CONVTUNE_RECORDINGS_DIR "${prefix}/bin/convtune" list recordings)
+string(FIND "${run_output}" "recording library: ${prefix}/share/convtune/recordings " own)
+if(own EQUAL -1 OR NOT run_output MATCHES "h200  \\(--replay h200\\)")
+  message(FATAL_ERROR "the installed CLI does not list its own recording library:\n${run_output}")
+endif()
 
 run("configuring the consumer" ${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/consumer" -G "${GENERATOR}"
     -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}"
@@ -79,6 +85,12 @@ print(convtune.__file__)
   run("the installed package's shapes folder" ${CMAKE_COMMAND} -E env --unset=CONVTUNE_SHAPES_DIR "PYTHONPATH=${site}"
       PYTHONDONTWRITEBYTECODE=1 "${PYTHON}" -c "import os, convtune\nprint(os.environ['CONVTUNE_SHAPES_DIR'])")
   string(STRIP "${run_output}" shapes)
+  run("the installed package's recording library" ${CMAKE_COMMAND} -E env --unset=CONVTUNE_RECORDINGS_DIR "PYTHONPATH=${site}"
+      PYTHONDONTWRITEBYTECODE=1 "${PYTHON}" -c "import os, convtune\nprint(os.environ['CONVTUNE_RECORDINGS_DIR'])")
+  string(STRIP "${run_output}" recordings)
+  if(NOT recordings STREQUAL "${site}/convtune/data/recordings")
+    message(FATAL_ERROR "importing the installed package set CONVTUNE_RECORDINGS_DIR to '${recordings}', not to its own data")
+  endif()
   if(NOT shapes STREQUAL "${site}/convtune/data/shapes/benchdnn")
     message(FATAL_ERROR "importing the installed package set CONVTUNE_SHAPES_DIR to '${shapes}', not to its own data")
   endif()

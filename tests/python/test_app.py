@@ -147,3 +147,21 @@ def test_explain_and_db_reports_have_one_json_form(cli, tmp_path):
     assert checked == {"format": 1, "path": str(db), "valid": True, "environments": 1, "entries": 2, "unknown": []}
     merged = json.loads(cli("db", "merge", str(tmp_path / "merged.json"), str(db), "--json", check=0).stdout)
     assert merged == {"format": 1, "out": str(tmp_path / "merged.json"), "environments": 1, "entries": 2}
+
+
+def test_replay_by_library_name_estimates_and_strict():
+    # --replay NAME from Python: the recordings shipped in the library, merged.
+    common = dict(workload="resnet50", stream="fixed", dtype="f16", layout="nhwc", iterations=3, flags=["off", "on"])
+    doc = convtune.simulate(replay="h200", batch=32, **common)
+    assert "replay of h200 on backend cudnn" in doc["details"] and doc["estimated_problems"] == 0
+    # Batch 8 was not recorded: estimated, counted, with a range on every total ...
+    doc = convtune.simulate(replay="h200", batch=8, **common)
+    assert doc["estimates"]["problems"] == 23 and doc["estimates"]["max_extrapolation"] == pytest.approx(4.0)
+    assert all(s["estimate_range_ms"][0] < s["total_ms"] < s["estimate_range_ms"][1] for s in doc["settings"])
+    # ... unless strict, which refuses as the CLI's --strict does.
+    with pytest.raises(convtune.Error) as e:
+        convtune.simulate(replay="h200", batch=8, strict=True, **common)
+    assert str(e.value).startswith("replay: the recording has no timings for 23 of the 23 problems") and "(strict: none is estimated)" in str(e.value)
+    with pytest.raises(convtune.Error) as e:
+        convtune.simulate(replay="h100", **common)
+    assert str(e.value).startswith("replay: 'h100' is neither a recording file nor a name in the recording library (names: h200;")

@@ -1,4 +1,5 @@
-"""convtune._paths: the installed package's data and the CONVTUNE_SHAPES_DIR default it sets
+"""convtune._paths: the installed package's data and the CONVTUNE_SHAPES_DIR and
+CONVTUNE_RECORDINGS_DIR defaults it sets
 (the wheel as a whole is tested by tests/wheel/smoke.py, scripts/test-wheel)."""
 
 import os
@@ -14,7 +15,21 @@ def package_with_data(tmp_path, monkeypatch):
     shapes = tmp_path / "data" / "shapes" / "benchdnn"
     shapes.mkdir(parents=True)
     monkeypatch.setattr(_paths, "SHAPES_DIR", str(shapes))
+    monkeypatch.setattr(_paths, "RECORDINGS_DIR", str(tmp_path / "missing"))
     return str(shapes)
+
+
+def test_the_recording_library_is_pointed_at_too(tmp_path, monkeypatch):
+    recordings = tmp_path / "data" / "recordings"
+    recordings.mkdir(parents=True)
+    monkeypatch.setattr(_paths, "SHAPES_DIR", str(tmp_path / "missing"))
+    monkeypatch.setattr(_paths, "RECORDINGS_DIR", str(recordings))
+    for env in ({}, {"CONVTUNE_RECORDINGS_DIR": ""}):
+        _paths.set_default_env(env)
+        assert env == {"CONVTUNE_RECORDINGS_DIR": str(recordings)}
+    env = {"CONVTUNE_RECORDINGS_DIR": "/somewhere/else"}
+    _paths.set_default_env(env)
+    assert env == {"CONVTUNE_RECORDINGS_DIR": "/somewhere/else"}
 
 
 def test_unset_or_empty_points_at_the_package(package_with_data):
@@ -32,6 +47,7 @@ def test_a_value_the_user_set_is_kept(package_with_data):
 def test_without_shipped_data_nothing_is_set(tmp_path, monkeypatch):
     # The build tree's package (what this suite imports) has no data folder.
     monkeypatch.setattr(_paths, "SHAPES_DIR", str(tmp_path / "missing"))
+    monkeypatch.setattr(_paths, "RECORDINGS_DIR", str(tmp_path / "missing"))
     env = {}
     _paths.set_default_env(env)
     assert env == {}

@@ -22,6 +22,7 @@ ap.add_argument("--source", required=True, help="the source tree the wheel was b
 ap.add_argument("--cudnn", required=True, choices=["ON", "OFF"], help="whether the build found CUDA and cuDNN")
 args = ap.parse_args()
 assert "CONVTUNE_SHAPES_DIR" not in os.environ, "run without CONVTUNE_SHAPES_DIR: the package's default is tested"
+assert "CONVTUNE_RECORDINGS_DIR" not in os.environ, "run without CONVTUNE_RECORDINGS_DIR: the package's default is tested"
 
 import numpy as np  # noqa: E402
 
@@ -78,6 +79,12 @@ def shipped_data_is_found_in_the_package():
     sim = convtune.simulate(workload="resnet50", stream="fixed", iterations=5,
                             replay=os.path.join(args.source, "tests", "data", "resnet50_cpu_infer.json"))
     assert sim["recommendation"]["text"], sim["recommendation"]
+    # The recording library (`replay="h200"`) from the package's own copy.
+    assert os.path.isdir(os.path.join(PKG, "data", "recordings", "h200")), "convtune/data/recordings/h200 missing"
+    recordings = os.environ.get("CONVTUNE_RECORDINGS_DIR", "")
+    assert recordings == os.path.join(PKG, "data", "recordings"), f"CONVTUNE_RECORDINGS_DIR={recordings!r} after import"
+    sim = convtune.simulate(workload="resnet50", stream="fixed", iterations=3, dtype="f16", layout="nhwc", batch=32, replay="h200")
+    assert sim["engine"] == "replay" and sim["estimated_problems"] == 0, sim["details"]
 
 
 @check
@@ -125,13 +132,15 @@ def advise_help():
 def cli_on_path():
     exe = shutil.which("convtune")
     assert exe and os.path.realpath(os.path.dirname(exe)) == os.path.realpath(os.path.join(sys.prefix, "bin")), exe
-    env = {k: v for k, v in os.environ.items() if k != "CONVTUNE_SHAPES_DIR"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CONVTUNE_SHAPES_DIR", "CONVTUNE_RECORDINGS_DIR")}
     p = run([exe, "list"], env=env)
     assert p.returncode == 0 and "cpu.direct" in p.stdout, p.stdout
     # A built-in workload through the CLI: the command finds the package's shape files.
     p = run([exe, "simulate", "--workload", "resnet50", "--stream", "fixed", "--iterations", "5", "--json",
              "--replay", os.path.join(args.source, "tests", "data", "resnet50_cpu_infer.json")], env=env)
     assert p.returncode == 0 and '"recommendation"' in p.stdout, p.stdout[-2000:]
+    p = run([exe, "list", "recordings"], env=env)   # the package's recording library
+    assert p.returncode == 0 and "h200  (--replay h200)" in p.stdout, p.stdout
     p = run([exe, "run", "--problem", "n=0"], env=env)   # bad input: exit 2, passed through the script
     assert p.returncode == 2, (p.returncode, p.stdout)
 

@@ -21,11 +21,11 @@ struct SimulateRequest {
     std::vector<std::string> flags;  // settings: a standard name, "key=value,..." or "LABEL:key=value,..."
     bool compare = false;            // the six standard settings too (always when flags is empty)
     std::string backend;             // live backend (default cpu), or the recording's with replay
-    std::string replay;              // a recording to replay instead of running a backend
+    std::string replay;              // a recording (file, or a name in the recording library) to replay instead of running a backend
     std::string measured;            // PyTorch's own measurements (pytorch_measure.py): the off and pytorch
                                      // settings replay them; alone (no replay or backend), only those two run
     std::string kernel_cache = "warm";  // with measured: the CUDA kernel cache the run starts with (cold, warm)
-    bool strict = false;             // replay: refuse problems the recording lacks
+    bool strict = false;             // replay: refuse problems the recording lacks (default: estimate them)
     double min_saving = 0.02;        // savings below this fraction count as no difference
     std::string plot;                // also write the SVG plot here
     ProgressFn progress;

@@ -42,6 +42,9 @@ struct ProblemRecord {
     std::string fallback, fixed;         // native_fallback / fixed_default ids ("" = none)
     std::vector<AlgorithmRecord> algorithms;  // the backend's fixed order
     double db_search_ms = 0;             // recordings built from a tuning database: its search time
+    // A merged recording (merge_recordings): the start-up and sequence factor of the recording this
+    // problem came from, where they differ between the parts; nullopt = the recording's own.
+    std::optional<double> startup_ms, sequence_factor;
     const AlgorithmRecord* find(std::string_view id) const;
 };
 
@@ -95,5 +98,32 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
 // given, each is described there ("entry '<key>': <why>").
 Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend,
                             std::vector<std::string>* dropped = nullptr);
+
+// One recording from several of the same backend, device and source (a library's files): the
+// algorithms united (in first-seen order), the problems concatenated (a problem in two parts is
+// an error), the start-up and sequence factor kept per problem where the parts differ. Throws
+// ParseError naming `where`.
+Recording merge_recordings(std::vector<Recording> parts, const std::string& where);
+
+// The recording library: data/recordings/<name>/*.json, installed with convtune. Its folder is
+// $CONVTUNE_RECORDINGS_DIR (an installed Python package sets it to its own copy), else
+// share/convtune/recordings beside the running program's bin/ when it exists (an installed CLI),
+// else the folder configured at build time (the source tree's) when it exists, else the one of
+// the configured install prefix.
+std::string recordings_dir();
+struct LibraryEntry {
+    std::string name;
+    std::vector<std::string> files;  // paths, sorted
+};
+// The library's names (its folders holding at least one .json file), sorted; empty when the
+// folder does not exist.
+std::vector<LibraryEntry> recording_library(const std::string& dir = "");
+// What a recording covers, one line per direction, type and layout: "fwd f16 nhwc, batch 32: 23 problems".
+std::vector<std::string> coverage(const Recording& r);
+
+// A --replay value: an existing file is loaded (Recording::load); anything else is a library
+// name, whose recordings are merged. Throws InvalidRequest("replay", ...) for a missing file (a
+// value with '/' or ending in .json) or an unknown name, listing the library's names.
+Recording load_replay(const std::string& file_or_name, const std::string& dir = "");
 
 }  // namespace convtune::sim

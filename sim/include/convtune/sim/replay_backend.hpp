@@ -9,10 +9,17 @@
 // pays the process start-up (startup_ms), and every warm call timed by time_execution_ms (an
 // execution, not a search) is scaled by the recording's sequence_factor.
 //
-// A problem the recording lacks is estimated from the recorded problem of the same layer (same
-// everything but batch and input sizes) with the nearest multiply-add count: times and workspace
-// scaled by the ratio of multiply-adds, support and heuristic order copied. Nothing else is
-// invented: a problem with no such neighbour is unsupported by every algorithm.
+// A problem the recording lacks is estimated (Estimation::any; with Estimation::same_layer only
+// from a recorded problem of the same layer, as `tune --replay` does, so that no decision of a
+// tuning database rests on assumed support; with Estimation::none it is unsupported by every
+// algorithm, as `simulate --strict` wants). Its support, heuristic order, fallback, fixed default and
+// workspace (scaled by the ratio of multiply-adds) are assumed from the nearest recorded problem
+// (fewest multiply-adds apart) of, in this order of preference: the same layer (everything but
+// batch and input sizes equal); the same direction, type, layout and kind (grouped/depthwise,
+// dilated, 1x1 or not); the same direction, type and layout; the same direction. Each
+// algorithm's median time comes from the PerfModel fitted on the recording (perf_model.hpp), with
+// its uncertainty; the neighbour's samples and cold-call overhead are carried over around it.
+// A problem whose direction the recording never measured stays unanswerable.
 //
 // Memory is virtual too (allocate returns placeholders; nothing is read or written), so replaying
 // big problems costs no host memory; needs_tensor_data() is false, so tensors are allocated but
@@ -25,13 +32,15 @@
 #include <string>
 #include <vector>
 
+#include "convtune/sim/perf_model.hpp"
 #include "convtune/sim/recording.hpp"
 
 namespace convtune::sim {
 
 class ReplayBackend final : public Backend {
 public:
-    explicit ReplayBackend(Recording r, uint64_t seed = 1, bool estimate_missing = true);
+    enum class Estimation { none, same_layer, any };
+    explicit ReplayBackend(Recording r, uint64_t seed = 1, Estimation estimation = Estimation::same_layer);
     ~ReplayBackend() override;
 
     std::string_view name() const override { return recording_.environment.backend; }
@@ -59,14 +68,36 @@ public:
 
     // The record answering p: recorded, estimated (see above), or nullptr.
     const ProblemRecord* lookup(const ConvProblem& p) const;
+
+    // How an estimated problem was estimated.
+    struct Estimate {
+        std::unique_ptr<ProblemRecord> record;  // nullptr: unanswerable
+        std::string neighbour;                  // the recorded problem support was assumed from
+        std::string basis;                      // which preference level found it (see above)
+        std::map<std::string, double> sigma;    // per algorithm: standard deviation of log(time)
+        // Multiply-adds of p against the nearest recorded problem of its direction and type
+        // (of its direction when the type was never recorded): >= 1, either way round.
+        double extrapolation = 1;
+        bool floored = false;  // some algorithm's time was raised to the launch floor (PerfModel)
+    };
+    // nullptr for a recorded problem (or with Estimation::none).
+    const Estimate* estimate(const ConvProblem& p) const;
+    const PerfModel& model() const { return model_; }
+    Estimation estimation() const { return estimation_; }
+    // Since reset(): how much lower and higher the virtual time could be if every estimated call
+    // was at the low or high end of its stated range (PerfModel::kSigmas).
+    std::pair<double, double> uncertainty_ms() const;
     bool is_recorded(const ConvProblem& p) const { return recording_.find(p) != nullptr; }
 
     // Used by the replayed algorithms.
     Status replay_run(const ConvProblem& p, const std::string& id) const;
 
 private:
+    const Estimate& unrecorded(const ConvProblem& p) const;  // p is not recorded: its estimate, made once
+
     Recording recording_;
-    bool estimate_;
+    PerfModel model_;
+    Estimation estimation_;
     std::vector<std::unique_ptr<Algorithm>> owned_;
     std::vector<const Algorithm*> list_;
     mutable std::mutex mutex_;
@@ -76,7 +107,8 @@ private:
     mutable bool executing_ = false;  // inside time_execution_ms
     mutable bool started_ = false;  // the scenario's first call (and its start-up cost) is done
     mutable std::map<std::string, int64_t> calls_;  // "<problem>|<id>" -> calls so far
-    mutable std::map<std::string, std::unique_ptr<ProblemRecord>> estimated_;
+    mutable double below_ = 0, above_ = 0;  // uncertainty_ms()
+    mutable std::map<std::string, Estimate> estimated_;
 };
 
 }  // namespace convtune::sim

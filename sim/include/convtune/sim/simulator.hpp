@@ -77,6 +77,9 @@ struct ScenarioResult {
     // this result is the run with the median total (the lower middle one for an even count), and
     // range_lo_ms / range_hi_ms are the lowest and highest total.
     std::vector<double> repeat_totals_ms;
+    // A replay with estimated problems (SimulationResult::estimated_problems): the total with
+    // every estimated call at the low / high end of its stated range (PerfModel); 0 otherwise.
+    double estimate_lo_ms = 0, estimate_hi_ms = 0;
     void add(const IterationStats& s);       // records the next iteration
     int count() const;                       // iterations run
     IterationStats sum() const;              // over every iteration run
@@ -133,7 +136,13 @@ struct SimulationResult {
     std::vector<Comparison> comparisons;  // parallel to scenarios
     int baseline = -1;                    // index of the baseline scenario
     Recommendation recommendation;
-    int64_t estimated_problems = 0;       // replay: problems scaled from a recorded neighbour
+    // Replay: problems the recording lacks, estimated (ReplayBackend::Estimate); of them, those
+    // whose support was assumed from another layer and those raised to a launch floor; the
+    // largest ratio of multiply-adds to the nearest recorded problem. The scenarios' estimate_lo_ms
+    // and estimate_hi_ms then hold the totals with every estimate at the low / high end of its range.
+    int64_t estimated_problems = 0;
+    int64_t assumed_problems = 0, floored_problems = 0;
+    double max_extrapolation = 1;
     bool judgeable = true;                // false for a tuning-database replay
     int repeats = 1;                      // runs of each setting (rotated order when > 1)
     // A trace's recorded flags: the baseline the settings change (the first of them when the
@@ -169,7 +178,9 @@ struct SimulationOptions {
 };
 
 // Simulates `stream` on backend `b` (live) or on a ReplayBackend (replay, detected). Throws
-// Error before anything runs when a replay lacks problems the stream needs (naming --replay).
+// Error before anything runs when a replay cannot answer problems the stream needs (naming
+// --replay): problems it lacks when its estimation is off (--strict), or of a direction it never
+// recorded.
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o);
 
 // Only the settings PyTorch measured (`off`, `pytorch`), from o.measured, with no backend.
