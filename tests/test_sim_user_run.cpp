@@ -340,6 +340,8 @@ BOOST_AUTO_TEST_CASE(a_difference_inside_the_spread_is_no_difference) {
     BOOST_TEST(off.range_lo_ms == 1000.0, tt::tolerance(1e-6));
     BOOST_TEST(off.range_hi_ms == 1200.0, tt::tolerance(1e-6));
     BOOST_TEST(off.sum().total_ms() == 1100.0, tt::tolerance(1e-6));  // the median run
+    BOOST_TEST(on.repeat_totals_ms.size() == 3u);
+    BOOST_TEST(on.range_lo_ms < off.range_hi_ms);  // the ranges overlap
     BOOST_TEST(r.comparisons[1].saving > 0.02);
     BOOST_TEST(r.comparisons[1].within_noise);
     BOOST_TEST(r.recommendation.setting == "off");
