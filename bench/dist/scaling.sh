@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Problems per second of `convtune tune` against MPI ranks (docs/distributed.md), two catalogues:
-#   cpu     24 convolutions (batch 8) tuned live on the CPU backend, one single-threaded rank per core
+#   cpu     24 x $CPU_COPIES (default 4) convolutions, batch $CPU_BATCH (default 64) and the next sizes, tuned live on the CPU backend, one single-threaded rank per core
 #           (OMP_NUM_THREADS=1, --bind-to core): the search itself scaling with ranks;
 #   replay  ResNet-50 H200 training problems at batch sizes 1-30 (2040 problems) replayed from
 #           tests/data (a search costs next to nothing): what rank 0's hand-out and database
@@ -26,14 +26,15 @@ backend=${BACKEND:-cpu}
 out=${OUT:-}
 : > "$work/rows.jsonl"
 
-python3 - "$work" <<'PY'
+python3 - "$work" "${CPU_BATCH:-64}" "${CPU_COPIES:-4}" <<'PY'
 import json, sys
-work = sys.argv[1]
+work, batch, copies = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 with open(f"{work}/cpu.shapes", "w") as f:
-    for c, k, h in [(16, 16, 28), (16, 32, 28), (32, 32, 28), (32, 64, 14), (64, 64, 14), (64, 32, 14)]:
-        for ker, pad in [(3, 1), (1, 0)]:
-            for d in ["fwd", "bwd_data"]:
-                f.write(f"dir={d},n=8,c={c},k={k},in={h}x{h},ker={ker}x{ker},pad={pad}x{pad}\n")
+    for n in range(batch, batch + copies):
+        for c, k, h in [(16, 16, 28), (16, 32, 28), (32, 32, 28), (32, 64, 14), (64, 64, 14), (64, 32, 14)]:
+            for ker, pad in [(3, 1), (1, 0)]:
+                for d in ["fwd", "bwd_data"]:
+                    f.write(f"dir={d},n={n},c={c},k={k},in={h}x{h},ker={ker}x{ker},pad={pad}x{pad}\n")
 rec = json.load(open("tests/data/resnet50_h200_f32_train.json"))
 with open(f"{work}/replay.shapes", "w") as f:
     for b in range(1, 31):
