@@ -34,8 +34,10 @@ struct TuneOptions {
     ProblemOverrides over;
 };
 
-// How many problems there are, on stderr before the first is decided (a catalogue can take hours).
+// How many problems there are, on stderr before the first is decided (a catalogue can take hours);
+// nothing for a single problem.
 void announce(const app::TuneReport& r) {
+    if (r.count < 2) return;
     fmt::print(stderr, "tune: {} problem{} on backend {}\n", r.count, r.count == 1 ? "" : "s", r.backend);
     std::fflush(stderr);
 }
