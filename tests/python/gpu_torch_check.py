@@ -26,7 +26,8 @@ if not torch.cuda.is_available():
 import convtune.torch as ct  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_torch import Net  # noqa: E402  the same network as the CPU test
+from test_torch import Net  # noqa: E402,F401  the same network and training loop as the CPU test
+from test_torch import train as shared_train  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -39,29 +40,7 @@ def restore():
 
 
 def train(enable, steps=3):
-    torch.manual_seed(0)
-    net = Net().cuda()
-    data = [torch.randn(2, 3, 64, device="cuda") for _ in range(steps)]
-    opt = torch.optim.SGD(net.parameters(), lr=0.1)
-    losses, grads = [], []
-    ctx = ct.enabled(device="cuda", db="") if enable else _Nothing()
-    with ctx:
-        for x in data:
-            opt.zero_grad()
-            loss = net(x)
-            loss.backward()
-            losses.append(loss.item())
-            grads.append([p.grad.clone() for p in net.parameters()])
-            opt.step()
-    return losses, grads
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
+    return shared_train(enable, steps, dtype=torch.float32, device="cuda")
 
 
 # fp32 without TF32: each convolution of convtune's cuDNN algorithms (plain sums) and of PyTorch's

@@ -2,6 +2,7 @@
 CPU backend (enable(device="cpu")), end to end. The CUDA path is the same code with the cuDNN
 backend; its tests are gpu_torch_check.py (label gpu)."""
 
+import contextlib
 import os
 import sys
 import textwrap
@@ -44,13 +45,14 @@ class Net(torch.nn.Module):
         return c.pow(2).mean()
 
 
-def train(enable, steps=3, dtype=torch.float64):
+def train(enable, steps=3, dtype=torch.float64, device="cpu"):
+    """Losses and gradients of `steps` SGD steps of Net, through convtune when `enable`."""
     torch.manual_seed(0)
-    net = Net().to(dtype)
-    data = [torch.randn(2, 3, 64, dtype=dtype) for _ in range(steps)]
+    net = Net().to(device=device, dtype=dtype)
+    data = [torch.randn(2, 3, 64, dtype=dtype, device=device) for _ in range(steps)]
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     losses, grads = [], []
-    with ct.enabled(device="cpu", db="") if enable else _nothing():
+    with ct.enabled(device=device, db="") if enable else contextlib.nullcontext():
         for x in data:
             opt.zero_grad()
             loss = net(x)
@@ -59,14 +61,6 @@ def train(enable, steps=3, dtype=torch.float64):
             grads.append([p.grad.clone() for p in net.parameters()])
             opt.step()
     return losses, grads
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 # The bound for the training comparison (docs/python.md, "convtune.torch"): in f64 each
