@@ -230,22 +230,21 @@ class _Conv(torch.autograd.Function):
         fmt = ctx.fmt
         gyc = gy.contiguous(memory_format=fmt)
         todo = []
-        if need_x:
-            dxc = torch.empty(x.shape, dtype=x.dtype, device=x.device, memory_format=fmt)
-            wc = w.contiguous(memory_format=fmt)
-            if tflags is not None and tflags["enabled"] and _run(s, "bwd_data", dxc, wc, gyc, stride, padding, dilation, groups,
-                                                                 tflags)["ran"]:
-                dx = dxc
+        # bwd_data writes dx from w and gy, bwd_filter dw from x and gy: tensors in (x, w, y) order.
+        grads = [None, None]
+        for i, (need, direction) in enumerate(((need_x, "bwd_data"), (need_w, "bwd_filter"))):
+            if not need:
+                continue
+            like = (x, w)[i]
+            xw = [None, None]
+            xw[i] = torch.empty(like.shape, dtype=like.dtype, device=like.device, memory_format=fmt)
+            xw[1 - i] = (x, w)[1 - i].contiguous(memory_format=fmt)
+            if tflags is not None and tflags["enabled"] and _run(s, direction, xw[0], xw[1], gyc, stride, padding, dilation,
+                                                                 groups, tflags)["ran"]:
+                grads[i] = xw[i]
             else:
-                todo.append(0)
-        if need_w:
-            dwc = torch.empty(w.shape, dtype=w.dtype, device=w.device, memory_format=fmt)
-            xc = x.contiguous(memory_format=fmt)
-            if tflags is not None and tflags["enabled"] and _run(s, "bwd_filter", xc, dwc, gyc, stride, padding, dilation, groups,
-                                                                 tflags)["ran"]:
-                dw = dwc
-            else:
-                todo.append(1)
+                todo.append(i)
+        dx, dw = grads
         if todo:
             if tflags is not None and not tflags["enabled"]:
                 _count("fallback", "cudnn_disabled", "torch.backends.cudnn.enabled is False: PyTorch's own kernels")
