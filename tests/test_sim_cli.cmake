@@ -116,6 +116,9 @@ foreach(args
     "--iterations;0"
     "--batches;1,0;--stream;batch"
     "--scales;-1;--stream;resolution"
+    "--batches;1,2"
+    "--batches;1,2;--stream;resolution"
+    "--scales;0.5;--stream;batch"
     "--mode;sleep"
     "--replay;${W}/no-such-file.json"
     "--json;--csv")

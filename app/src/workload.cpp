@@ -35,6 +35,13 @@ Stream WorkloadRequest::make_stream() const {
                 throw InvalidRequest(field, "does not apply to a trace stream: its problems are written out whole (direction, batch, data type, "
                                             "layout, sizes); leave {" + std::string(field) + "} out");
     }
+    // The lists a stream draws from apply to the streams that draw them, and only there.
+    const bool draws_batches = spec.kind == StreamKind::batch || spec.kind == StreamKind::mixed;
+    const bool draws_scales = spec.kind == StreamKind::resolution || spec.kind == StreamKind::mixed;
+    if (!batches.empty() && !draws_batches && spec.kind != StreamKind::trace)
+        throw InvalidRequest("batches", "applies to the batch and mixed streams only; this stream is " + stream);
+    if (!scales.empty() && !draws_scales && spec.kind != StreamKind::trace)
+        throw InvalidRequest("scales", "applies to the resolution and mixed streams only; this stream is " + stream);
     spec.seed = seed;
     if (!batches.empty()) spec.batches = parse_int_list(batches, "batches");
     if (!scales.empty()) spec.scales = parse_double_list(scales, "scales");
