@@ -20,6 +20,7 @@
 #include "convtune/app/tune.hpp"
 #include "convtune/dist/launch.hpp"
 #include "convtune/dist/tune.hpp"
+#include "convtune/policy.hpp"
 #include "convtune/sim/report.hpp"
 
 namespace convtune::cli {
@@ -33,6 +34,17 @@ struct TuneOptions {
     double db_flush_s = 1;
     ProblemOverrides over;
 };
+
+// --policy's help: every registered policy, the default marked.
+std::string policy_help() {
+    std::string h;
+    for (Policy p : all_policies()) {
+        if (!h.empty()) h += ", ";
+        h += to_string(p);
+        if (p == FlagValues{}.policy) h += " (default)";
+    }
+    return h;
+}
 
 // How many problems there are, on stderr before the first is decided (a catalogue can take hours);
 // nothing for a single problem.
@@ -156,7 +168,7 @@ void add_tune(CLI::App& app, Action& action) {
         ->check(non_empty());
     cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)");
     cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend");
-    cmd->add_option("--policy", o->r.policy, "pytorch, pytorch-v7, convtune (default) or adaptive");
+    cmd->add_option("--policy", o->r.policy, policy_help());
     cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1");
     cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)");
     cmd->add_option("--batch", o->r.batch, "Batch sizes, comma-separated: every problem at each (default: as written)")->check(non_empty());
@@ -175,7 +187,7 @@ void add_explain(CLI::App& app, Action& action) {
     auto o = std::make_shared<ExplainOptions>();
     cmd->add_option("--problem,-p", o->r.problem, "The problem (canonical or benchdnn)")->required();
     cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)");
-    cmd->add_option("--policy", o->r.policy, "pytorch, pytorch-v7, convtune (default) or adaptive");
+    cmd->add_option("--policy", o->r.policy, policy_help());
     cmd->add_option("--flags", o->r.flags, "e.g. benchmark=0,deterministic=1");
     cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)");
     cmd->add_flag("--json", o->json, "Print one JSON document");
