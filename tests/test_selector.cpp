@@ -802,15 +802,21 @@ BOOST_AUTO_TEST_CASE(search_and_run_take_workspace_from_the_caller) {
         buffers.emplace_back(bytes);
         return DeviceBuffer(buffers.back().data(), bytes, [](void*) {});
     };
-    std::shared_ptr<const Decision> d;
+    RunInfo d;
     BOOST_TEST(s.run(kP, t.views(), flags("benchmark=1"), &src, &d).ok());
-    BOOST_REQUIRE(d);
-    BOOST_TEST(d->algorithm == "h2");
-    BOOST_TEST((d->source == Source::search));
+    BOOST_TEST(d.algorithm == "h2");
+    BOOST_TEST((d.source == Source::search));
+    BOOST_TEST(d.search_ms > 0);
     BOOST_TEST(b.allocations() == 0);
     // The search's buffer (64, then grown to 256) and the run's (256).
     BOOST_TEST(asked.size() == 3u);
     BOOST_TEST(asked.back() == 256u);
+    // The next call is answered by the in-memory cache: it says so, and searches nothing.
+    BOOST_TEST(s.run(kP, t.views(), flags("benchmark=1"), &src, &d).ok());
+    BOOST_TEST(d.algorithm == "h2");
+    BOOST_TEST((d.source == Source::memory));
+    BOOST_TEST(d.search_ms == 0);
+    BOOST_TEST(b.runs("h2") >= 2);
 }
 
 // A source that has no memory is out of memory: the next candidate runs.
@@ -820,8 +826,9 @@ BOOST_AUTO_TEST_CASE(an_empty_buffer_from_the_caller_is_out_of_memory) {
     Selector s(b, cache);
     HostTensors t = make_host_tensors(kP);
     WorkspaceSource none = [](std::size_t) { return DeviceBuffer{}; };
-    std::shared_ptr<const Decision> d;
+    RunInfo d;
     BOOST_TEST(s.run(kP, t.views(), flags("benchmark=0"), &none, &d).ok());
+    BOOST_TEST(d.algorithm == "h1");  // the decision's choice, which could not run
     BOOST_TEST(b.runs("h1") == 0);
     BOOST_TEST(b.runs("h2") == 1);
 }

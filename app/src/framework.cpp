@@ -103,7 +103,7 @@ FrameworkResult run_framework(Context& ctx, const FrameworkCall& c) {
         StreamGuard(const Backend& be, void* s) : b(be), old(be.exchange_thread_stream(s)) {}
         ~StreamGuard() { b.exchange_thread_stream(old); }
     } guard(b, c.stream);
-    std::shared_ptr<const Decision> d;
+    RunInfo d;
     Status s;
     try {
         s = ctx.selector(b).run(p, t, c.flags, c.workspace ? &c.workspace : nullptr, &d);
@@ -114,11 +114,9 @@ FrameworkResult run_framework(Context& ctx, const FrameworkCall& c) {
         r.detail = e.what();
         return r;
     }
-    if (d) {
-        r.source = std::string(to_string(d->source));
-        r.search_ms = d->search_ms;
-        r.algorithm = d->algorithm;
-    }
+    r.source = std::string(to_string(d.source));
+    r.search_ms = d.search_ms;
+    r.algorithm = d.algorithm;
     if (!s.ok()) {
         r.fallback = "failed";
         r.detail = std::string(s.code_name()) + ": " + s.message;

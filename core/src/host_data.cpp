@@ -46,7 +46,8 @@ std::size_t default_budget() {
 std::size_t memory_budget() {
     if (const std::size_t b = g_budget.load()) return b;
     if (const char* e = std::getenv("CONVTUNE_MAX_BYTES"); e && *e) return parse_byte_size(e, "CONVTUNE_MAX_BYTES");
-    return default_budget();
+    static const std::size_t fallback = default_budget();  // the machine's memory does not change (a syscall per call did)
+    return fallback;
 }
 
 void set_memory_budget(std::size_t bytes) { g_budget.store(bytes); }

@@ -27,7 +27,6 @@ std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // The candidate for algorithm a: its support decided and the flags' filters applied. The
 // workspace is asked here only when a limit needs it: asking can build a plan (cuDNN compiles a
@@ -416,6 +415,18 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
 
 std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t,
                                                  const WorkspaceSource* ws) {
+    bool hit = false;
+    std::shared_ptr<const Decision> d = select_cached(p, f, t, ws, &hit);
+    if (!hit) return d;
+    auto copy = std::make_shared<Decision>(*d);
+    copy->source = Source::memory;
+    copy->search_ms = 0;
+    return copy;
+}
+
+std::shared_ptr<const Decision> Selector::select_cached(const ConvProblem& p, const FlagValues& f, const ConvTensors* t,
+                                                        const WorkspaceSource* ws, bool* hit_out) {
+    *hit_out = false;
     p.validate();  // before the key is built from it
     if (!f.enabled) return std::make_shared<const Decision>(decide(p, f, t, ws));
     const std::string key = cache_key(backend_, p, f);
@@ -426,12 +437,19 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
     if (defers) seen = cache_.note_occurrence(key);
     // An in-band shape is never searched: its provisional decision stands until run() pins it.
     bool wait = policy.in_band(f) || (defers && !policy.search_due(seen, nullptr, f));
-    const Environment env = environment_of(backend_);
+    // The environment (device, driver, library) only where a decision is computed: a call that
+    // the memory cache answers asks nothing of the device (on cuDNN, cudaGetDeviceProperties and
+    // reading the driver's release cost more than the rest of such a call).
+    std::optional<Environment> env_made;
+    auto env = [&]() -> const Environment& {
+        if (!env_made) env_made = environment_of(backend_);
+        return *env_made;
+    };
 
     auto compute = [&]() -> Decision {
         if (persistent && f.benchmark) {
             auto known = [this](const std::string& id) { return backend_.find(id) != nullptr; };
-            if (auto rec = db_->find(env, key, known)) {
+            if (auto rec = db_->find(env(), key, known)) {
                 // Use it only if the algorithm is still eligible for this problem and these flags.
                 if (const Algorithm* a = backend_.find(rec->algorithm)) {
                     Candidate c = evaluate(*a, p, f);
@@ -464,7 +482,7 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
             return d;
         }
         Decision d = decide(p, f, t, ws);
-        if (d.source == Source::search) persist(env, key, d, f);
+        if (d.source == Source::search) persist(env(), key, d, f);
         return d;
     };
     bool hit = false;
@@ -475,12 +493,7 @@ std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const Fla
         cache_.erase(key);
         d = cache_.get_or_compute(key, compute, &hit);
     }
-    if (hit) {
-        auto copy = std::make_shared<Decision>(*d);
-        copy->source = Source::memory;
-        copy->search_ms = 0;
-        return copy;
-    }
+    *hit_out = hit;
     return d;
 }
 
@@ -598,17 +611,27 @@ std::optional<Status> Selector::rotate(const ConvProblem& p, const ConvTensors& 
 }
 
 Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const WorkspaceSource* source,
-                     std::shared_ptr<const Decision>* decision) {
+                     RunInfo* info) {
     check_tensors(p, t);
-    std::shared_ptr<const Decision> d = select(p, f, &t, source);
+    bool hit = false;
+    std::shared_ptr<const Decision> d = select_cached(p, f, &t, source, &hit);
+    auto tell = [&] {
+        if (info) *info = {d->algorithm, hit ? Source::memory : d->source, hit ? 0.0 : d->search_ms};
+    };
     if (d->provisional && f.enabled && policy_of(f.policy).in_band(f)) {
-        if (decision) *decision = d;
+        tell();
         if (std::optional<Status> st = rotate(p, t, f, d->key, source)) return *st;
-        d = select(p, f, &t, source);  // pinned
+        d = select_cached(p, f, &t, source, &hit);  // pinned
     }
-    if (decision) *decision = d;
-    // The chosen algorithm first, then the other eligible candidates: timed ones fastest first,
-    // then untimed ones in heuristic order.
+    tell();
+    // The chosen algorithm first: the whole of a call whose choice runs.
+    Status last = Status::failure("no candidate");
+    if (const Algorithm* a = d->algorithm.empty() ? nullptr : lookup(backend_, d->algorithm)) {
+        last = execute(*a, p, t, nullptr, source);
+        if (last.ok()) return last;
+    }
+    // It failed: the other eligible candidates, timed ones fastest first, then untimed ones in
+    // heuristic order.
     std::vector<const Candidate*> order;
     for (const Candidate& c : d->candidates)
         if (c.id == d->algorithm) order.push_back(&c);
@@ -621,9 +644,9 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
     std::stable_sort(timed.begin(), timed.end(), [](auto* a, auto* b) { return a->median_ms < b->median_ms; });
     order.insert(order.end(), timed.begin(), timed.end());
     order.insert(order.end(), untimed.begin(), untimed.end());
-    Status last = Status::failure("no candidate");
     // Runs one candidate; true when it ran (and, if it was not the decision's choice, it is now).
     auto attempt = [&](const Candidate& c) {
+        if (c.id == d->algorithm) return false;  // it failed above
         const Algorithm* a = lookup(backend_, c.id);
         if (!a) return false;
         last = execute(*a, p, t, nullptr, source);

@@ -64,6 +64,14 @@ struct Rotation;      // an in-band shape's candidates and measurement until it 
 // backend's allocate().
 using WorkspaceSource = std::function<DeviceBuffer(std::size_t)>;
 
+// What one Selector::run call ran under: the decision's algorithm, where the decision came from
+// (Source::memory when the in-memory cache had it) and the search time this call spent on it.
+struct RunInfo {
+    std::string algorithm;
+    Source source = Source::heuristic;
+    double search_ms = 0;
+};
+
 class Selector {
 public:
     // `cache` is required; `db` may be null (no persistence).
@@ -88,9 +96,11 @@ public:
     // candidate whose call is due instead, timed as it runs (a failing one is replaced by the
     // next due in the same call); the shape's calls are serialised until it is pinned.
     // `workspace`, when given, provides every workspace buffer of the call (a search's and the
-    // run's); `decision`, when given, receives the decision the call ran under.
+    // run's); `info`, when given, receives what the call ran under. A call the in-memory cache
+    // answers copies nothing of the decision (a cuDNN decision lists ~1000 candidates): it runs
+    // the chosen algorithm and builds the order of the others only when that one fails.
     Status run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const WorkspaceSource* workspace = nullptr,
-               std::shared_ptr<const Decision>* decision = nullptr);
+               RunInfo* info = nullptr);
 
 private:
     // `t`, when given, are the caller's tensors (run()): a search times candidates on them
@@ -98,6 +108,10 @@ private:
     // output is overwritten, and the chosen algorithm computes it afterwards).
     // `ws`, when given, is the caller's workspace source (run()).
     std::shared_ptr<const Decision> select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t, const WorkspaceSource* ws);
+    // select() without the copy it makes of a cached decision to mark it Source::memory: the
+    // cached decision itself, and *hit says whether it came from the in-memory cache.
+    std::shared_ptr<const Decision> select_cached(const ConvProblem& p, const FlagValues& f, const ConvTensors* t,
+                                                  const WorkspaceSource* ws, bool* hit);
     Decision decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t, const WorkspaceSource* ws) const;
     Decision search(const ConvProblem& p, const FlagValues& f, CandidateList& list, const std::string& key,
                     const ConvTensors* t, const WorkspaceSource* ws) const;

@@ -2,9 +2,15 @@
 // the simulator's report, the CLI and the benchmarks.
 #pragma once
 
+#include <chrono>
 #include <vector>
 
 namespace convtune {
+
+// Wall time in milliseconds since t0 (steady clock).
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // The median of the samples: the middle value once sorted, the mean of the two middle values for
 // an even count; 0 for no samples.
