@@ -128,11 +128,13 @@ std::string Recording::to_json() const {
         if (!r.fallback.empty()) jp["fallback"] = r.fallback;
         if (!r.fixed.empty()) jp["fixed"] = r.fixed;
         if (r.db_search_ms > 0) jp["db_search_ms"] = r.db_search_ms;
+        if (r.ranking_ms) jp["ranking_ms"] = *r.ranking_ms;
         if (r.startup_ms) jp["startup_ms"] = *r.startup_ms;
         if (r.sequence_factor) jp["sequence_factor"] = *r.sequence_factor;
         json ja = json::object();
         for (const AlgorithmRecord& a : r.algorithms) {
             json x;
+            if (a.support_ms) x["support_ms"] = *a.support_ms;
             if (!a.supported) {
                 x["unsupported"] = a.reason;
             } else {
@@ -226,6 +228,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
         if (jp.contains("fixed")) pr.fixed = get<std::string>(jp, "fixed", w);
         if (jp.contains("db_search_ms")) pr.db_search_ms = checked_time(get<double>(jp, "db_search_ms", w), "db_search_ms", w);
         if (jp.contains("startup_ms")) pr.startup_ms = checked_time(get<double>(jp, "startup_ms", w), "startup_ms", w);
+        if (jp.contains("ranking_ms")) pr.ranking_ms = checked_time(get<double>(jp, "ranking_ms", w), "ranking_ms", w);
         if (jp.contains("sequence_factor")) {
             pr.sequence_factor = get<double>(jp, "sequence_factor", w);
             if (!(*pr.sequence_factor > 0 && *pr.sequence_factor < 100)) throw ParseError(w + ": \"sequence_factor\" must be in (0, 100)");
@@ -238,6 +241,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
             const std::string wa = w + ", " + info.id;
             AlgorithmRecord a;
             a.id = info.id;
+            if (x.contains("support_ms")) a.support_ms = checked_time(get<double>(x, "support_ms", wa), "support_ms", wa);
             if (x.contains("unsupported")) {
                 a.supported = false;
                 a.reason = get<std::string>(x, "unsupported", wa);
@@ -512,12 +516,31 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
         pr.problem = p;
         // The supporting algorithms in ranking order (heuristic_order), and which of them the
         // heuristics do not suggest.
+        // Each algorithm's first support decision is timed where it is made (the ranking's loop
+        // or, for those it does not reach, the loop below): later ones are answered from the
+        // backend's cache. The ranking's own time (heuristics queries) is kept apart.
+        std::map<const Algorithm*, std::pair<Support, double>> support;
+        auto decide = [&](const Algorithm* a) -> const Support& {
+            auto it = support.find(a);
+            if (it == support.end()) {
+                const auto t0 = std::chrono::steady_clock::now();
+                Support s = a->supports(p);
+                it = support.emplace(a, std::pair{std::move(s), ms_since(t0)}).first;
+            }
+            return it->second.first;
+        };
         const auto ranking = b.ranking(p);
-        while (const Algorithm* a = ranking->next()) {
-            if (!a->supports(p)) continue;
+        double ranking_ms = 0;
+        for (;;) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const Algorithm* a = ranking->next();
+            ranking_ms += ms_since(t0);
+            if (!a) break;
+            if (!decide(a)) continue;
             pr.heuristic.push_back(std::string(a->id()));
             if (!ranking->suggested(*a)) pr.unsuggested.push_back(std::string(a->id()));
         }
+        pr.ranking_ms = ranking_ms;
         if (const Algorithm* a = b.native_fallback(p)) pr.fallback = std::string(a->id());
         if (const Algorithm* a = b.fixed_default(p)) pr.fixed = std::string(a->id());
         const auto tensors = tensors_on(b, p, o.seed);
@@ -527,7 +550,9 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             ar.id = std::string(a->id());
             if (o.progress) o.progress(done, total, ar.id + " on " + p.to_string());
             ++done;
-            if (const Support s = a->supports(p); !s) {
+            const Support& s = decide(a);
+            ar.support_ms = support.at(a).second;
+            if (!s) {
                 ar.supported = false;
                 ar.reason = s.reason;
                 pr.algorithms.push_back(std::move(ar));

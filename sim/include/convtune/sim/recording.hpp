@@ -31,6 +31,10 @@ struct AlgorithmRecord {
     // The notes the algorithm reports for this problem (Algorithm::notes_for) where they are
     // fewer than its listed notes (cuDNN graph engines); nullopt = the listed notes.
     std::optional<Notes> notes;
+    // The wall time of the algorithm's first support decision on the problem (Algorithm::supports;
+    // on cuDNN's graph engines, building its execution plan, a runtime compile included), kept for
+    // supported and unsupported ones alike; nullopt in recordings made before it was measured.
+    std::optional<double> support_ms;
 };
 
 struct ProblemRecord {
@@ -42,6 +46,9 @@ struct ProblemRecord {
     std::string fallback, fixed;         // native_fallback / fixed_default ids ("" = none)
     std::vector<AlgorithmRecord> algorithms;  // the backend's fixed order
     double db_search_ms = 0;             // recordings built from a tuning database: its search time
+    // The wall time the backend's ranking took to list the problem's algorithms (Ranking::next,
+    // without the support decisions: on cuDNN, its heuristics queries); nullopt where not measured.
+    std::optional<double> ranking_ms;
     // A merged recording (merge_recordings): the start-up and sequence factor of the recording this
     // problem came from, where they differ between the parts; nullopt = the recording's own.
     std::optional<double> startup_ms, sequence_factor;
