@@ -2,7 +2,7 @@
 # Runs the GPU tests and/or the GPU benchmark from a package made by scripts/gpu-check, on a
 # machine with an NVIDIA GPU, CUDA 13 and a Python whose site-packages hold nvidia-cudnn-cu13
 # (and PyTorch, for the benchmark's comparison).
-#   gpu-pkg/run.sh tests|bench|probe|refused|sim|all [output-folder]   (default output folder: gpu-pkg/out)
+#   gpu-pkg/run.sh tests|bench|probe|refused|sim|torch|all [output-folder]   (default output folder: gpu-pkg/out)
 # `refused` (not part of `all`) re-measures the engines refused for f32 after measurement (fwd
 # eng72, bwd_filter eng69/eng70) against the f64 oracle: test_gpu_cudnn's disabled case
 # gpu/refused_engines_probe, one "probe: <id> PASS|FAIL|UNSUPPORTED(..)|RUNFAIL(..) ..." line per
@@ -14,6 +14,9 @@
 #   SIM_LAYOUT (nhwc), SIM_MODE (infer), SIM_STREAMS (fixed,resolution), SIM_ITERATIONS (20),
 #   SIM_SCALES (0.5,0.75,1), SIM_SAMPLES (5), SIM_REUSE=1 (keep the recordings and live documents
 #   already in the output folder's sim/, e.g. a recording copied there from an earlier call).
+# `torch` (not part of `all`; needs a package made with GPU_PYTHON set): convtune.torch's GPU check
+#   (tests/python/gpu_torch_check.py, pytest) then bench/gpu/torch_convtune.py (TORCH_CONFIGS,
+#   TORCH_ITERATIONS, TORCH_BENCH_TIMEOUT) into torch_convtune.json.
 set -uo pipefail
 what=${1:-all}
 PKG=$(cd "$(dirname "$0")" && pwd)
@@ -90,5 +93,20 @@ if [ "$what" = sim ] || [ "$what" = all ]; then
   src=$?
   echo "fidelity exit $src after $(( $(date +%s) - start )) s"; tail -30 "$OUTDIR/sim.log"
   [ $src -gt 1 ] && rc=$src
+fi
+if [ "$what" = torch ]; then
+  [ -d "$PKG/python" ] || { echo "no convtune Python module in $PKG (make the package with GPU_PYTHON set)"; exit 1; }
+  export PYTHONPATH="$PKG/python${PYTHONPATH:+:$PYTHONPATH}"
+  echo "== convtune.torch GPU check (log: $OUTDIR/torch-check.log)"
+  start=$(date +%s)
+  timeout "${TORCH_CHECK_TIMEOUT:-240}" env PYTHONUNBUFFERED=1 $PY -m pytest -v -p no:cacheprovider "$PKG/tests/gpu_torch_check.py" > "$OUTDIR/torch-check.log" 2>&1
+  crc=$?
+  echo "gpu_torch_check exit $crc after $(( $(date +%s) - start )) s"; grep -E "PASSED|FAILED|ERROR|passed|failed" "$OUTDIR/torch-check.log" | tail -20
+  [ $crc -ne 0 ] && rc=$crc
+  echo "== convtune.torch benchmark (log: $OUTDIR/torch-convtune.log)"
+  start=$(date +%s)
+  timeout "${TORCH_BENCH_TIMEOUT:-400}" env PYTHONUNBUFFERED=1 $PY "$PKG/bench/torch_convtune.py" --out "$OUTDIR/torch_convtune.json" \
+    --iterations "${TORCH_ITERATIONS:-40}" ${TORCH_CONFIGS:+--configs $TORCH_CONFIGS} > "$OUTDIR/torch-convtune.log" 2>&1
+  echo "torch_convtune exit $? after $(( $(date +%s) - start )) s"; tail -40 "$OUTDIR/torch-convtune.log"
 fi
 exit $rc

@@ -88,8 +88,9 @@ def run(config, setting, kernel_cache, cache_dir, db, a):
     cmd = [sys.executable, __file__, "--child", "--config", config, "--setting", setting, "--kernel-cache", kernel_cache, "--db", db,
            "--iterations", str(a.iterations), "--batch", str(a.batch)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"{config} {setting}: failed\n{r.stderr}")
+    if r.returncode != 0:  # reported and kept: the other runs still say something
+        print(f"{config} {setting} kernel cache {kernel_cache}: FAILED (exit {r.returncode})\n{r.stderr[-3000:]}", flush=True)
+        return {"config": config, "setting": setting, "kernel_cache": kernel_cache, "failed": r.returncode, "stderr": r.stderr[-3000:]}
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -122,11 +123,13 @@ def main():
                         run_db = db + ".cold-cold"
                     r = run(config, setting, kc, cache_dir, run_db if setting.startswith("convtune") else "", a)
                     results.append(r)
+                    with open(a.out, "w") as f:  # after every run: a run cut short keeps what it measured
+                        json.dump({"command": " ".join(sys.argv), "results": results}, f, indent=1)
+                    if "failed" in r:
+                        continue
                     print(f"{config:18} {setting:14} kernel cache {kc:4}: first {r['first_ms']:8.0f} ms, steady "
                           f"{r['steady_ms']:7.2f} ms, 300 it {r['total_300_ms'] / 1e3:6.1f} s, 1000 it {r['total_1000_ms'] / 1e3:6.1f} s",
                           flush=True)
-    with open(a.out, "w") as f:
-        json.dump({"command": " ".join(sys.argv), "results": results}, f, indent=1)
     print(f"-> {a.out}")
 
 
