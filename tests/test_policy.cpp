@@ -167,6 +167,39 @@ BOOST_AUTO_TEST_CASE(same_pick_ten_times_out_of_ten_under_noise_and_drift) {
     BOOST_TEST_MESSAGE("PyTorch's single sample picked the best " << pytorch_best << " times out of 10");
 }
 
+BOOST_AUTO_TEST_CASE(a_kernel_compiled_at_first_use_must_lead_beyond_the_noise) {
+    // "jit" (compiled at first use, as cuDNN's runtime-compiled engines) is 1% faster than "pre":
+    // within the 2% floor of the noise rule, so the convtune policy takes "pre" and says why.
+    // 10% faster is a real lead: "jit" stays. PyTorch's rule (the fastest single sample) keeps
+    // "jit" either way.
+    auto spec = [](double jit_ms) {
+        test::FakeSpec jit{"jit", {jit_ms}};
+        jit.compiles = true;
+        return std::vector<test::FakeSpec>{{"h1", {1.2}}, jit, {"pre", {1.0}}};
+    };
+    for (const char* policy : {"convtune", "incremental", "pytorch"}) {
+        for (const double jit_ms : {0.99, 0.9}) {
+            test::FakeBackend b("fake", spec(jit_ms));
+            TuningCache cache;
+            Selector s(b, cache);
+            const FlagValues f = flags(std::string("benchmark=1,min_samples=3,policy=") + policy);
+            std::shared_ptr<const Decision> d = s.select(kP, f);
+            if (std::string(policy) == "incremental") {  // in-band: the shape's calls are the samples
+                HostTensors t = make_host_tensors(kP);
+                for (int call = 0; call < 60 && d->provisional; ++call) {
+                    BOOST_TEST(s.run(kP, t.views(), f).ok());
+                    d = s.select(kP, f);
+                }
+            }
+            const bool real_lead = jit_ms < 0.95;
+            const std::string want = real_lead || std::string(policy) == "pytorch" ? "jit" : "pre";
+            BOOST_TEST(d->algorithm == want, policy << " jit " << jit_ms);
+            if (want == "pre")
+                BOOST_TEST(cand(*d, "pre").reason.find("not compiled at first use") != std::string::npos, cand(*d, "pre").reason);
+        }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(a_decision_too_noisy_is_not_stored) {
     // The only candidate's samples swing by 2x and more: its robust spread is far above 50%, so
     // the decision is used but not written to the tuning database, and says so.

@@ -678,6 +678,13 @@ public:
         return r ? Notes(static_cast<Note>(r->bits() & listed_notes.bits())) : listed_notes;
     }
 
+    bool compiles_at_first_use(const ConvProblem& p) const override {
+        if (!supports(p)) return false;
+        ProblemEntry& e = cache().entry(p);
+        std::lock_guard<std::mutex> lock(e.mutex);
+        return stage(e, p, false).report.runtime_compiled;
+    }
+
     // The notes cuDNN reports for p, or nullopt when the engine does not take p.
     std::optional<Notes> reported(const ConvProblem& p) const {
         if (!supports(p)) return std::nullopt;

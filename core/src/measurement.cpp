@@ -34,6 +34,7 @@ MeasureStrategy MeasureStrategy::robust(const FlagValues& f) {
     // Off: the selector's contract that a search never returns a candidate its own timing says
     // is slower (tests/test_policies_cpu.cpp) comes first; see docs/autotuning.md.
     s.keep_heuristic_within_noise = false;
+    s.prefer_precompiled = true;
     s.persist_max_noise = 0.5;
     return s;
 }
@@ -58,8 +59,8 @@ void Measurement::drop(Trial& t, std::string why) {
     t.reason = std::move(why);
 }
 
-const Trial& Measurement::enter(std::size_t order, TimedCall fn) {
-    const std::size_t i = add(order);
+const Trial& Measurement::enter(std::size_t order, TimedCall fn, bool compiles) {
+    const std::size_t i = add(order, compiles);
     Trial& t = trials_[i];
     t.call = std::move(fn);
     invoke(i);  // warm-up
@@ -77,10 +78,11 @@ const Trial& Measurement::enter(std::size_t order, TimedCall fn) {
     return t;
 }
 
-std::size_t Measurement::add(std::size_t order) {
+std::size_t Measurement::add(std::size_t order, bool compiles) {
     if (rounds_started_) throw std::logic_error("Measurement::add after the rounds began");
     Trial& t = trials_.emplace_back();
     t.order = order;
+    t.compiles = compiles;
     return trials_.size() - 1;
 }
 
@@ -195,6 +197,22 @@ Choice Measurement::choose() const {
         c.reason = fmt::format("the heuristic's pick: the fastest median ({:.4g} ms) leads by no more than the noise",
                                trials_[static_cast<std::size_t>(c.trial)].median_ms);
         c.trial = 0;
+    }
+    const Trial& w = trials_[static_cast<std::size_t>(c.trial)];
+    if (s_.prefer_precompiled && w.compiles) {
+        int best = -1;
+        for (std::size_t i = 0; i < trials_.size(); ++i) {
+            const Trial& t = trials_[i];
+            if (t.compiles || !t.status.ok() || (s_.interleaved && !t.racing)) continue;
+            if (slower_beyond_noise(w.samples_ms, t.samples_ms, s_.z, s_.lead_floor)) continue;
+            if (best < 0 || better(t, trials_[static_cast<std::size_t>(best)])) best = static_cast<int>(i);
+        }
+        if (best >= 0) {
+            c.reason = fmt::format("not compiled at first use: the fastest median ({:.4g} ms, whose kernel is compiled at first use) "
+                                   "leads this one by no more than the noise",
+                                   w.median_ms);
+            c.trial = best;
+        }
     }
     return c;
 }

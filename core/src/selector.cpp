@@ -365,7 +365,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             if (observer_) observer_->candidate_timed(p, *a, ms);
             return ms;
         };
-        const Trial& r = m.enter(i, std::move(call));
+        const Trial& r = m.enter(i, std::move(call), a->compiles_at_first_use(p));
         if (!r.status.ok()) {
             fail_candidate(c, r.status);
             return false;
@@ -568,7 +568,8 @@ std::optional<Status> Selector::rotate(const ConvProblem& p, const ConvTensors& 
         int due = -1;
         if (const std::optional<std::size_t> i = r->next_candidate()) {
             workspace_of(backend_, p, r->list.items()[*i]);
-            due = static_cast<int>(r->m.add(*i));
+            const Algorithm* entering = lookup(backend_, r->list.items()[*i].id);
+            due = static_cast<int>(r->m.add(*i, entering && entering->compiles_at_first_use(p)));
         } else {
             due = r->m.due();
         }

@@ -14,6 +14,7 @@ public:
     std::string_view id() const override { return spec_.id; }
     const Backend& backend() const override { return backend_; }
     Notes notes() const override { return spec_.notes; }
+    bool compiles_at_first_use(const ConvProblem&) const override { return spec_.compiles; }
     Support supports(const ConvProblem& p) const override {
         {
             std::lock_guard lock(mutex_);

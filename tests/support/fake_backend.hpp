@@ -28,6 +28,8 @@ struct FakeSpec {
     // false: the ranking yields it as not suggested by the heuristics (Ranking::suggested); a
     // backend with such an algorithm has a ranking that explores().
     bool suggested = true;
+    // Its kernel is compiled at first use (Algorithm::compiles_at_first_use).
+    bool compiles = false;
 };
 
 class FakeBackend : public HostBackend {

@@ -90,6 +90,12 @@ public:
     // problem. The default: notes().
     virtual Notes notes_for(const ConvProblem& p) const;
     virtual Support supports(const ConvProblem& p) const = 0;
+    // Whether its kernel for p is compiled at run time on first use (precondition: supports(p)):
+    // a process that starts with an empty kernel cache pays the compile again on its first call
+    // (cuDNN's runtime-compiled engines: CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION, cached on disk in
+    // the CUDA kernel cache). A robust search prefers a candidate that is not, where the one that
+    // is leads it by no more than the noise (measurement.hpp). Default: false.
+    virtual bool compiles_at_first_use(const ConvProblem&) const { return false; }
     virtual std::size_t workspace_size(const ConvProblem& p) const = 0;
     // Computes the direction's output into the tensors (device memory of the backend).
     // Preconditions: supports(p), tensors sized for p, workspace >= workspace_size(p).

@@ -53,6 +53,11 @@ struct MeasureStrategy {
     double z = 3;              // standard errors a difference must exceed to count
     double lead_floor = 0;     // ... and this fraction of the faster median
     bool keep_heuristic_within_noise = false;
+    // A winner whose kernel is compiled at first use (Trial::compiles) gives way to the fastest
+    // candidate that is not, when it leads that one by no more than the noise (z, lead_floor): a
+    // job that starts with an empty kernel cache then pays no compile for a speed-up that is not
+    // there. convtune's strategies set it; PyTorch's sample-once does not.
+    bool prefer_precompiled = false;
     double persist_max_noise = std::numeric_limits<double>::infinity();
 
     // PyTorch's: one warm-up, one timed call, the fastest wins.
@@ -80,6 +85,7 @@ struct Trial {
     std::string reason;              // why its sampling stopped early, when it did
     double median_ms = 0, spread = 0;
     bool warmed_up = false;          // its warm-up was made
+    bool compiles = false;           // its kernel is compiled at first use (Algorithm::compiles_at_first_use)
 };
 
 // What a measurement decided.
@@ -99,13 +105,13 @@ public:
 
     // Adds a candidate and runs its warm-up (and, unless interleaved, its samples). Returns its
     // trial; the candidate ran when trial.status is ok.
-    const Trial& enter(std::size_t order, TimedCall call);
+    const Trial& enter(std::size_t order, TimedCall call, bool compiles = false);
     // Interleaved: the rounds over the entered candidates (nothing otherwise).
     void finish();
 
     // In-band (interleaved strategies only): adds a candidate without calling it; returns its
     // trial's index.
-    std::size_t add(std::size_t order);
+    std::size_t add(std::size_t order, bool compiles = false);
     // The trial whose call is due next: the first added one without its warm-up, else the
     // rounds' next sample; -1 once the rounds have ended (the measurement has decided).
     int due();
