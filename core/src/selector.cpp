@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <ctime>
+#include <map>
 #include <optional>
 #include <unordered_set>
 
