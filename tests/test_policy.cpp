@@ -68,6 +68,8 @@ BOOST_AUTO_TEST_CASE(each_policy_answers_as_documented) {
     BOOST_TEST(v7.uses_fixed_default(on));
     BOOST_TEST(!v7.uses_fixed_default(flags("deterministic=0")));
     BOOST_TEST(!pt.uses_fixed_default(on));
+    BOOST_TEST(pt.decides_support_before_timing());  // PyTorch builds every suggested plan first
+    for (const SelectionPolicy* o : {&v7, &ct, &ad, &in}) BOOST_TEST(!o->decides_support_before_timing(), o->name());
     BOOST_TEST(ad.heuristic_reach(on) == 4);
     BOOST_TEST(ct.heuristic_reach(on) == 1);
     // when

@@ -72,10 +72,13 @@ BOOST_AUTO_TEST_CASE(benchmark_on_one_warmup_one_sample_until_limit) {
         BOOST_TEST(cand(*d, id).samples_ms.size() == 1u);
     }
     BOOST_TEST(b.runs("h4") == 0);
-    // The search stopped at the limit: h4 and h5 were never reached, not even their support.
+    // The search stopped at the limit: h4 and h5 were never timed, but their support was decided
+    // (on cuDNN: their plans built) before any was timed, as PyTorch builds every configuration
+    // its heuristics suggest.
     for (const char* id : {"h4", "h5"}) {
-        BOOST_TEST((cand(*d, id).state == Candidate::State::not_checked), id);
-        BOOST_TEST(b.support_queries(id) == 0, id);
+        BOOST_TEST((cand(*d, id).state == Candidate::State::not_timed), id);
+        BOOST_TEST(cand(*d, id).reason == "benchmark_limit=3 reached", id);
+        BOOST_TEST(b.support_queries(id) == 1, id);
     }
     BOOST_TEST(b.clock_ms() == 2 * (5 + 4 + 6.0));
     // limit 0 = all: h4 wins.
@@ -554,6 +557,45 @@ BOOST_AUTO_TEST_CASE(the_heuristic_pick_keeps_its_slot_and_pytorch_does_not_expl
     TuningCache c3;
     Selector s3(b, c3);
     BOOST_TEST(timed_ids(*s3.select(kP, flags("benchmark=1,benchmark_limit=0"))).size() == 7u);
+}
+
+BOOST_AUTO_TEST_CASE(pytorch_decides_every_suggested_candidate_before_timing_any) {
+    // PyTorch builds a plan for every configuration its heuristics return before timing any:
+    // s1..s5's support is decided before the first timed call; u1 and u2, which the heuristics
+    // do not suggest, are never decided. The search still times the first benchmark_limit.
+    FakeBackend b("fake", with_unsuggested());
+    const std::vector<std::string> suggested{"s1", "s2", "s3", "s4", "s5"};
+    int decided_at_first_run = -1;
+    b.load = [&](double) {
+        if (decided_at_first_run < 0) {
+            decided_at_first_run = 0;
+            for (const std::string& id : suggested) decided_at_first_run += b.support_queries(id) > 0;
+        }
+        return 1.0;
+    };
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=2"));
+    BOOST_TEST(decided_at_first_run == 5);
+    BOOST_TEST(timed_ids(*d) == (std::vector<std::string>{"s1", "s2"}), boost::test_tools::per_element());
+    for (const std::string& id : suggested) BOOST_TEST(b.support_queries(id) == 1, id);
+    for (const char* id : {"u1", "u2"}) {
+        BOOST_TEST(b.support_queries(id) == 0, id);
+        BOOST_TEST((cand(*d, id).state == Candidate::State::not_checked), id);
+        BOOST_TEST(cand(*d, id).reason.find("do not suggest") != std::string::npos, id);
+    }
+    // benchmark_limit=0: everything is timed, the unsuggested decided as the timing reaches them.
+    b.reset_counters();
+    TuningCache c2;
+    Selector s2(b, c2);
+    BOOST_TEST(timed_ids(*s2.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=0"))).size() == 7u);
+    for (const char* id : {"u1", "u2"}) BOOST_TEST(b.support_queries(id) == 1, id);
+    // The convtune policy decides support only as its search reaches candidates.
+    b.reset_counters();
+    TuningCache c3;
+    Selector s3(b, c3);
+    s3.select(kP, flags("benchmark=1,benchmark_limit=2,explore_slots=0"));
+    for (const char* id : {"s3", "s4", "s5", "u1", "u2"}) BOOST_TEST(b.support_queries(id) == 0, id);
 }
 
 BOOST_AUTO_TEST_CASE(a_ranking_without_unsuggested_candidates_is_walked_no_further) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "convtune/error.hpp"
 #include "convtune/selector.hpp"
@@ -473,7 +474,14 @@ BOOST_AUTO_TEST_CASE(replay_of_a_fake_recording_reproduces_the_live_run_exactly)
         FakeBackend rec_b("fake", three());
         RecordOptions ro;
         ro.samples = 3;
-        const Recording rec = record(rec_b, distinct_problems(s, o.iterations), ro);
+        Recording rec = record(rec_b, distinct_problems(s, o.iterations), ro);
+        // The fake's support decisions and rankings take no time on its virtual clock, which the
+        // live run is metered on; record() measures them on the wall clock: drop them.
+        for (ProblemRecord& pr : rec.problems) {
+            BOOST_TEST(pr.ranking_ms.has_value());
+            pr.ranking_ms.reset();
+            for (AlgorithmRecord& ar : pr.algorithms) ar.support_ms.reset();
+        }
         // Through the file format and back.
         const Recording loaded = Recording::from_json(rec.to_json(), "memory");
         BOOST_TEST(loaded.to_json() == rec.to_json());
@@ -605,6 +613,115 @@ BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) 
     std::string bad = loaded.to_json();
     bad.replace(bad.find("\"sequence_factor\":2.0"), 21, "\"sequence_factor\":0.0");
     BOOST_CHECK_THROW(Recording::from_json(bad, "f"), ParseError);
+}
+
+// s0..s11 suggested (s3 the fastest), then u0 and u1 (faster still, the heuristics do not
+// suggest them), and z, which does not support the problem. With `deciding`, each support
+// decision was measured (s<i>: 10 + i ms, u: 1000 ms, z: 100 ms) and the ranking took 5 ms;
+// without, the recording is one made before they were measured.
+Recording deciding_recording(bool deciding) {
+    Recording r;
+    r.environment = {"0.1.0", "handmade", "lib 1", "dev", ""};
+    ProblemRecord pr;
+    pr.problem = ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1");
+    auto add = [&](const std::string& id, double sample, double support) {
+        r.algorithms.push_back({id, Notes{}});
+        AlgorithmRecord a;
+        a.id = id;
+        a.samples_ms = {sample};
+        if (deciding) a.support_ms = support;
+        pr.heuristic.push_back(id);
+        pr.algorithms.push_back(a);
+    };
+    for (int i = 0; i < 12; ++i) {
+        std::string id = std::to_string(i);
+        id.insert(id.begin(), 's');
+        add(id, i == 3 ? 1.0 : 2.0, 10.0 + i);
+    }
+    for (const char* u : {"u0", "u1"}) {
+        add(u, 0.5, 1000);
+        pr.unsuggested.push_back(u);
+    }
+    r.algorithms.push_back({"z", Notes{}});
+    AlgorithmRecord z;
+    z.id = "z";
+    z.supported = false;
+    z.reason = "not this problem";
+    if (deciding) z.support_ms = 100;
+    pr.algorithms.push_back(z);
+    if (deciding) pr.ranking_ms = 5;
+    r.problems.push_back(pr);
+    return Recording::from_json(r.to_json(), "memory");  // what a saved recording gives back
+}
+
+BOOST_AUTO_TEST_CASE(a_replay_charges_recorded_support_decisions_and_rankings_once_per_scenario) {
+    const ConvProblem p = ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1");
+    const Stream s(StreamSpec{}, parse_workload_text(p.to_string() + "\n", "w"), WorkloadOptions{});
+    SimulationOptions o;
+    o.iterations = 2;
+    o.settings = settings({"off", "pytorch"});
+    // The timed calls alone: pytorch times s0..s9 (one warm-up and one timed call each: 9 x 2 x
+    // 2 ms + 2 x 1 ms for s3) and runs s3 (1 ms); off runs s0 (2 ms) and times nothing.
+    const double timed = 38, pick = 1, off_pick = 2;
+
+    // A recording made before support decisions were measured replays as it did: timed calls only.
+    ReplayBackend old_b(deciding_recording(false), 1);
+    const SimulationResult old_r = simulate(old_b, s, o);
+    BOOST_TEST(scenario(old_r, "pytorch").iterations[0].search_ms == timed);
+    BOOST_TEST(scenario(old_r, "pytorch").iterations[0].exec_ms == pick);
+    BOOST_TEST(scenario(old_r, "off").iterations[0].search_ms == 0.0);
+    BOOST_TEST(scenario(old_r, "off").iterations[0].exec_ms == off_pick);
+
+    // With them: pytorch's first call pays the ranking, the plan build of every suggested
+    // configuration (s0..s11: 10 + ... + 21 = 186 ms, s10 and s11 never timed) before timing any,
+    // and z's, decided when the ranking was walked to its end; never u0's or u1's, which the
+    // heuristics do not suggest and the search did not reach.
+    ReplayBackend b(deciding_recording(true), 1);
+    const SimulationResult r = simulate(b, s, o);
+    const ScenarioResult& pt = scenario(r, "pytorch");
+    BOOST_TEST(pt.iterations[0].search_ms == 5 + 186 + 100 + timed);
+    BOOST_TEST(pt.iterations[0].exec_ms == pick);
+    BOOST_TEST(pt.iterations[0].searches == 1);
+    // Benchmark off pays the ranking and the one plan it reaches (s0) on its first call.
+    const ScenarioResult& off = scenario(r, "off");
+    BOOST_TEST(off.iterations[0].search_ms == 5 + 10.0);
+    BOOST_TEST(off.iterations[0].exec_ms == off_pick);
+    BOOST_TEST(off.iterations[0].searches == 0);
+    // Once per scenario: the second iteration decides nothing again.
+    for (const char* name : {"off", "pytorch"}) {
+        BOOST_TEST(scenario(r, name).iterations[1].search_ms == 0.0, name);
+        BOOST_TEST(scenario(r, name).iterations[1].exec_ms == scenario(old_r, name).iterations[1].exec_ms, name);
+    }
+
+    // The convtune policy pays only the support decisions its search reaches.
+    b.reset(1);
+    TuningCache cache;
+    Selector sel(b, cache);
+    const auto d = sel.select(p, parse_flags("benchmark=1,explore_slots=0"));
+    double reached = 5;
+    int undecided = 0;
+    for (const Candidate& c : d->candidates) {
+        if (c.state == Candidate::State::not_checked) ++undecided;
+        else reached += *deciding_recording(true).problems[0].find(c.id)->support_ms;
+    }
+    BOOST_TEST(undecided == 5);  // s10, s11, u0, u1 and z: the ranking was not walked to its end
+    BOOST_TEST(b.deciding_ms() == reached);
+    BOOST_TEST(b.deciding_ms() == 5 + 145.0);  // s0..s9
+    BOOST_TEST(b.clock_ms() > b.deciding_ms());  // the timed calls come on top
+}
+
+BOOST_AUTO_TEST_CASE(bad_support_and_ranking_times_are_refused_naming_the_field) {
+    const std::string good = deciding_recording(true).to_json();
+    for (const auto& [from, to, field] : {std::tuple{"\"support_ms\":100.0", "\"support_ms\":-1.0", "support_ms"},
+                                          std::tuple{"\"ranking_ms\":5.0", "\"ranking_ms\":1e12", "ranking_ms"}}) {
+        const std::string f(from), t(to);
+        BOOST_REQUIRE(good.find(f) != std::string::npos);
+        std::string bad = good;
+        bad.replace(bad.find(f), f.size(), t);
+        BOOST_CHECK_EXCEPTION(Recording::from_json(bad, "f"), ParseError, [&](const ParseError& e) {
+            return std::string(e.what()).find(std::string("\"") + field + "\" has a") != std::string::npos;
+        });
+    }
 }
 
 BOOST_AUTO_TEST_CASE(missing_problems_are_estimated_or_refused_when_strict) {

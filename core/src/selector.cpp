@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <map>
 #include <optional>
 #include <unordered_set>
 
@@ -154,13 +155,25 @@ public:
     bool explores() const { return ranking_->explores(); }
 
     // Appends the next ranked algorithm as a candidate (or, at the ranking's end, the held-back
-    // reference candidates); false when there is nothing left to append.
-    bool extend() {
+    // reference candidates); false when there is nothing left to append. With
+    // `decide_unsuggested` false, an algorithm the heuristics do not suggest is appended
+    // undecided (not_checked, its support not asked) until decide() is called for it.
+    bool extend(bool decide_unsuggested = true) {
         while (!ended_) {
             const Algorithm* a = ranking_->next();
             if (!a) {
                 ended_ = true;
                 break;
+            }
+            if (!decide_unsuggested && !ranking_->suggested(*a)) {
+                Candidate c;
+                c.id = std::string(a->id());
+                c.notes = a->notes();
+                c.state = Candidate::State::not_checked;
+                c.suggested = false;
+                undecided_.emplace(items_.size(), a);
+                items_.push_back(std::move(c));
+                return true;
             }
             Candidate c = evaluate(*a, p_, f_);
             c.suggested = ranking_->suggested(*a);
@@ -186,7 +199,39 @@ public:
         while ((n < 0 || eligible_ < n) && extend()) {
         }
     }
+    // Walks the ranking to its end, deciding support for every algorithm the heuristics suggest,
+    // in ranking order (SelectionPolicy::decides_support_before_timing); the others are listed
+    // undecided.
+    void decide_suggested() {
+        while (extend(false)) {
+        }
+    }
+    // Whether items()[i] is listed undecided.
+    bool undecided(std::size_t i) const { return undecided_.count(i) > 0; }
+    // Decides the support of items()[i] (and applies the filters) when it is listed undecided.
+    void decide(std::size_t i) {
+        const auto it = undecided_.find(i);
+        if (it == undecided_.end()) return;
+        Candidate c = evaluate(*it->second, p_, f_);
+        c.suggested = false;
+        undecided_.erase(it);
+        if (c.state == Candidate::State::not_timed && hold_reference_ && c.notes.has(Note::reference) && eligible_ > 0) skip_reference(c);
+        eligible_ += c.state == Candidate::State::not_timed;
+        items_[i] = std::move(c);
+    }
     std::vector<Candidate> finish() && {
+        // Candidates left undecided: explained when producing the ranking decided their support
+        // already (no extra cost), else left not checked.
+        while (!undecided_.empty()) {
+            const std::size_t i = undecided_.begin()->first;
+            if (ranking_->decided()) {
+                decide(i);
+                if (items_[i].state == Candidate::State::not_timed) items_[i].reason = "not reached: the decision ended before it";
+            } else {
+                items_[i].reason = "not reached: the heuristics do not suggest it and the search ended before it";
+                undecided_.erase(undecided_.begin());
+            }
+        }
         if (!ended_ && ranking_->decided()) {
             // Producing the ranking decided every support already: explain the rest too, in
             // heuristic order, at no extra cost.
@@ -221,6 +266,7 @@ private:
     bool ended_ = false;
     int eligible_ = 0;
     std::vector<Candidate> items_, held_;
+    std::map<std::size_t, const Algorithm*> undecided_;  // items_ position -> its algorithm
 };
 
 int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
@@ -338,6 +384,8 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     const auto t0 = Clock::now();
     std::vector<Candidate>& cands = list.items();
     const std::string limit_reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";
+    // PyTorch builds a plan for every configuration its heuristics suggest before timing any.
+    if (policy.decides_support_before_timing()) list.decide_suggested();
     // Enters candidate cands[i] into the measurement (its workspace first); true when it ran.
     auto time_candidate = [&](std::size_t i) {
         Candidate& c = cands[i];
@@ -375,6 +423,10 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     // Candidates in heuristic order, the list extended as the search reaches its end, until
     // `limit` have been timed or the ranking has ended.
     for (std::size_t i = 0; i < cands.size() || ((limit < 0 || succeeded < limit) && list.extend()); ++i) {
+        if (list.undecided(i)) {
+            if (limit >= 0 && succeeded >= limit) continue;  // not reached: its support stays undecided
+            list.decide(i);
+        }
         Candidate& c = cands[i];
         if (c.state != Candidate::State::not_timed) continue;
         if (limit >= 0 && succeeded >= limit) {

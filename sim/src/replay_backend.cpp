@@ -26,14 +26,7 @@ public:
         const AlgorithmRecord* a = r ? r->find(info_.id) : nullptr;
         return a && a->notes ? *a->notes : info_.notes;
     }
-    Support supports(const ConvProblem& p) const override {
-        const ProblemRecord* r = backend_.lookup(p);
-        if (!r) return Support::no("the recording has no timings for this problem");
-        const AlgorithmRecord* a = r->find(info_.id);
-        if (!a) return Support::no("the recording has no timings of this algorithm on this problem");
-        if (!a->supported) return Support::no(a->reason);
-        return Support::yes();
-    }
+    Support supports(const ConvProblem& p) const override { return backend_.replay_supports(p, info_.id); }
     std::size_t workspace_size(const ConvProblem& p) const override {
         const ProblemRecord* r = backend_.lookup(p);
         const AlgorithmRecord* a = r ? r->find(info_.id) : nullptr;
@@ -159,10 +152,36 @@ std::vector<const Algorithm*> ReplayBackend::heuristic_order(const ConvProblem& 
 
 std::unique_ptr<Ranking> ReplayBackend::ranking(const ConvProblem& p) const {
     std::set<const Algorithm*> unsuggested;
-    if (const ProblemRecord* r = lookup(p))
+    bool decided = true;  // producing the list decided every support: free unless support is charged
+    if (const ProblemRecord* r = lookup(p)) {
         for (const std::string& id : r->unsuggested)
             if (const Algorithm* a = find(id)) unsuggested.insert(a);
-    return list_ranking(heuristic_order(p), true, std::move(unsuggested));
+        decided = std::none_of(r->algorithms.begin(), r->algorithms.end(), [](const AlgorithmRecord& a) { return a.support_ms.has_value(); });
+        if (r->ranking_ms) {
+            std::lock_guard lock(mutex_);
+            if (ranked_.insert(p.to_string()).second) {
+                clock_ += *r->ranking_ms;
+                deciding_ += *r->ranking_ms;
+            }
+        }
+    }
+    return list_ranking(heuristic_order(p), decided, std::move(unsuggested));
+}
+
+Support ReplayBackend::replay_supports(const ConvProblem& p, const std::string& id) const {
+    const ProblemRecord* r = lookup(p);
+    if (!r) return Support::no("the recording has no timings for this problem");
+    const AlgorithmRecord* a = r->find(id);
+    if (!a) return Support::no("the recording has no timings of this algorithm on this problem");
+    if (a->support_ms) {
+        std::lock_guard lock(mutex_);
+        if (decided_.insert(p.to_string() + "|" + id).second) {
+            clock_ += *a->support_ms;
+            deciding_ += *a->support_ms;
+        }
+    }
+    if (!a->supported) return Support::no(a->reason);
+    return Support::yes();
 }
 
 const Algorithm* ReplayBackend::native_fallback(const ConvProblem& p) const {
@@ -221,11 +240,19 @@ void ReplayBackend::reset(uint64_t seed) {
     started_ = false;
     below_ = above_ = 0;
     calls_.clear();
+    decided_.clear();
+    ranked_.clear();
+    deciding_ = 0;
 }
 
 double ReplayBackend::clock_ms() const {
     std::lock_guard lock(mutex_);
     return clock_;
+}
+
+double ReplayBackend::deciding_ms() const {
+    std::lock_guard lock(mutex_);
+    return deciding_;
 }
 
 Status ReplayBackend::replay_run(const ConvProblem& p, const std::string& id) const {

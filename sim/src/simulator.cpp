@@ -145,7 +145,8 @@ namespace {
 
 // Charges the selector's timed calls (its searches) to search and the algorithms it executes,
 // timed with the device's execution clock, to execution. An in-band policy's rotated calls
-// (policy.hpp, in_band) are executions: each computes its call's output.
+// (policy.hpp, in_band) are executions: each computes its call's output. A replay's charged
+// support decisions and rankings (ReplayBackend::deciding_ms) are added to search by the runner.
 struct Meter final : SelectorObserver {
     double search_ms = 0, exec_ms = 0;
     void candidate_timed(const ConvProblem&, const Algorithm&, double ms) override { search_ms += ms; }
@@ -485,7 +486,7 @@ public:
                                               ? per_call[static_cast<std::size_t>(call.flags)]
                                               : s.flags;
                 for (int r = 0; r < call.count; ++r) {
-                    const double s0 = meter_.search_ms, e0 = meter_.exec_ms;
+                    const double s0 = meter_.search_ms, e0 = meter_.exec_ms, d0 = replay_ ? replay_->deciding_ms() : 0;
                     const auto w0 = std::chrono::steady_clock::now();
                     Status status;
                     try {
@@ -495,6 +496,7 @@ public:
                     }
                     st.wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
                     st.search_ms += meter_.search_ms - s0;
+                    if (replay_) st.search_ms += replay_->deciding_ms() - d0;  // support decisions and rankings (replay_backend.hpp)
                     st.exec_ms += meter_.exec_ms - e0;
                     st.searches += meter_.search_ms > s0 ? 1 : 0;
                     ++st.calls;

@@ -68,6 +68,13 @@ public:
     virtual int heuristic_reach(const FlagValues&) const { return 1; }
     // Benchmark off takes the backend's fixed default (Backend::fixed_default) when eligible.
     virtual bool uses_fixed_default(const FlagValues&) const { return false; }
+    // A search first decides support (on cuDNN: builds the execution plan) for every candidate
+    // the backend's heuristics suggest (Ranking::suggested), in ranking order, and only then
+    // times up to search_reach of the eligible ones, as PyTorch v8 builds a plan for every
+    // configuration its heuristics return before timing any. Candidates the heuristics do not
+    // suggest are decided only when the timing reaches them. false: support is decided for each
+    // candidate as the timing reaches it.
+    virtual bool decides_support_before_timing() const { return false; }
 
     // How a search times its candidates and chooses (measurement.hpp).
     virtual MeasureStrategy measurement(const FlagValues& f) const = 0;

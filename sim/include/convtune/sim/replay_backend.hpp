@@ -9,6 +9,15 @@
 // pays the process start-up (startup_ms), and every warm call timed by time_execution_ms (an
 // execution, not a search) is scaled by the recording's sequence_factor.
 //
+// Deciding costs what the recording measured, once per scenario as in a live process (whose
+// backend keeps its plans and heuristics answers): the first supports(p) of an algorithm on a
+// problem costs its support_ms (on cuDNN the plan build, a runtime compile included), the first
+// ranking(p) of a problem its ranking_ms (the heuristics queries). Neither is inside a timed call,
+// so neither changes what a search measures: they advance the clock and are counted apart
+// (deciding_ms), for the simulator to charge to search. A recording without them charges
+// nothing. Where it has support times, the ranking does not claim to have decided support
+// (Ranking::decided), so a decision asks supports() only of what it reaches, as on cuDNN.
+//
 // A problem the recording lacks is estimated (Estimation::any; with Estimation::same_layer only
 // from a recorded problem of the same layer, as `tune --replay` does, so that no decision of a
 // tuning database rests on assumed support; with Estimation::none it is unsupported by every
@@ -29,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,9 +72,13 @@ public:
     bool needs_tensor_data() const override { return false; }
 
     const Recording& recording() const { return recording_; }
-    // A fresh process: virtual clock 0, no call seen yet, draws from `seed`.
+    // A fresh process: virtual clock 0, no call, support decision or ranking seen yet, draws
+    // from `seed`.
     void reset(uint64_t seed);
     double clock_ms() const;
+    // Since reset(): the virtual time charged for support decisions and rankings (in clock_ms,
+    // in no timed call).
+    double deciding_ms() const;
 
     // The record answering p: recorded, estimated (see above), or nullptr.
     const ProblemRecord* lookup(const ConvProblem& p) const;
@@ -91,6 +105,7 @@ public:
 
     // Used by the replayed algorithms.
     Status replay_run(const ConvProblem& p, const std::string& id) const;
+    Support replay_supports(const ConvProblem& p, const std::string& id) const;
 
 private:
     const Estimate& unrecorded(const ConvProblem& p) const;  // p is not recorded: its estimate, made once
@@ -107,6 +122,9 @@ private:
     mutable bool executing_ = false;  // inside time_execution_ms
     mutable bool started_ = false;  // the scenario's first call (and its start-up cost) is done
     mutable std::map<std::string, int64_t> calls_;  // "<problem>|<id>" -> calls so far
+    mutable std::set<std::string> decided_;  // "<problem>|<id>" whose support was decided
+    mutable std::set<std::string> ranked_;   // problems ranked
+    mutable double deciding_ = 0;            // deciding_ms()
     mutable double below_ = 0, above_ = 0;  // uncertainty_ms()
     mutable std::map<std::string, Estimate> estimated_;
 };

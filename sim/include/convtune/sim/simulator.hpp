@@ -48,7 +48,7 @@ Setting parse_setting(std::string_view text);
 Setting over(const Setting& s, const FlagValues& base);
 
 struct IterationStats {
-    double search_ms = 0;  // timing candidates (warm-ups included)
+    double search_ms = 0;  // timing candidates (warm-ups included); a replay's recorded support decisions and rankings
     double exec_ms = 0;    // running the chosen algorithms
     double other_ms = 0;   // the step's time outside convolutions (from a trace's wall times), alike in every setting
     double wall_ms = 0;    // host wall clock of the calls (selector bookkeeping and scratch data included)
