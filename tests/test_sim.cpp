@@ -586,6 +586,35 @@ BOOST_AUTO_TEST_CASE(sequence_factor_divides_by_the_median_of_an_even_sample_cou
     BOOST_TEST(*r.sequence_factor == 1.0);
 }
 
+BOOST_AUTO_TEST_CASE(a_recording_keeps_each_support_decision_and_the_ranking_time) {
+    // Every algorithm of the problem, supported or not, gets the wall time of its first support
+    // decision (on cuDNN, its plan build); the problem gets its ranking's time; both survive the
+    // file, and a recording without them (made before they were measured) still loads.
+    FakeBackend b("fake", {{"a", {1}}, {"b", {1}, {}, 0, FakeSpec::Mode::unsupported}});
+    RecordOptions ro;
+    ro.samples = 1;
+    const Recording r = Recording::from_json(record(b, {ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1")}, ro).to_json(), "memory");
+    const ProblemRecord& pr = r.problems.at(0);
+    BOOST_REQUIRE(pr.ranking_ms.has_value());
+    BOOST_TEST(*pr.ranking_ms >= 0.0);
+    BOOST_REQUIRE(pr.algorithms.size() == 2u);
+    for (const AlgorithmRecord& a : pr.algorithms) {
+        BOOST_TEST_CONTEXT(a.id) {
+            BOOST_REQUIRE(a.support_ms.has_value());
+            BOOST_TEST(*a.support_ms >= 0.0);
+        }
+    }
+    BOOST_TEST(!pr.algorithms[1].supported);
+    nlohmann::json old = nlohmann::json::parse(r.to_json());
+    for (auto& jp : old["problems"]) {
+        jp.erase("ranking_ms");
+        for (auto& [id, ja] : jp["algorithms"].items()) ja.erase("support_ms");
+    }
+    const Recording before = Recording::from_json(old.dump(), "old");
+    BOOST_TEST(!before.problems[0].ranking_ms.has_value());
+    BOOST_TEST(!before.problems[0].algorithms[0].support_ms.has_value());
+}
+
 BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) {
     // The scenario's first call pays the process start-up once; executions are scaled by the
     // sequence factor, the selector's timed samples (search) are not.

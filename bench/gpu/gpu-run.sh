@@ -16,7 +16,7 @@
 #   already in the output folder's sim/, e.g. a recording copied there from an earlier call).
 # `torch` (not part of `all`; needs a package made with GPU_PYTHON set): convtune.torch's GPU check
 #   (tests/python/gpu_torch_check.py, pytest) then bench/gpu/torch_convtune.py (TORCH_CONFIGS,
-#   TORCH_ITERATIONS, TORCH_BENCH_TIMEOUT) into torch_convtune.json.
+#   TORCH_ITERATIONS, TORCH_RUNS, TORCH_BENCH_TIMEOUT) into torch_convtune.json.
 set -uo pipefail
 what=${1:-all}
 PKG=$(cd "$(dirname "$0")" && pwd)
@@ -106,7 +106,7 @@ if [ "$what" = torch ]; then
   echo "== convtune.torch benchmark (log: $OUTDIR/torch-convtune.log)"
   start=$(date +%s)
   timeout "${TORCH_BENCH_TIMEOUT:-400}" env PYTHONUNBUFFERED=1 $PY "$PKG/bench/torch_convtune.py" --out "$OUTDIR/torch_convtune.json" \
-    --iterations "${TORCH_ITERATIONS:-40}" ${TORCH_CONFIGS:+--configs $TORCH_CONFIGS} > "$OUTDIR/torch-convtune.log" 2>&1
+    --iterations "${TORCH_ITERATIONS:-40}" --runs "${TORCH_RUNS:-1}" ${TORCH_CONFIGS:+--configs $TORCH_CONFIGS} > "$OUTDIR/torch-convtune.log" 2>&1
   echo "torch_convtune exit $? after $(( $(date +%s) - start )) s"; tail -40 "$OUTDIR/torch-convtune.log"
 fi
 exit $rc

@@ -3,7 +3,7 @@
 speed and no warm-up). Run on the GPU machine with the convtune package importable (a `cuda`
 build's python folder on PYTHONPATH, or installed) and torchvision:
 
-    python3 bench/gpu/torch_convtune.py --out torch_convtune.json [--iterations 60] [--batch 32]
+    python3 bench/gpu/torch_convtune.py --out torch_convtune.json [--iterations 60] [--batch 32] [--runs R]
 
 Networks and precisions: torchvision ResNet-50 in fp32 (TF32 off), TF32, and AMP (float16
 autocast) channels_last; MobileNetV2 (depthwise and 1x1 convolutions) in fp32 (TF32 off).
@@ -94,12 +94,30 @@ def run(config, setting, kernel_cache, cache_dir, db, a):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def summary(results):
+    """Per (config, setting, kernel cache): median, min and max of each measure over the runs."""
+    groups = {}
+    for r in results:
+        if "failed" not in r:
+            groups.setdefault((r["config"], r["setting"], r["kernel_cache"]), []).append(r)
+    rows = []
+    for (config, setting, kc), rs in groups.items():
+        stats = {}
+        for k in ("first_ms", "steady_ms", "total_300_ms", "total_1000_ms"):
+            v = [r[k] for r in rs]
+            stats[k] = {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": len(v)}
+        rows.append({"config": config, "setting": setting, "kernel_cache": kc, "stats": stats})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="torch_convtune.json")
     ap.add_argument("--iterations", type=int, default=60, help="measured iterations per run (>= 10)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--runs", type=int, default=1, help="fresh processes per (setting, kernel cache); the summary gives the "
+                    "median and range over them")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--setting", help=argparse.SUPPRESS)
@@ -108,28 +126,49 @@ def main():
     a = ap.parse_args()
     if a.iterations < 10:
         ap.error("--iterations: must be >= 10")
+    if a.runs < 1:
+        ap.error("--runs: must be >= 1")
     if a.child:
         return child(a)
+    configs = a.configs.split(",")
+    for c in configs:
+        if c not in CONFIGS:
+            ap.error(f"--configs: unknown '{c}' (expected some of {', '.join(CONFIGS)})")
     results = []
+
+    def save():  # after every run: a run cut short keeps what it measured
+        with open(a.out, "w") as f:
+            json.dump({"command": " ".join(sys.argv), "results": results, "summary": summary(results)}, f, indent=1)
+
     with tempfile.TemporaryDirectory() as tmp:
-        for config in a.configs.split(","):
-            db = os.path.join(tmp, f"{config}.json")
-            for setting in SETTINGS:
-                cache_dir = os.path.join(tmp, f"kcache-{config}-{setting}")
-                for kc in ("cold", "warm"):  # cold: an empty folder; warm: the one the cold run filled
-                    # convtune-cold starts from an empty database each time; convtune-warm uses the cold runs' database.
-                    run_db = db + (".cold-" + kc if setting == "convtune-cold" else "")
-                    if setting == "convtune-warm":
-                        run_db = db + ".cold-cold"
-                    r = run(config, setting, kc, cache_dir, run_db if setting.startswith("convtune") else "", a)
-                    results.append(r)
-                    with open(a.out, "w") as f:  # after every run: a run cut short keeps what it measured
-                        json.dump({"command": " ".join(sys.argv), "results": results}, f, indent=1)
-                    if "failed" in r:
-                        continue
-                    print(f"{config:18} {setting:14} kernel cache {kc:4}: first {r['first_ms']:8.0f} ms, steady "
-                          f"{r['steady_ms']:7.2f} ms, 300 it {r['total_300_ms'] / 1e3:6.1f} s, 1000 it {r['total_1000_ms'] / 1e3:6.1f} s",
-                          flush=True)
+        for config in configs:
+            for rep in range(a.runs):
+                # PyTorch's two settings in turn order (alternating between repeats); convtune's
+                # empty-database run always before the warm-database run that reads its database.
+                order = SETTINGS if rep % 2 == 0 else ("torch-on", "torch-off", "convtune-cold", "convtune-warm")
+                db = os.path.join(tmp, f"{config}-{rep}.json")
+                for setting in order:
+                    cache_dir = os.path.join(tmp, f"kcache-{config}-{setting}-{rep}")
+                    for kc in ("cold", "warm"):  # cold: an empty folder; warm: the one the cold run filled
+                        # convtune-cold starts from an empty database each time; convtune-warm uses the
+                        # database of this repeat's first convtune-cold run.
+                        run_db = db + (".cold-" + kc if setting == "convtune-cold" else "")
+                        if setting == "convtune-warm":
+                            run_db = db + ".cold-cold"
+                        r = run(config, setting, kc, cache_dir, run_db if setting.startswith("convtune") else "", a)
+                        r["repeat"] = rep
+                        results.append(r)
+                        save()
+                        if "failed" in r:
+                            continue
+                        print(f"{config:18} {setting:14} kernel cache {kc:4} (run {rep + 1}/{a.runs}): first {r['first_ms']:8.0f} ms, "
+                              f"steady {r['steady_ms']:7.2f} ms, 300 it {r['total_300_ms'] / 1e3:6.1f} s, "
+                              f"1000 it {r['total_1000_ms'] / 1e3:6.1f} s", flush=True)
+    if a.runs > 1:
+        print("median (min-max) over the runs:")
+        for row in summary(results):
+            print(f"{row['config']:18} {row['setting']:14} kernel cache {row['kernel_cache']:4}: " +
+                  ", ".join(f"{k} {v['median']:.1f} ({v['min']:.1f}-{v['max']:.1f})" for k, v in row["stats"].items()))
     print(f"-> {a.out}")
 
 

@@ -31,6 +31,7 @@
 #include "convtune/error.hpp"
 #include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
+#include "convtune/policy.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/tensor.hpp"
 #include "convtune/tuning_db.hpp"
@@ -358,6 +359,14 @@ PYBIND11_MODULE(_convtune, m) {
         py::arg("flags"),
         "Sets this thread's override to the flags in effect on it with the dict's entries applied (validated first); None "
         "clears it");
+    m.def(
+        "policies",
+        [] {
+            std::vector<std::string> names;
+            for (Policy p : all_policies()) names.emplace_back(to_string(p));
+            return names;
+        },
+        "The names of every registered selection policy, in the registry's order");
     m.def("default_flags", [] { return flags_to_dict(FlagValues{}); }, "The defaults of every flag");
     m.def(
         "flag_lower_bounds",

@@ -237,6 +237,20 @@ def test_enable_checks_its_arguments():
     assert not ct.is_enabled()
 
 
+def test_every_registered_policy_is_accepted():
+    # The policies are the C++ registry's (the list was typed in twice and lacked `incremental`).
+    from convtune import _convtune
+
+    names = _convtune.policies()
+    assert {"pytorch", "pytorch-v7", "convtune", "adaptive", "incremental"} <= set(names)
+    conv = torch.nn.Conv2d(2, 3, 3, padding=1).double()
+    x = torch.randn(1, 2, 6, 6, dtype=torch.float64, requires_grad=True)
+    for name in names:
+        with ct.enabled(device="cpu", db="", policy=name):
+            conv(x).sum().backward()
+            assert ct.stats()["convtune"]["fwd"] == 1, name
+
+
 _SCRIPT = textwrap.dedent("""
     import torch
     torch.manual_seed(0)

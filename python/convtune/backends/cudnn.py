@@ -52,7 +52,7 @@ _TORCH_FLAGS = ("enabled", "benchmark", "benchmark_limit", "deterministic", "all
 _KNOBS = tuple(k for k in _convtune.default_flags() if k not in _TORCH_FLAGS)
 # Setter names in PyTorch's messages ("set_benchmark_cudnn expects a bool, but got int").
 _BOOL_FLAGS = {k: f"set_{k}_cudnn" for k, v in _convtune.default_flags().items() if isinstance(v, bool)}
-_POLICIES = ("pytorch", "pytorch-v7", "convtune", "adaptive", "incremental")
+_POLICIES = tuple(_convtune.policies())  # the C++ registry's names
 # What PyTorch's flags() sets for a parameter that is not passed.
 _PYTORCH_FLAGS_DEFAULTS = {"enabled": False, "benchmark": False, "benchmark_limit": 10, "deterministic": False,
                            "allow_tf32": True}

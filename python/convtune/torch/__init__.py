@@ -47,7 +47,7 @@ __all__ = ["enable", "disable", "enabled", "is_enabled", "stats", "reset_stats",
 # device type -> (the autograd dispatch key the override sits on, convtune's default backend)
 _DEVICES = {"cuda": ("AutogradCUDA", "cudnn"), "cpu": ("AutogradCPU", "cpu")}
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
-_POLICIES = ("pytorch", "pytorch-v7", "convtune", "adaptive")
+_POLICIES = tuple(_convtune.policies())  # the C++ registry's names
 
 _lock = threading.Lock()
 _state = None  # the active _State, or None
@@ -90,6 +90,24 @@ def flag_values(tflags, policy="convtune"):
         f["benchmark_limit"] = int(limit)
     f["policy"] = policy
     return f
+
+
+_flag_memo = {}  # (PyTorch's flags, policy) -> flag_values(...): a handful of entries per process
+
+
+def _flag_values_memo(tflags, policy):
+    key = (tuple(tflags.values()), policy)
+    f = _flag_memo.get(key)
+    if f is None:
+        f = _flag_memo[key] = flag_values(tflags, policy)
+    return f
+
+
+try:  # the current stream's handle without making a torch.cuda.Stream object (PyTorch >= 1.10)
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+    _current_device = torch._C._cuda_getDevice
+except AttributeError:
+    _raw_stream = None
 
 
 def _count(section, key, detail=None):
@@ -149,16 +167,21 @@ def _desc(t):
 def _run(s, direction, x, w, y, stride, padding, dilation, groups, tflags):
     """One call of convtune::app::run_framework; the result dict (ran, fallback, detail, ...)."""
     dev = x.device
-    stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
+    cuda = dev.type == "cuda"
+    if cuda:
+        stream = _raw_stream(dev.index) if _raw_stream else torch.cuda.current_stream(dev).cuda_stream
+    else:
+        stream = 0
 
     def alloc(nbytes):
         t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         return t, t.data_ptr()
 
-    args = (direction, _DTYPES[x.dtype], _desc(x), _desc(w), _desc(y), list(stride), list(padding), list(dilation), int(groups),
-            s.backend, flag_values(tflags, s.policy), stream, alloc)
-    if dev.type == "cuda":
-        with torch.cuda.device(dev):  # the thread's cuDNN handle is made on the current device
+    args = (direction, _DTYPES[x.dtype], _desc(x), _desc(w), _desc(y), stride, padding, dilation, int(groups),
+            s.backend, _flag_values_memo(tflags, s.policy), stream, alloc)
+    # The thread's cuDNN handle is made on the current device: switch only when it is another.
+    if cuda and not (_raw_stream and _current_device() == dev.index):
+        with torch.cuda.device(dev):
             r = s.context.run(*args)
     else:
         r = s.context.run(*args)
