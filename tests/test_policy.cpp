@@ -297,24 +297,26 @@ BOOST_AUTO_TEST_CASE(calls_rotate_in_heuristic_order_and_pin_the_clear_winner) {
     BOOST_TEST(d0->provisional);
     BOOST_TEST(cand(*d0, "h").reason.find("provisional: the incremental policy times the shape's own calls") != std::string::npos,
                cand(*d0, "h").reason);
-    // The calls: the first runs the heuristic's pick (no search), then each candidate's first call,
-    // then rounds. After round 1 "slow" (every call over 3x the leader's slowest) stops; at round 3
-    // (min_samples) h is slower than "best" beyond the noise, "best" is left alone and pinned.
+    // The calls: the first runs the heuristic's pick (no search), the second the pick again (its
+    // first call may be cold: exploring waits for a sample of what the pick takes), then each
+    // candidate's first call, then rounds. After round 1 "slow" (every call over 3x the leader's
+    // slowest) stops; at round 3 (min_samples) h is slower than "best" beyond the noise, "best"
+    // is left alone and pinned.
     const std::vector<std::string> ran = run_calls(s, b, f, 13);
-    BOOST_TEST(joined(ran) == "h best slow h best slow h best h best best best best");
+    BOOST_TEST(joined(ran) == "h h best slow h best slow h best h best best best");
     // Every call was an execution, timed as it ran: no search, no extra timed call.
     BOOST_TEST(obs.searches == 0);
     BOOST_TEST(obs.timed == 0);
     BOOST_TEST(obs.executions == 13);
-    BOOST_TEST(b.clock_ms() == 4 * 1.0 + 2 * 2.0 + 7 * 0.5);
+    BOOST_TEST(b.clock_ms() == 5 * 1.0 + 2 * 2.0 + 6 * 0.5);
     const auto d = s.select(kQ, f);
     BOOST_TEST(d->algorithm == "best");
     BOOST_TEST(!d->provisional);
     BOOST_TEST(d->search_ms == 0.0);
     BOOST_TEST(cand(*d, "best").samples_ms.size() == 3u);
-    BOOST_TEST(cand(*d, "best").reason.find("pinned in-band after 10 calls") == 0u, cand(*d, "best").reason);
+    BOOST_TEST(cand(*d, "best").reason.find("pinned in-band after 11 calls") == 0u, cand(*d, "best").reason);
     BOOST_TEST(cand(*d, "slow").reason.find("stopped early") == 0u, cand(*d, "slow").reason);
-    BOOST_TEST(cand(*d, "h").reason.find("dropped after 3 samples") == 0u, cand(*d, "h").reason);
+    BOOST_TEST(cand(*d, "h").reason.find("dropped after 4 samples") == 0u, cand(*d, "h").reason);
 }
 
 BOOST_AUTO_TEST_CASE(a_lead_within_the_noise_keeps_the_heuristic_pick) {
@@ -342,7 +344,7 @@ BOOST_AUTO_TEST_CASE(deterministic_and_benchmark_limit_bound_the_rotation) {
         const std::vector<std::string> ran = run_calls(s, b, f, 14);
         BOOST_TEST(b.runs("nd") == 0);
         BOOST_TEST(b.runs("late") == 0);
-        BOOST_TEST(joined(ran) == "h det h det h det h det det det det det det det");
+        BOOST_TEST(joined(ran) == "h h det h det h det h det det det det det det");
         const auto d = s.select(kQ, f);
         BOOST_TEST(d->algorithm == "det");
         BOOST_TEST((cand(*d, "nd").state == Candidate::State::filtered));
@@ -367,13 +369,39 @@ BOOST_AUTO_TEST_CASE(a_failing_candidate_hands_its_call_to_the_next) {
     TuningCache cache;
     Selector s(b, cache);
     const FlagValues f = flags("policy=incremental,benchmark=1");
-    const std::vector<std::string> ran = run_calls(s, b, f, 4);
-    BOOST_TEST(joined(ran) == "h bad+best h best");
+    const std::vector<std::string> ran = run_calls(s, b, f, 5);
+    BOOST_TEST(joined(ran) == "h h bad+best h best");
     run_calls(s, b, f, 8);
     const auto d = s.select(kQ, f);
     BOOST_TEST(d->algorithm == "best");
     BOOST_TEST((cand(*d, "bad").state == Candidate::State::failed));
     BOOST_TEST(b.runs("bad") == 1);
+}
+
+BOOST_AUTO_TEST_CASE(exploring_is_paced_within_a_fifth_of_the_time_so_far) {
+    // Every candidate's first call is cold (4 ms; then 0.9 ms), like the pick's (5 ms, then 1 ms):
+    // unpaced, calls 2-4 were the three cold first calls, 17 ms where benchmark off takes 8. Paced,
+    // a call explores only while what exploring has cost so far, plus the call's estimate (a first
+    // call: the largest first call seen, 5 ms, less the pick's 1 ms), stays within 20% of what the
+    // calls would have taken under the pick; otherwise the pick runs. The shape is still pinned,
+    // on a faster candidate, later.
+    test::FakeBackend b("fake", {{"h", {5.0, 1.0}}, {"c1", {4.0, 0.9}}, {"c2", {4.0, 0.9}}, {"c3", {4.0, 0.9}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    const FlagValues f = flags("policy=incremental,benchmark=1");
+    HostTensors t = make_host_tensors(kQ);
+    int calls = 0;
+    for (; calls < 200 && s.select(kQ, f)->provisional; ++calls) {
+        BOOST_TEST(s.run(kQ, t.views(), f).ok());
+        const double off_ms = 5.0 + calls * 1.0;  // benchmark off: the pick on every call
+        BOOST_TEST(b.clock_ms() <= kInBandExploreFraction * off_ms + off_ms + 1e-9, "after call " << calls + 1);
+    }
+    BOOST_TEST(b.runs("c1") > 0);
+    BOOST_TEST(b.runs("c3") > 0);
+    const auto d = s.select(kQ, f);
+    BOOST_TEST(!d->provisional);
+    BOOST_TEST(d->algorithm == "c1");
+    BOOST_TEST_MESSAGE("pinned after " << calls << " calls");
 }
 
 BOOST_AUTO_TEST_CASE(benchmark_off_is_the_convtune_policy) {
@@ -398,9 +426,9 @@ BOOST_AUTO_TEST_CASE(the_pinned_decision_is_persisted_and_read_back_by_a_new_pro
         TuningDatabase db(path.string());
         TuningCache cache;
         Selector s(b, cache, &db);
-        run_calls(s, b, f, 9);
+        run_calls(s, b, f, 10);
         BOOST_TEST(!std::filesystem::exists(path));  // not pinned yet: nothing stored
-        run_calls(s, b, f, 1);                        // the tenth call pins it
+        run_calls(s, b, f, 1);                        // the eleventh call pins it
     }
     const auto sections = TuningDatabase::read_file(path.string());
     BOOST_REQUIRE(sections.size() == 1u);

@@ -406,10 +406,13 @@ BOOST_AUTO_TEST_CASE(adaptive_auto_waits_as_many_calls_as_a_search_costs) {
 }
 
 BOOST_AUTO_TEST_CASE(incremental_calls_are_execution_not_search) {
-    // In-band tuning: each shape's calls alternate slow (the heuristic's pick, 2g) and fast (g):
-    // the two first calls, then three rounds, after which "slow" is beyond the noise and "fast"
-    // is pinned: 8 calls, 4 of each. Layer b (4 calls a pass) is pinned at the end of iteration
-    // 2, layer a (1 call a pass) at the end of iteration 8. Every call is execution.
+    // In-band tuning: each shape's calls run slow (the heuristic's pick, 2g) twice (its first call,
+    // then a sample of what it takes before anything explores), fast's first call, then three
+    // rounds of slow and fast, after which "slow" is beyond the noise and "fast" is pinned: 9
+    // calls, 5 slow and 4 fast. Exploring never costs more than slow would (fast is faster), so
+    // the exploration budget never holds a call back. Layer b (4 calls a pass) is pinned at its
+    // first call of iteration 3, layer a (1 call a pass) at the end of iteration 9. Every call is
+    // execution.
     FakeBackend b("fake", slow_fast());
     SimulationOptions o;
     o.iterations = 10;
@@ -421,16 +424,44 @@ BOOST_AUTO_TEST_CASE(incremental_calls_are_execution_not_search) {
         BOOST_TEST(x.search_ms == 0.0);
         BOOST_TEST(x.searches == 0);
     }
-    // iteration 1: a slow; b slow, fast, slow, fast. Its first call is off's.
-    BOOST_TEST(in.iterations[0].exec_ms == 2 * g + 6 * g, tt::tolerance(1e-12));
-    BOOST_TEST(in.iterations[2].exec_ms == 2 * g + 4 * g, tt::tolerance(1e-12));  // a slow (its 3rd call); b pinned
+    // iteration 1: a slow; b slow, slow, fast, slow. Its first call is off's.
+    BOOST_TEST(in.iterations[0].exec_ms == 2 * g + 7 * g, tt::tolerance(1e-12));
+    BOOST_TEST(in.iterations[2].exec_ms == g + 4 * g, tt::tolerance(1e-12));  // a fast (its 3rd call); b fast, pinned
     BOOST_TEST(in.iterations[9].exec_ms == g + 4 * g, tt::tolerance(1e-12));
-    // Total: a 4 x 2g + 4 x g + 2 x g, b 12g + 8 x 4g = 58g, against off's 100g, on's 74g and
+    // Total: a 5 x 2g + 4 x g + g, b 7g + 6g + 8 x 4g = 60g, against off's 100g, on's 74g and
     // pytorch's 62g: the incremental policy is recommended by name.
-    BOOST_TEST(in.sum().exec_ms == 58 * g, tt::tolerance(1e-12));
-    BOOST_TEST(comparison(r, "incremental").saving == 0.42, tt::tolerance(1e-12));
+    BOOST_TEST(in.sum().exec_ms == 60 * g, tt::tolerance(1e-12));
+    BOOST_TEST(comparison(r, "incremental").saving == 0.40, tt::tolerance(1e-12));
     BOOST_TEST(r.recommendation.setting == "incremental");
     BOOST_TEST(r.recommendation.text.find("use the incremental policy") == 0u, r.recommendation.text);
+}
+
+// The in-band policy's first-iteration target, on the replay docs/simulation.md reports:
+// ResNet-50 fp32 training at batch 32 from the H200 recording. Pacing keeps exploration within a
+// fifth of the convolution time so far, so the first iteration stays within 1.2x of benchmark
+// off's (unpaced it was 2.0x: recurring shapes ran other candidates' cold first calls in it),
+// and the first 100 iterations within 1.2x of off's too (plus one call's misestimate).
+BOOST_AUTO_TEST_CASE(incremental_first_iteration_within_1_2x_of_off_on_the_h200_replay) {
+    const Recording rec = Recording::load(std::string(CONVTUNE_TEST_DATA) + "/resnet50_h200_f32_train.json");
+    StreamSpec spec;
+    spec.kind = StreamKind::fixed;
+    spec.seed = 1;
+    WorkloadOptions wo;
+    wo.mode = Mode::train;
+    wo.batch = 32;
+    const Stream stream(spec, load_workload("resnet50", CONVTUNE_SHAPES_DIR), wo);
+    ReplayBackend b(rec, 1);
+    SimulationOptions o;
+    o.iterations = 100;
+    o.settings = settings({"off", "incremental"});
+    const SimulationResult r = simulate(b, stream, o);
+    BOOST_TEST(r.estimated_problems == 0);
+    const ScenarioResult &off = scenario(r, "off"), &in = scenario(r, "incremental");
+    const double first_off = off.iterations[0].search_ms + off.iterations[0].exec_ms;
+    const double first_in = in.iterations[0].search_ms + in.iterations[0].exec_ms;
+    BOOST_TEST_MESSAGE("first iteration: off " << first_off << " ms, incremental " << first_in << " ms");
+    BOOST_TEST(first_in <= 1.2 * first_off);
+    BOOST_TEST(in.sum().exec_ms + in.sum().search_ms <= 1.2 * (off.sum().exec_ms + off.sum().search_ms));
 }
 
 BOOST_AUTO_TEST_CASE(a_setting_that_cannot_run_is_reported_not_fatal) {

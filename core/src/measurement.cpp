@@ -45,7 +45,44 @@ MeasureStrategy MeasureStrategy::in_band(const FlagValues& f) {
     // The calls are the shape's executions: nothing forces a faster pick, so the heuristic's
     // stays unless the measurement clearly beats it.
     s.keep_heuristic_within_noise = true;
+    s.explore_fraction = kInBandExploreFraction;
     return s;
+}
+
+bool ExplorationBudget::affords(double fraction, double extra_ms) const {
+    std::lock_guard lock(mutex_);
+    return extra_ + extra_ms <= fraction * base_;
+}
+
+void ExplorationBudget::ran(double ms) {
+    std::lock_guard lock(mutex_);
+    base_ += ms;
+}
+
+void ExplorationBudget::explored(double ms, double pick_ms) {
+    std::lock_guard lock(mutex_);
+    base_ += pick_ms;
+    extra_ += ms - pick_ms;
+}
+
+void ExplorationBudget::first_call(double ms) {
+    std::lock_guard lock(mutex_);
+    largest_first_call_ = std::max(largest_first_call_, ms);
+}
+
+double ExplorationBudget::largest_first_call_ms() const {
+    std::lock_guard lock(mutex_);
+    return largest_first_call_;
+}
+
+double ExplorationBudget::base_ms() const {
+    std::lock_guard lock(mutex_);
+    return base_;
+}
+
+double ExplorationBudget::extra_ms() const {
+    std::lock_guard lock(mutex_);
+    return extra_;
 }
 
 void Measurement::invoke(std::size_t i) {
@@ -86,18 +123,91 @@ std::size_t Measurement::add(std::size_t order, bool compiles) {
     return trials_.size() - 1;
 }
 
-int Measurement::due() {
+int Measurement::natural_due() {
     for (std::size_t i = 0; i < trials_.size(); ++i)
         if (!trials_[i].warmed_up) return static_cast<int>(i);
     if (!s_.interleaved) return -1;
     if (!rounds_started_) begin_rounds();
+    // A trial that stopped racing on a paced call takes no more samples in this round.
+    while (!rounds_ended_ && !trials_[left_[next_]].racing)
+        if (++next_ == left_.size()) end_round();
     return rounds_ended_ ? -1 : static_cast<int>(left_[next_]);
 }
 
+bool Measurement::awaiting_warm_up() const {
+    return std::any_of(trials_.begin(), trials_.end(), [](const Trial& t) { return !t.warmed_up; });
+}
+
+int Measurement::provisional() const {
+    for (std::size_t i = 0; i < trials_.size(); ++i)
+        if (trials_[i].warmed_up && trials_[i].status.ok()) return static_cast<int>(i);
+    return -1;
+}
+
+double Measurement::estimate_ms(std::size_t i) const {
+    const Trial& t = trials_[i];
+    return t.samples_ms.empty() ? t.first_ms : median(t.samples_ms);
+}
+
+int Measurement::fastest_called() const {
+    int best = -1;
+    for (std::size_t i = 0; i < trials_.size(); ++i) {
+        const Trial& t = trials_[i];
+        if (!t.warmed_up || !t.status.ok()) continue;
+        if (best < 0 || estimate_ms(i) < estimate_ms(static_cast<std::size_t>(best))) best = static_cast<int>(i);
+    }
+    return best;
+}
+
+int Measurement::due() {
+    paced_ = -1;
+    const int i = natural_due();
+    if (i < 0 || !budget_ || !(s_.explore_fraction < std::numeric_limits<double>::infinity())) return i;
+    const int pick = provisional();
+    if (pick < 0 || i == pick) return i;  // nothing to compare with yet, or not exploring
+    const std::size_t pi = static_cast<std::size_t>(pick);
+    if (trials_[pi].samples_ms.empty()) {
+        // The pick's first call was cold: exploring waits for a sample of what the pick takes.
+        paced_ = pick;
+        return pick;
+    }
+    const Trial& t = trials_[static_cast<std::size_t>(i)];
+    const double extra = (t.warmed_up ? estimate_ms(static_cast<std::size_t>(i)) : budget_->largest_first_call_ms()) -
+                         estimate_ms(static_cast<std::size_t>(pick));
+    if (budget_->affords(s_.explore_fraction, extra)) return i;
+    const int fastest = fastest_called();
+    if (fastest != i) paced_ = fastest;
+    return fastest;
+}
+
+// The call's cost to the budget: a call of the provisional pick (or before there is one) is
+// base; any other explores, its extra measured against the pick's median so far.
+// base; any other explores, its extra measured against the pick's median so far (a failed call
+// computed nothing: all its time is extra). Every first call updates the largest one seen.
+void Measurement::account(std::size_t i, double ms, const Status& st) {
+    if (!budget_) return;
+    if (!trials_[i].warmed_up) budget_->first_call(ms);
+    const int pick = provisional();
+    if (!st.ok()) budget_->explored(ms, 0);
+    else if (pick < 0 || static_cast<std::size_t>(pick) == i) budget_->ran(ms);
+    else budget_->explored(ms, estimate_ms(static_cast<std::size_t>(pick)));
+    if (getenv("PACE_DEBUG") && (pick < 0 || (std::size_t)pick != i)) fprintf(stderr, "call trial %zu first=%d ms=%.3f E=%.3f B=%.3f largest=%.3f paced=%d\n", i, !trials_[i].warmed_up, ms, budget_->extra_ms(), budget_->base_ms(), budget_->largest_first_call_ms(), paced_);
+}
+
 void Measurement::record(std::size_t i, double ms, const Status& st) {
+    account(i, ms, st);
     Trial& t = trials_[i];
-    spent_ += ms;
     ++calls_;
+    if (paced_ >= 0 && static_cast<std::size_t>(paced_) == i) {
+        // A paced call: one more sample of a trial already called, outside the rounds.
+        paced_ = -1;
+        ++paced_calls_;
+        t.status = st;
+        if (st.ok()) t.samples_ms.push_back(ms);
+        else t.racing = false;
+        return;
+    }
+    spent_ += ms;
     t.status = st;
     if (!t.warmed_up) {
         t.warmed_up = true;

@@ -575,9 +575,11 @@ Status Selector::execute(const Algorithm& a, const ConvProblem& p, const ConvTen
 
 // An in-band shape until it is pinned: its own copies of the problem and flags (the candidate
 // list refers to them), the candidates reached so far and the measurement of their calls.
+// Its measurement is paced by the selector's exploration budget, shared by every in-band shape.
 struct Rotation {
-    Rotation(const Backend& b, const ConvProblem& problem, const FlagValues& flags)
-        : p(problem), f(flags), list(b, p, f), m(policy_of(f.policy).measurement(f)), limit(policy_of(f.policy).search_reach(f)) {}
+    Rotation(const Backend& b, const ConvProblem& problem, const FlagValues& flags, ExplorationBudget& budget)
+        : p(problem), f(flags), list(b, p, f), m(policy_of(f.policy).measurement(f), &budget),
+          limit(policy_of(f.policy).search_reach(f)) {}
     std::mutex mutex;  // one call of the shape at a time
     const ConvProblem p;
     const FlagValues f;
@@ -610,21 +612,21 @@ std::optional<Status> Selector::rotate(const ConvProblem& p, const ConvTensors& 
     {
         std::lock_guard lock(rotations_mutex_);
         std::shared_ptr<Rotation>& slot = rotations_[key];
-        if (!slot) slot = std::make_shared<Rotation>(backend_, p, f);
+        if (!slot) slot = std::make_shared<Rotation>(backend_, p, f, exploration_);
         r = slot;
     }
     std::lock_guard lock(r->mutex);
     if (r->pinned) return std::nullopt;  // by the call this one waited for
     std::optional<Status> computed;  // this call's output, when a candidate computed it
     for (;;) {
-        int due = -1;
-        if (const std::optional<std::size_t> i = r->next_candidate()) {
+        // The next candidate enters once the last one entered has made its first call (a paced
+        // call may have run another instead).
+        if (const std::optional<std::size_t> i = r->m.awaiting_warm_up() ? std::nullopt : r->next_candidate()) {
             workspace_of(backend_, p, r->list.items()[*i]);
             const Algorithm* entering = lookup(backend_, r->list.items()[*i].id);
-            due = static_cast<int>(r->m.add(*i, entering && entering->compiles_at_first_use(p)));
-        } else {
-            due = r->m.due();
+            r->m.add(*i, entering && entering->compiles_at_first_use(p));
         }
+        const int due = r->m.due();
         if (due < 0) break;  // decided
         const Trial& trial = r->m.trials()[static_cast<std::size_t>(due)];
         const Algorithm* a = lookup(backend_, r->list.items()[trial.order].id);
@@ -671,11 +673,13 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
     auto tell = [&] {
         if (info) *info = {d->algorithm, hit ? Source::memory : d->source, hit ? 0.0 : d->search_ms};
     };
-    if (d->provisional && f.enabled && policy_of(f.policy).in_band(f)) {
+    const bool in_band = f.enabled && policy_of(f.policy).in_band(f);
+    if (d->provisional && in_band) {
         tell();
         if (std::optional<Status> st = rotate(p, t, f, d->key, source)) return *st;
         d = select_cached(p, f, &t, source, &hit);  // pinned
     }
+    if (in_band) exploration_.ran(d->median_ms);  // a pinned shape's call: the exploration budget's base
     tell();
     // The chosen algorithm first: the whole of a call whose choice runs.
     Status last = Status::failure("no candidate");

@@ -25,11 +25,28 @@
 // are the shape's real executions. It adds candidates without calling them (add), asks which
 // call is due (due: a candidate's first call is its warm-up, then the rounds as above) and
 // reports each call's time (record). finish() is the same rounds with the calls made here.
+//
+// Pacing (in-band, with an ExplorationBudget shared by every shape of a selector): a call that
+// explores, one of a candidate other than the shape's provisional pick (the first candidate whose
+// warm-up ran, the heuristic's pick unless it failed), is due only while the budget affords it:
+// the extra time exploration has cost the selector so far (each exploring call's time minus the
+// provisional pick's median at that moment), plus the call's own estimated extra, stays within
+// explore_fraction of the time the selector's calls would have taken without exploring. A
+// candidate's first call (cold: plan build, kernel load) is assumed to take as long as the
+// largest first call the selector has seen (any candidate's, the very first call of the process
+// included, which carries the backend's start-up), any other call its median (its warm-up before
+// it has one); its extra is that less the pick's median (its first call before it has one).
+// When it is not affordable, the call runs the candidate with the fastest median so far among
+// those already called (the provisional pick until another is faster), timed: one more sample of
+// it, outside the rounds. So exploration is spread over the calls, a first iteration full of new
+// shapes runs mostly their picks, and the shape is pinned later. The bound can be passed by one
+// call's misestimate (a first call costlier than any before it).
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,6 +76,9 @@ struct MeasureStrategy {
     // there. convtune's strategies set it; PyTorch's sample-once does not.
     bool prefer_precompiled = false;
     double persist_max_noise = std::numeric_limits<double>::infinity();
+    // In-band with an ExplorationBudget: the fraction of the selector's convolution time that
+    // exploring calls may cost on top of it (see the file comment); infinity: unpaced.
+    double explore_fraction = std::numeric_limits<double>::infinity();
 
     // PyTorch's: one warm-up, one timed call, the fastest wins.
     static MeasureStrategy sample_once();
@@ -66,8 +86,36 @@ struct MeasureStrategy {
     static MeasureStrategy robust(const FlagValues& f);
     // The incremental policy's: robust on the shape's real calls, with
     // keep_heuristic_within_noise (a pinned shape keeps the heuristic's pick unless the fastest
-    // median leads it beyond the noise).
+    // median leads it beyond the noise) and explore_fraction kInBandExploreFraction.
     static MeasureStrategy in_band(const FlagValues& f);
+};
+
+// The in-band policy's exploration budget: exploring may cost at most 20% on top of the
+// convolution time the selector's calls would have taken without it.
+inline constexpr double kInBandExploreFraction = 0.2;
+
+// What exploring has cost a selector so far, shared by its in-band shapes (thread-safe).
+class ExplorationBudget {
+public:
+    // Whether a call whose extra over the provisional pick is estimated at extra_ms keeps the
+    // extra within `fraction` of the base.
+    bool affords(double fraction, double extra_ms) const;
+    // A call that did not explore (a provisional pick's, a pinned shape's): its time.
+    void ran(double ms);
+    // A call that explored: its time and what the provisional pick would have taken instead (0
+    // for a call that failed: it computed nothing).
+    void explored(double ms, double pick_ms);
+    // A candidate's first call (any candidate's, a provisional pick's included) took ms.
+    void first_call(double ms);
+    // What a candidate's next first call is assumed to cost: the largest first call seen so far.
+    double largest_first_call_ms() const;
+    // The time the calls would have taken without exploring, and the extra exploring has cost.
+    double base_ms() const;
+    double extra_ms() const;
+
+private:
+    mutable std::mutex mutex_;
+    double base_ = 0, extra_ = 0, largest_first_call_ = 0;
 };
 
 // One timed call of a candidate: runs it, sets the status, returns its time in ms on the
@@ -100,7 +148,8 @@ std::string persist_refusal(const MeasureStrategy& s, const std::vector<double>&
 
 class Measurement {
 public:
-    explicit Measurement(MeasureStrategy s) : s_(std::move(s)) {}
+    // `budget`, when given (in-band), paces the calls due() asks for (see the file comment).
+    explicit Measurement(MeasureStrategy s, ExplorationBudget* budget = nullptr) : s_(std::move(s)), budget_(budget) {}
     const MeasureStrategy& strategy() const { return s_; }
 
     // Adds a candidate and runs its warm-up (and, unless interleaved, its samples). Returns its
@@ -113,29 +162,42 @@ public:
     // trial's index.
     std::size_t add(std::size_t order, bool compiles = false);
     // The trial whose call is due next: the first added one without its warm-up, else the
-    // rounds' next sample; -1 once the rounds have ended (the measurement has decided).
+    // rounds' next sample; -1 once the rounds have ended (the measurement has decided). Paced
+    // (a budget that does not afford that call): the fastest trial called so far instead.
     int due();
-    // Records the due call of trial i (its warm-up or its sample): its time and status.
+    // Records the due call of trial i (its warm-up, its sample or a paced sample): its time and
+    // status.
     void record(std::size_t i, double ms, const Status& st);
-    // Every call made so far, warm-ups included.
+    // A trial was added and its warm-up is not made yet.
+    bool awaiting_warm_up() const;
+    // Every call made so far, warm-ups and paced calls included.
     int calls() const { return calls_; }
+    // The calls that ran the fastest trial instead of the one due, for want of budget.
+    int paced_calls() const { return paced_calls_; }
     // The trials, in the order they were entered.
     const std::vector<Trial>& trials() const { return trials_; }
-    // Device time spent so far, warm-ups included.
+    // Device time spent so far by the calls due, warm-ups included (paced calls are not).
     double spent_ms() const { return spent_; }
     // The decision (after finish()).
     Choice choose() const;
 
 private:
     void invoke(std::size_t i);  // calls trial i through its TimedCall and records it
+    int natural_due();           // due() without pacing
+    int provisional() const;     // the provisional pick's trial, -1 before one ran
+    int fastest_called() const;  // the trial with the fastest median (warm-up before samples) so far
+    double estimate_ms(std::size_t i) const;
+    void account(std::size_t i, double ms, const Status& st);  // the call's cost to the budget
     void drop(Trial& t, std::string why);
     void begin_rounds();
     void end_round();
     void settle();
     MeasureStrategy s_;
+    ExplorationBudget* budget_ = nullptr;
     std::vector<Trial> trials_;
     double spent_ = 0;
-    int calls_ = 0;
+    int calls_ = 0, paced_calls_ = 0;
+    int paced_ = -1;  // the trial due() returned for want of budget, until its call is recorded
     // The rounds (interleaved): started, ended, the current round (from 1), the trials racing
     // in it, the next of them to call, and each trial's median after the previous round.
     bool rounds_started_ = false, rounds_ended_ = false;

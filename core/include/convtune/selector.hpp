@@ -22,6 +22,7 @@
 #include "convtune/cache_key.hpp"
 #include "convtune/decision.hpp"
 #include "convtune/flags.hpp"
+#include "convtune/measurement.hpp"
 #include "convtune/tuning_cache.hpp"
 #include "convtune/tuning_db.hpp"
 
@@ -136,6 +137,7 @@ private:
     SelectorObserver* observer_ = nullptr;
     std::mutex rotations_mutex_;
     std::unordered_map<std::string, std::shared_ptr<Rotation>> rotations_;  // in-band shapes not yet pinned
+    ExplorationBudget exploration_;  // what the in-band shapes' exploring has cost (measurement.hpp)
 };
 
 }  // namespace convtune

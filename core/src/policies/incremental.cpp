@@ -5,8 +5,14 @@
 //              runs the candidate whose call is due and times it on the device's execution clock
 //              as it runs: every candidate computes the right output, so no call is spent on
 //              timing alone. The first call runs the heuristic's first eligible candidate (what
-//              benchmark off runs), the next ones the other candidates' first calls (their
-//              warm-ups), then rounds of one call of each candidate still racing. Once the
+//              benchmark off runs), the second it again (a sample of what it takes), the next
+//              ones the other candidates' first calls (their warm-ups), then rounds of one call
+//              of each candidate still racing. Exploring is paced (measurement.hpp,
+//              ExplorationBudget, one per selector): a call of another candidate than the pick is
+//              made only while exploring's extra cost so far, plus that call's estimate, stays
+//              within 20% of what the selector's calls would have taken without it; otherwise the
+//              call runs the fastest candidate called so far. So a first iteration full of new
+//              shapes runs their picks, and a shape is pinned later than without pacing. Once the
 //              measurement has decided, the shape is pinned. select() without a call answers
 //              with the heuristic's pick, marked provisional, until then. With benchmark off it
 //              is the convtune policy.
@@ -16,7 +22,7 @@
 //              eligible. No explore slots: the rotation takes the first benchmark_limit eligible
 //              candidates (a candidate that fails or runs out of memory is replaced by the next).
 //   how        MeasureStrategy::in_band (measurement.hpp): convtune's robust rule on the calls as
-//              they come: racing drops a candidate clearly slower than the leader (every call over
+//              they come, paced (explore_fraction 0.2): racing drops a candidate clearly slower than the leader (every call over
 //              3x the leader's slowest after the first round; from min_samples on, slower beyond
 //              the noise), the rotation ends when one candidate is left, when the ones left are
 //              tied with stable medians, at max_samples rounds (the cap) or once search_budget_ms
