@@ -139,6 +139,10 @@ BOOST_AUTO_TEST_CASE(convtune_search_picks_the_fastest_timed_and_times_the_heuri
     for (const Candidate& c : d->candidates) {
         if (c.samples_ms.empty()) continue;
         ++timed;
+        // A candidate the racing dropped was slower than the leader beyond the noise when it was
+        // dropped; the leader's median can drift up afterwards on a loaded machine (seen under a
+        // parallel ctest), so the contract holds for the candidates that raced to the end.
+        if (c.reason.rfind("dropped after", 0) == 0 || c.reason.rfind("stopped early", 0) == 0) continue;
         BOOST_TEST(d->median_ms <= c.median_ms, d->algorithm << " chosen at " << d->median_ms << " ms but " << c.id << " took " << c.median_ms);
     }
     BOOST_TEST(timed >= 3);
