@@ -75,16 +75,6 @@ double ExplorationBudget::largest_first_call_ms() const {
     return largest_first_call_;
 }
 
-double ExplorationBudget::base_ms() const {
-    std::lock_guard lock(mutex_);
-    return base_;
-}
-
-double ExplorationBudget::extra_ms() const {
-    std::lock_guard lock(mutex_);
-    return extra_;
-}
-
 void Measurement::invoke(std::size_t i) {
     Status st;
     const double ms = trials_[i].call(st);
@@ -181,7 +171,6 @@ int Measurement::due() {
 }
 
 // The call's cost to the budget: a call of the provisional pick (or before there is one) is
-// base; any other explores, its extra measured against the pick's median so far.
 // base; any other explores, its extra measured against the pick's median so far (a failed call
 // computed nothing: all its time is extra). Every first call updates the largest one seen.
 void Measurement::account(std::size_t i, double ms, const Status& st) {
@@ -191,7 +180,6 @@ void Measurement::account(std::size_t i, double ms, const Status& st) {
     if (!st.ok()) budget_->explored(ms, 0);
     else if (pick < 0 || static_cast<std::size_t>(pick) == i) budget_->ran(ms);
     else budget_->explored(ms, estimate_ms(static_cast<std::size_t>(pick)));
-    if (getenv("PACE_DEBUG") && (pick < 0 || (std::size_t)pick != i)) fprintf(stderr, "call trial %zu first=%d ms=%.3f E=%.3f B=%.3f largest=%.3f paced=%d\n", i, !trials_[i].warmed_up, ms, budget_->extra_ms(), budget_->base_ms(), budget_->largest_first_call_ms(), paced_);
 }
 
 void Measurement::record(std::size_t i, double ms, const Status& st) {

@@ -494,7 +494,7 @@ public:
                     } catch (const Error& e) {
                         status = Status::failure(e.what());
                     }
-                    st.wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
+                    st.wall_ms += ms_since(w0);
                     st.search_ms += meter_.search_ms - s0;
                     if (replay_) st.search_ms += replay_->deciding_ms() - d0;  // support decisions and rankings (replay_backend.hpp)
                     st.exec_ms += meter_.exec_ms - e0;

@@ -109,9 +109,6 @@ public:
     void first_call(double ms);
     // What a candidate's next first call is assumed to cost: the largest first call seen so far.
     double largest_first_call_ms() const;
-    // The time the calls would have taken without exploring, and the extra exploring has cost.
-    double base_ms() const;
-    double extra_ms() const;
 
 private:
     mutable std::mutex mutex_;
