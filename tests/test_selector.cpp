@@ -87,6 +87,34 @@ BOOST_AUTO_TEST_CASE(benchmark_on_one_warmup_one_sample_until_limit) {
     BOOST_TEST(s2.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=0"))->algorithm == "h4");
 }
 
+BOOST_AUTO_TEST_CASE(benchmark_on_times_what_the_frameworks_lists_name_once_per_listing) {
+    // PyTorch v8 builds and times one plan per listing of cuDNN's mode A and fallback lists:
+    // h2 (both lists name it) is timed twice and counts twice towards the limit, h3 (only mode B
+    // or the v7 ranking suggests it) is never seen, not even its support decided.
+    std::vector<FakeSpec> specs = five();
+    specs[1].listings = 2;
+    specs[2].listings = 0;
+    FakeBackend b("fake", specs);
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=4"));
+    BOOST_TEST(b.runs("h1") == 2);
+    BOOST_TEST(b.runs("h2") == 4);  // two warm-up + timed pairs
+    BOOST_TEST(b.runs("h3") == 0);
+    BOOST_TEST(b.support_queries("h3") == 0);
+    BOOST_TEST(b.runs("h4") == 2);  // 1 + 2 + 1 = the limit of 4
+    BOOST_TEST(b.runs("h5") == 0);
+    BOOST_TEST(d->algorithm == "h4");
+    BOOST_TEST(b.clock_ms() == 2 * 5 + 4 * 4 + 2 * 1.0);
+    // The other policies do not read the listings.
+    FakeBackend b2("fake", specs);
+    TuningCache c2;
+    Selector s2(b2, c2);
+    (void)s2.select(kP, flags("policy=pytorch-v7,benchmark=1,benchmark_limit=4"));
+    BOOST_TEST(b2.runs("h2") == 2);
+    BOOST_TEST(b2.runs("h3") == 2);
+}
+
 BOOST_AUTO_TEST_CASE(benchmark_is_not_in_the_key) {
     // PyTorch issue 45372: a shape first seen with benchmark off keeps its heuristic pick.
     FakeBackend b("fake", five());
@@ -584,12 +612,13 @@ BOOST_AUTO_TEST_CASE(pytorch_decides_every_suggested_candidate_before_timing_any
         BOOST_TEST((cand(*d, id).state == Candidate::State::not_checked), id);
         BOOST_TEST(cand(*d, id).reason.find("do not suggest") != std::string::npos, id);
     }
-    // benchmark_limit=0: everything is timed, the unsuggested decided as the timing reaches them.
+    // benchmark_limit=0: everything PyTorch's lists name is timed; what they do not name (here
+    // the unsuggested, Ranking::framework_listings 0) is never seen, not even decided.
     b.reset_counters();
     TuningCache c2;
     Selector s2(b, c2);
-    BOOST_TEST(timed_ids(*s2.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=0"))).size() == 7u);
-    for (const char* id : {"u1", "u2"}) BOOST_TEST(b.support_queries(id) == 1, id);
+    BOOST_TEST(timed_ids(*s2.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=0"))) == suggested, boost::test_tools::per_element());
+    for (const char* id : {"u1", "u2"}) BOOST_TEST(b.support_queries(id) == 0, id);
     // The convtune policy decides support only as its search reaches candidates.
     b.reset_counters();
     TuningCache c3;

@@ -649,6 +649,31 @@ BOOST_AUTO_TEST_CASE(a_search_pass_times_each_problems_candidates_first_in_the_s
     BOOST_CHECK_THROW(Recording::from_json(bad.dump(), "bad"), ParseError);
 }
 
+BOOST_AUTO_TEST_CASE(a_recording_keeps_the_frameworks_listings_and_its_replay_ranks_with_them) {
+    // Where Ranking::framework_listings differs from the default (1 when suggested), the
+    // recording keeps it and a replay's ranking answers it, so the pytorch policy replays
+    // PyTorch's duplicate and unseen plans as live.
+    std::vector<FakeSpec> specs{{"a", {1}}, {"b", {2}}, {"c", {3}}};
+    specs[1].listings = 2;
+    specs[2].listings = 0;
+    FakeBackend b("fake", specs);
+    RecordOptions ro;
+    ro.samples = 1;
+    const ConvProblem p = ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1");
+    const Recording r = Recording::from_json(record(b, {p}, ro).to_json(), "memory");
+    BOOST_TEST((r.problems.at(0).listings == std::map<std::string, int>{{"b", 2}, {"c", 0}}));
+    ReplayBackend replay(r, 1);
+    const auto ranking = replay.ranking(p);
+    std::map<std::string, int> seen;
+    while (const Algorithm* a = ranking->next()) seen[std::string(a->id())] = ranking->framework_listings(*a);
+    BOOST_TEST((seen == std::map<std::string, int>{{"a", 1}, {"b", 2}, {"c", 0}}));
+    nlohmann::json bad = nlohmann::json::parse(r.to_json());
+    bad["problems"][0]["listings"] = {{"zzz", 1}};
+    BOOST_CHECK_THROW(Recording::from_json(bad.dump(), "bad"), ParseError);
+    bad["problems"][0]["listings"] = {{"b", -1}};
+    BOOST_CHECK_THROW(Recording::from_json(bad.dump(), "bad"), ParseError);
+}
+
 BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) {
     // The scenario's first call pays the process start-up once; executions are scaled by the
     // sequence factor, the selector's timed samples (search) are not.

@@ -141,7 +141,9 @@ private:
             for (;;) {
                 while (pos_ < stage_list_.size()) {
                     const Algorithm* a = stage_list_[pos_++];
-                    if (a->backend().name() != b_.name() || seen_.count(a)) continue;
+                    if (a->backend().name() != b_.name()) continue;
+                    if (stage_ <= 2) ++listings_[a];  // mode A, the fallback list: PyTorch's two sources
+                    if (seen_.count(a)) continue;
                     if (stage_ == kByIndex + 1 && runtime_compiled(*a)) {
                         held_back_.push_back(a);
                         continue;
@@ -157,6 +159,10 @@ private:
         }
         bool explores() const override { return true; }
         bool suggested(const Algorithm& a) const override { return suggested_.count(&a) > 0; }
+        int framework_listings(const Algorithm& a) const override {
+            const auto it = listings_.find(&a);
+            return it == listings_.end() ? 0 : it->second;
+        }
 
     private:
         static constexpr int kStages = 7, kByIndex = 3;
@@ -189,6 +195,7 @@ private:
         std::vector<const Algorithm*> stage_list_;
         std::size_t pos_ = 0;
         std::set<const Algorithm*> seen_, suggested_;
+        std::map<const Algorithm*, int> listings_;  // how many of mode A's and the fallback's lists name it
         std::vector<const Algorithm*> held_back_;  // runtime-compiled graph engines no heuristic lists
     };
 

@@ -29,23 +29,30 @@ std::vector<const Algorithm*> Catalogue::heuristic_order(const ConvProblem& p) c
 namespace {
 class ListRanking final : public Ranking {
 public:
-    ListRanking(std::vector<const Algorithm*> v, bool decided, std::set<const Algorithm*> unsuggested)
-        : v_(std::move(v)), decided_(decided), unsuggested_(std::move(unsuggested)) {}
+    ListRanking(std::vector<const Algorithm*> v, bool decided, std::set<const Algorithm*> unsuggested,
+                std::map<const Algorithm*, int> listings)
+        : v_(std::move(v)), decided_(decided), unsuggested_(std::move(unsuggested)), listings_(std::move(listings)) {}
     const Algorithm* next() override { return i_ < v_.size() ? v_[i_++] : nullptr; }
     bool decided() const override { return decided_; }
     bool explores() const override { return !unsuggested_.empty(); }
     bool suggested(const Algorithm& a) const override { return !unsuggested_.count(&a); }
+    int framework_listings(const Algorithm& a) const override {
+        const auto it = listings_.find(&a);
+        return it != listings_.end() ? it->second : Ranking::framework_listings(a);
+    }
 
 private:
     std::vector<const Algorithm*> v_;
     bool decided_;
     std::set<const Algorithm*> unsuggested_;
+    std::map<const Algorithm*, int> listings_;
     std::size_t i_ = 0;
 };
 }  // namespace
 
-std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided, std::set<const Algorithm*> unsuggested) {
-    return std::make_unique<ListRanking>(std::move(order), decided, std::move(unsuggested));
+std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided, std::set<const Algorithm*> unsuggested,
+                                      std::map<const Algorithm*, int> listings) {
+    return std::make_unique<ListRanking>(std::move(order), decided, std::move(unsuggested), std::move(listings));
 }
 
 std::unique_ptr<Ranking> Catalogue::ranking(const ConvProblem& p) const { return list_ranking(heuristic_order(p), true); }

@@ -148,7 +148,12 @@ std::string take_measurement(const Measurement& m, std::vector<Candidate>& cands
 class CandidateList {
 public:
     CandidateList(const Backend& b, const ConvProblem& p, const FlagValues& f)
-        : b_(b), p_(p), f_(f), ranking_(b.ranking(p)), hold_reference_(policy_of(f.policy).holds_back_reference()) {}
+        : b_(b),
+          p_(p),
+          f_(f),
+          ranking_(b.ranking(p)),
+          hold_reference_(policy_of(f.policy).holds_back_reference()),
+          listed_only_(policy_of(f.policy).times_framework_listings()) {}
 
     std::vector<Candidate>& items() { return items_; }
     int eligible() const { return eligible_; }
@@ -165,18 +170,23 @@ public:
                 ended_ = true;
                 break;
             }
-            if (!decide_unsuggested && !ranking_->suggested(*a)) {
+            // What "suggested" means to the policy: the heuristics suggest it, or the framework's
+            // lists name it (SelectionPolicy::times_framework_listings).
+            const bool in_view = listed_only_ ? ranking_->framework_listings(*a) > 0 : ranking_->suggested(*a);
+            if (!decide_unsuggested && !in_view) {
                 Candidate c;
                 c.id = std::string(a->id());
                 c.notes = a->notes();
                 c.state = Candidate::State::not_checked;
-                c.suggested = false;
+                c.suggested = ranking_->suggested(*a);
+                c.listings = ranking_->framework_listings(*a);
                 undecided_.emplace(items_.size(), a);
                 items_.push_back(std::move(c));
                 return true;
             }
             Candidate c = evaluate(*a, p_, f_);
             c.suggested = ranking_->suggested(*a);
+            c.listings = ranking_->framework_listings(*a);
             if (c.state == Candidate::State::not_timed && hold_reference_ && c.notes.has(Note::reference)) {
                 held_.push_back(std::move(c));
                 continue;
@@ -213,7 +223,8 @@ public:
         const auto it = undecided_.find(i);
         if (it == undecided_.end()) return;
         Candidate c = evaluate(*it->second, p_, f_);
-        c.suggested = false;
+        c.suggested = items_[i].suggested;
+        c.listings = items_[i].listings;
         undecided_.erase(it);
         if (c.state == Candidate::State::not_timed && hold_reference_ && c.notes.has(Note::reference) && eligible_ > 0) skip_reference(c);
         eligible_ += c.state == Candidate::State::not_timed;
@@ -263,6 +274,7 @@ private:
     const FlagValues& f_;
     std::unique_ptr<Ranking> ranking_;
     bool hold_reference_;
+    bool listed_only_;
     bool ended_ = false;
     int eligible_ = 0;
     std::vector<Candidate> items_, held_;
@@ -386,6 +398,10 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     const std::string limit_reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";
     // PyTorch builds a plan for every configuration its heuristics suggest before timing any.
     if (policy.decides_support_before_timing()) list.decide_suggested();
+    // Listed-only policies (times_framework_listings): a candidate counts, and is timed, once per
+    // listing; the listings after the first only cost time (PyTorch sorts them as separate plans).
+    const bool by_listings = policy.times_framework_listings();
+    auto weight = [&](const Candidate& c) { return by_listings ? c.listings : 1; };
     // Enters candidate cands[i] into the measurement (its workspace first); true when it ran.
     auto time_candidate = [&](std::size_t i) {
         Candidate& c = cands[i];
@@ -413,10 +429,17 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             if (observer_) observer_->candidate_timed(p, *a, ms);
             return ms;
         };
+        const TimedCall again = by_listings && c.listings > 1 ? call : TimedCall{};
         const Trial& r = m.enter(i, std::move(call), a->compiles_at_first_use(p));
         if (!r.status.ok()) {
             fail_candidate(c, r.status);
             return false;
+        }
+        // Each further listing: its own warm-up and timed call, as PyTorch times a duplicate plan.
+        for (int k = 1; again && k < c.listings; ++k) {
+            Status st;
+            again(st);
+            again(st);
         }
         return true;
     };
@@ -425,10 +448,15 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     for (std::size_t i = 0; i < cands.size() || ((limit < 0 || succeeded < limit) && list.extend()); ++i) {
         if (list.undecided(i)) {
             if (limit >= 0 && succeeded >= limit) continue;  // not reached: its support stays undecided
+            if (by_listings && cands[i].listings == 0) continue;  // never seen by the framework's search
             list.decide(i);
         }
         Candidate& c = cands[i];
         if (c.state != Candidate::State::not_timed) continue;
+        if (by_listings && c.listings == 0) {
+            c.reason = "not in the framework's lists (Ranking::framework_listings): its search never sees it";
+            continue;
+        }
         if (limit >= 0 && succeeded >= limit) {
             c.reason = limit_reason;
             continue;
@@ -438,7 +466,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             continue;
         }
         if (time_candidate(i)) {
-            ++succeeded;
+            succeeded += weight(c);
             suggested_timed += c.suggested;
         }
     }

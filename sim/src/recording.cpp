@@ -17,6 +17,7 @@
 #include "convtune/error.hpp"
 #include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
+#include "convtune/policy.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/selector.hpp"
 #include "convtune/sim/report.hpp"
@@ -127,6 +128,7 @@ std::string Recording::to_json() const {
         jp["problem"] = r.problem.to_string();
         jp["heuristic"] = r.heuristic;
         if (!r.unsuggested.empty()) jp["unsuggested"] = r.unsuggested;
+        if (!r.listings.empty()) jp["listings"] = r.listings;
         if (!r.fallback.empty()) jp["fallback"] = r.fallback;
         if (!r.fixed.empty()) jp["fixed"] = r.fixed;
         if (r.db_search_ms > 0) jp["db_search_ms"] = r.db_search_ms;
@@ -234,6 +236,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
         }
         pr.heuristic = get<std::vector<std::string>>(jp, "heuristic", w);
         if (jp.contains("unsuggested")) pr.unsuggested = get<std::vector<std::string>>(jp, "unsuggested", w);
+        if (jp.contains("listings")) pr.listings = get<std::map<std::string, int>>(jp, "listings", w);
         if (jp.contains("fallback")) pr.fallback = get<std::string>(jp, "fallback", w);
         if (jp.contains("fixed")) pr.fixed = get<std::string>(jp, "fixed", w);
         if (jp.contains("db_search_ms")) pr.db_search_ms = checked_time(get<double>(jp, "db_search_ms", w), "db_search_ms", w);
@@ -279,6 +282,11 @@ Recording parse_recording(std::string_view text, const std::string& where) {
         }
         for (const auto& [key, id] : {std::pair<const char*, const std::string&>{"fallback", pr.fallback}, {"fixed", pr.fixed}})
             if (!id.empty() && !known(id)) throw ParseError(w + ": \"" + key + "\" names '" + id + "', which is not in \"algorithms\"");
+        for (const auto& [id, n] : pr.listings) {
+            if (std::find(pr.heuristic.begin(), pr.heuristic.end(), id) == pr.heuristic.end())
+                throw ParseError(w + ": listings names '" + id + "', which is not in \"heuristic\"");
+            if (n < 0 || n > 16) throw ParseError(w + ": listings of '" + id + "' must be in [0, 16] (got " + std::to_string(n) + ")");
+        }
         for (const std::string& id : pr.unsuggested)
             if (std::find(pr.heuristic.begin(), pr.heuristic.end(), id) == pr.heuristic.end())
                 throw ParseError(w + ": unsuggested lists '" + id + "', which is not in \"heuristic\"");
@@ -450,8 +458,8 @@ struct OneAlgorithm {
 };
 
 // The candidates a search under `f` times on p, in its order (RecordOptions::search_flags): the
-// supporting (`supports`), eligible algorithms the backend's heuristics suggest, up to
-// f.benchmark_limit.
+// supporting (`supports`), eligible algorithms the backend's heuristics suggest (those the
+// framework's lists name, for a policy that times_framework_listings), up to f.benchmark_limit.
 template <class Supports>
 std::vector<const Algorithm*> search_candidates(const Backend& b, const ConvProblem& p, const FlagValues& f, Supports&& supports) {
     std::vector<const Algorithm*> out;
@@ -460,7 +468,8 @@ std::vector<const Algorithm*> search_candidates(const Backend& b, const ConvProb
     while (out.size() < limit) {
         const Algorithm* a = ranking->next();
         if (!a) break;
-        if (ranking->suggested(*a) && supports(a) && flag_filter_reason(a->notes_for(p), p, f).empty()) out.push_back(a);
+        const bool seen = policy_of(f.policy).times_framework_listings() ? ranking->framework_listings(*a) > 0 : ranking->suggested(*a);
+        if (seen && supports(a) && flag_filter_reason(a->notes_for(p), p, f).empty()) out.push_back(a);
     }
     return out;
 }
@@ -588,6 +597,12 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             if (!decide(p, a)) continue;
             pr.heuristic.push_back(std::string(a->id()));
             if (!ranking->suggested(*a)) pr.unsuggested.push_back(std::string(a->id()));
+        }
+        // The framework's listings are known once the ranking has ended.
+        for (const std::string& id : pr.heuristic) {
+            const Algorithm* a = b.find(id);
+            const int n = ranking->framework_listings(*a), by_default = ranking->suggested(*a) ? 1 : 0;
+            if (n != by_default) pr.listings[id] = n;
         }
         pr.ranking_ms = ranking_ms;
         if (const Algorithm* a = b.native_fallback(p)) pr.fallback = std::string(a->id());

@@ -152,10 +152,13 @@ std::vector<const Algorithm*> ReplayBackend::heuristic_order(const ConvProblem& 
 
 std::unique_ptr<Ranking> ReplayBackend::ranking(const ConvProblem& p) const {
     std::set<const Algorithm*> unsuggested;
+    std::map<const Algorithm*, int> listings;
     bool decided = true;  // producing the list decided every support: free unless support is charged
     if (const ProblemRecord* r = lookup(p)) {
         for (const std::string& id : r->unsuggested)
             if (const Algorithm* a = find(id)) unsuggested.insert(a);
+        for (const auto& [id, n] : r->listings)
+            if (const Algorithm* a = find(id)) listings[a] = n;
         decided = std::none_of(r->algorithms.begin(), r->algorithms.end(), [](const AlgorithmRecord& a) { return a.support_ms.has_value(); });
         if (r->ranking_ms) {
             std::lock_guard lock(mutex_);
@@ -165,7 +168,7 @@ std::unique_ptr<Ranking> ReplayBackend::ranking(const ConvProblem& p) const {
             }
         }
     }
-    return list_ranking(heuristic_order(p), decided, std::move(unsuggested));
+    return list_ranking(heuristic_order(p), decided, std::move(unsuggested), std::move(listings));
 }
 
 Support ReplayBackend::replay_supports(const ConvProblem& p, const std::string& id) const {

@@ -52,6 +52,7 @@ public:
         return Status::success();
     }
     bool suggested() const { return spec_.suggested; }
+    int listings() const { return spec_.listings; }
     int count() const {
         std::lock_guard lock(mutex_);
         return count_;
@@ -112,9 +113,12 @@ int FakeBackend::support_queries(const std::string& id) const {
 
 std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const {
     std::set<const Algorithm*> unsuggested;
+    std::map<const Algorithm*, int> listings;
     for (const Algorithm* a : list_)
         if (!static_cast<const FakeAlgorithm*>(a)->suggested()) unsuggested.insert(a);
-    return list_ranking(list_, false, std::move(unsuggested));
+    for (const Algorithm* a : list_)
+        if (const int n = static_cast<const FakeAlgorithm*>(a)->listings(); n >= 0) listings[a] = n;
+    return list_ranking(list_, false, std::move(unsuggested), std::move(listings));
 }
 
 int FakeBackend::runs(const std::string& id) const {

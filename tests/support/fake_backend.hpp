@@ -30,6 +30,8 @@ struct FakeSpec {
     bool suggested = true;
     // Its kernel is compiled at first use (Algorithm::compiles_at_first_use).
     bool compiles = false;
+    // Ranking::framework_listings; -1: the default (1 when suggested, else 0).
+    int listings = -1;
 };
 
 class FakeBackend : public HostBackend {

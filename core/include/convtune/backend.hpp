@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <span>
@@ -73,13 +74,22 @@ public:
     // explores() says the ranking can yield such candidates (the default ranking cannot).
     virtual bool explores() const { return false; }
     virtual bool suggested(const Algorithm&) const { return true; }
+    // How many of the lists a framework's default search takes its candidates from contain `a`
+    // (PyTorch's cuDNN v8 search: heuristics mode A and the fallback list; it builds and times
+    // one plan per listing, so a configuration both list is timed twice, and one neither lists is
+    // never seen). The `pytorch` policy times accordingly
+    // (SelectionPolicy::times_framework_listings). Known once the ranking has yielded `a` and
+    // walked past the lists; default: 1 when suggested, else 0.
+    virtual int framework_listings(const Algorithm& a) const { return suggested(a) ? 1 : 0; }
 };
 
 // A Ranking over a fixed list, in its order; `decided`: producing the list decided every
 // algorithm's support (Ranking::decided); `unsuggested`: the algorithms the heuristics do not
-// suggest (the ranking explores() when there are any).
+// suggest (the ranking explores() when there are any); `listings`: framework_listings where it is
+// not the default.
 std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided,
-                                      std::set<const Algorithm*> unsuggested = {});
+                                      std::set<const Algorithm*> unsuggested = {},
+                                      std::map<const Algorithm*, int> listings = {});
 
 // What a device offers: availability, identity, memory and a timer.
 class Device {

@@ -75,6 +75,12 @@ public:
     // suggest are decided only when the timing reaches them. false: support is decided for each
     // candidate as the timing reaches it.
     virtual bool decides_support_before_timing() const { return false; }
+    // The search sees only what the framework's lists name (Ranking::framework_listings): a
+    // candidate listed n times is timed n times and counts n towards search_reach, one listed 0
+    // times is never reached (PyTorch v8: a plan per configuration of heuristics mode A and of
+    // the fallback list, duplicates included). With decides_support_before_timing, only listed
+    // candidates have their support decided first.
+    virtual bool times_framework_listings() const { return false; }
 
     // How a search times its candidates and chooses (measurement.hpp).
     virtual MeasureStrategy measurement(const FlagValues& f) const = 0;

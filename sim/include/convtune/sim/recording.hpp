@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ struct ProblemRecord {
     // The ids of `heuristic` the backend's heuristics do not suggest (Ranking::suggested; cuDNN:
     // engines no heuristics mode lists): the convtune policy's search keeps explore_slots for them.
     std::vector<std::string> unsuggested;
+    // Ranking::framework_listings of the ids of `heuristic` where it is not the default (1 when
+    // suggested, else 0): e.g. 2 for a cuDNN configuration both mode A and the fallback list name.
+    std::map<std::string, int> listings;
     std::string fallback, fixed;         // native_fallback / fixed_default ids ("" = none)
     std::vector<AlgorithmRecord> algorithms;  // the backend's fixed order
     double db_search_ms = 0;             // recordings built from a tuning database: its search time
