@@ -358,7 +358,8 @@ at::Tensor conv_forward(State& s, const at::Tensor& x, const at::Tensor& w, cons
 
 class ConvFunction : public torch::autograd::Function<ConvFunction> {
 public:
-    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                              const c10::optional<at::Tensor>& b,
                               State* s, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
                               int64_t groups, TorchFlags f) {
         ctx->saved_data["state"] = static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(s));
@@ -367,9 +368,9 @@ public:
         ctx->saved_data["dilation"] = dilation;
         ctx->saved_data["groups"] = groups;
         ctx->saved_data["fmt"] = static_cast<int64_t>(memory_format(x, w));
-        ctx->saved_data["has_bias"] = b.defined();
+        ctx->saved_data["has_bias"] = b.has_value() && b->defined();
         ctx->save_for_backward({x, w});
-        return conv_forward(*s, x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt, stride, padding, dilation, groups, f);
+        return conv_forward(*s, x, w, b, stride, padding, dilation, groups, f);
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
@@ -384,7 +385,8 @@ public:
         const int64_t groups = ctx->saved_data["groups"].toInt();
         const auto fmt = static_cast<at::MemoryFormat>(ctx->saved_data["fmt"].toInt());
         const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
-        const bool need_b = ctx->needs_input_grad(2) && ctx->saved_data["has_bias"].toBool();
+        // needs_input_grad counts the Function's tensor inputs: no bias, no index 2.
+        const bool need_b = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
         const int64_t nd = x.dim() - 2;
         torch::autograd::variable_list out(9);
         if (at::GradMode::is_enabled()) {
@@ -453,7 +455,8 @@ at::Tensor autograd_kernel(const at::Tensor& x, const at::Tensor& w, const c10::
                            int64_t groups) {
     return dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups,
                     [&](State& s, std::vector<int64_t> st, std::vector<int64_t> pa, std::vector<int64_t> di, const TorchFlags& f) {
-                        const at::Tensor bias = b && b->defined() ? *b : at::Tensor();
+                        // An undefined tensor is no input of a C++ autograd Function: no bias is nullopt.
+                        const c10::optional<at::Tensor> bias = b && b->defined() ? b : c10::nullopt;
                         return ConvFunction::apply(x, w, bias, &s, std::move(st), std::move(pa), std::move(di), groups, f);
                     });
 }
