@@ -54,7 +54,8 @@ def _compiler_identity(cxx):
     try:
         r = subprocess.run(cxx + ["--version"], capture_output=True, text=True, timeout=60)
     except OSError as e:
-        raise Error(f"compiler: cannot run {shlex.join(cxx)}: {e.strerror or e} (set CXX to a C++ compiler)") from None
+        raise Error(f"compiler: cannot run {shlex.join(cxx)}: {e.strerror or e} (set CXX to a C++ compiler, or build the "
+                    "override ahead of time where there is one: python3 -m convtune.torch build-override)") from None
     if r.returncode != 0:
         raise Error(f"compiler: {shlex.join(cxx)} --version failed: {(r.stderr or r.stdout).strip()[:300]}")
     return r.stdout.strip()
@@ -64,26 +65,46 @@ def _torch_version():
     return f"{torch.__version__} ({os.path.dirname(torch.__file__)})"
 
 
-def cache_key(source=None, header=None, torch_version=None, python_version=None, compiler_id=None):
-    """The hash that names the built file: of the source and header texts, the torch build (its
-    version and where it lives), the Python version and the compiler's identity. Each argument
-    defaults to what this process has."""
+def base_key(source=None, header=None, torch_version=None, python_version=None):
+    """The part of the cache key that the code and its environment make: the source and header
+    texts, the torch build (its version and where it lives, its C++ ABI) and the Python version.
+    Each argument defaults to what this process has."""
     source = _read(SOURCE) if source is None else source
     header = _read(HEADER) if header is None else header
     torch_version = _torch_version() if torch_version is None else torch_version
     python_version = sys.version if python_version is None else python_version
-    compiler_id = _compiler_identity(compiler()) if compiler_id is None else compiler_id
     h = hashlib.sha256()
-    for part in (source, header, torch_version.encode(), python_version.encode(), compiler_id.encode(),
-                 str(torch._C._GLIBCXX_USE_CXX11_ABI).encode()):
+    for part in (source, header, torch_version.encode(), python_version.encode(), str(torch._C._GLIBCXX_USE_CXX11_ABI).encode()):
         h.update(hashlib.sha256(part).digest())
-    return h.hexdigest()[:24]
+    return h.hexdigest()[:20]
+
+
+def cache_key(source=None, header=None, torch_version=None, python_version=None, compiler_id=None):
+    """The name of the built file: base_key() and a hash of the compiler's identity (its
+    ``--version``; default: that of compiler())."""
+    compiler_id = _compiler_identity(compiler()) if compiler_id is None else compiler_id
+    return f"{base_key(source, header, torch_version, python_version)}-{hashlib.sha256(compiler_id.encode()).hexdigest()[:8]}"
 
 
 def built_path(key=None):
     """The cache file for `key` (default: this process's cache_key())."""
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    return os.path.join(cache_dir(), f"torch_override-{key or cache_key()}{suffix}")
+    return os.path.join(cache_dir(), f"torch_override-{key or cache_key()}{_suffix()}")
+
+
+def _suffix():
+    return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+
+
+def find_prebuilt():
+    """A valid build for this source, torch and Python by any compiler (the newest), or None: what
+    a node without a compiler loads after `python3 -m convtune.torch build-override` elsewhere."""
+    d, prefix = cache_dir(), f"torch_override-{base_key()}-"
+    try:
+        names = [n for n in os.listdir(d) if n.startswith(prefix) and n.endswith(_suffix())]
+    except OSError:
+        return None
+    paths = sorted((os.path.join(d, n) for n in names), key=os.path.getmtime, reverse=True)
+    return next((p for p in paths if is_valid(p)), None)
 
 
 def _digest_file(path):
@@ -186,8 +207,16 @@ def compile_to(path, quiet=False):
 
 def build(force=False, quiet=False):
     """The path of a valid build of the override for this torch, compiling it when the cache
-    has none (or `force`)."""
-    path = built_path()
+    has none (or `force`). Without a compiler, a build that another compiler made for this
+    source, torch and Python (find_prebuilt()) is used."""
+    try:
+        key = cache_key()
+    except Error:
+        prebuilt = None if force else find_prebuilt()
+        if prebuilt:
+            return prebuilt
+        raise
+    path = built_path(key)
     if force or not is_valid(path):
         compile_to(path, quiet=quiet)
     return path
