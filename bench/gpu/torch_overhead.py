@@ -7,7 +7,9 @@ call (the host time of the loop; median of --repeats repeats, with their min and
   python    convtune.torch with the Python override (torch.library kernels + autograd.Function)
   cpp       convtune.torch with the C++ override (torch::Library kernels + torch::autograd::Function)
   bare      convtune._convtune.FrameworkContext.run itself on prepared tensors (forward: one call;
-            forward + backward: fwd, bwd_data and bwd_filter), what both overrides pay at least
+            forward + backward: fwd, bwd_data and bwd_filter): the Python override's convtune call
+  c_api     the C interface's run (convtune_framework_api.h, through ctypes) on prepared structs,
+            the same calls: what the C++ override's convtune call costs, plus ctypes' own
 
 torch.backends.cudnn.benchmark is on and every decision is in convtune's memory after the
 warm-up calls, so no call searches. Prints a table and writes JSON (--out).
@@ -28,6 +30,7 @@ import torch
 import convtune
 import convtune.torch as ct
 from convtune import _convtune
+from convtune import _framework_api as capi
 
 SHAPE = {"x": (1, 4, 8, 8), "w": (4, 4, 3, 3), "padding": 1}
 
@@ -103,6 +106,45 @@ def bare_loops(device, backend, calls):
             run("bwd_data")
             run("bwd_filter")
 
+    fwd.keep = fwd_bwd.keep = (x, w, y)  # the tensors the descriptors point at
+    return fwd, fwd_bwd
+
+
+def c_api_loops(device, backend, calls):
+    x = torch.randn(*SHAPE["x"], device=device)
+    w = torch.randn(*SHAPE["w"], device=device)
+    y = torch.empty(SHAPE["x"][0], SHAPE["w"][0], *SHAPE["x"][2:], device=device)
+    ctx = _convtune.FrameworkContext("")
+    api = capi.api()
+    stream = torch.cuda.current_stream().cuda_stream if device == "cuda" else None
+    tf = ct.torch_flags()
+
+    def desc(t):
+        return capi.tensor(list(t.shape), list(t.stride()), t.data_ptr(), t.numel() * t.element_size())
+
+    dx, dw, dy = desc(x), desc(w), desc(y)
+    p = SHAPE["padding"]
+    # No workspace callback: the backend's own allocator (the C++ override passes PyTorch's).
+    calls_ = {d: capi.call(d, "f32", dx, dw, dy, [1, 1], [p, p], [1, 1], 1, backend, tf, stream=stream)
+              for d in ("fwd", "bwd_data", "bwd_filter")}
+    result = capi.Result()
+    address = ctx._address()
+
+    def run(direction):
+        if api.run(address, calls_[direction], result) != 0 or not result.ran:
+            raise SystemExit(f"torch_overhead: the C interface's {direction} call did not run: {result.detail.decode()}")
+
+    def fwd():
+        for _ in range(calls):
+            run("fwd")
+
+    def fwd_bwd():
+        for _ in range(calls):
+            run("fwd")
+            run("bwd_data")
+            run("bwd_filter")
+
+    fwd.keep = fwd_bwd.keep = (x, w, y, ctx)  # the tensors and the context the structs point at
     return fwd, fwd_bwd
 
 
@@ -111,24 +153,25 @@ def main(argv=None):
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--calls", type=int, default=2000, help="calls per repeat (default 2000)")
     ap.add_argument("--repeats", type=int, default=7, help="repeats; the median is reported (default 7)")
-    ap.add_argument("--modes", default="pytorch,python,cpp,bare")
+    ap.add_argument("--modes", default="pytorch,python,cpp,bare,c_api")
     ap.add_argument("--out", help="write the results as JSON here")
     a = ap.parse_args(argv)
     if a.calls < 1 or a.repeats < 1:
         ap.error("--calls and --repeats must be >= 1")
     modes = a.modes.split(",")
-    bad = [m for m in modes if m not in ("pytorch", "python", "cpp", "bare")]
+    bad = [m for m in modes if m not in ("pytorch", "python", "cpp", "bare", "c_api")]
     if bad:
         ap.error(f"--modes: unknown {bad}")
     backend = "cudnn" if a.device == "cuda" else "cpu"
     torch.backends.cudnn.benchmark = True
-    torch.set_num_threads(1)  # a tiny problem: threads only add noise
     results = {}
     for mode in modes:
         if mode in ("python", "cpp"):
             ct.enable(db="", device=a.device, override=mode)
         if mode == "bare":
             fwd, fwd_bwd = bare_loops(a.device, backend, a.calls)
+        elif mode == "c_api":
+            fwd, fwd_bwd = c_api_loops(a.device, backend, a.calls)
         else:
             fwd, fwd_bwd = conv_loops(a.device, a.calls)
         results[mode] = {"fwd": timed(fwd, a.calls, a.repeats, a.device), "fwd_bwd": timed(fwd_bwd, a.calls, a.repeats, a.device)}
