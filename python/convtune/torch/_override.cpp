@@ -362,13 +362,14 @@ public:
                               const c10::optional<at::Tensor>& b,
                               State* s, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
                               int64_t groups, TorchFlags f) {
-        ctx->saved_data["state"] = static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(s));
-        ctx->saved_data["stride"] = stride;
-        ctx->saved_data["padding"] = padding;
-        ctx->saved_data["dilation"] = dilation;
-        ctx->saved_data["groups"] = groups;
-        ctx->saved_data["fmt"] = static_cast<int64_t>(memory_format(x, w));
-        ctx->saved_data["has_bias"] = b.has_value() && b->defined();
+        // One saved entry (a map insert per entry): the state, groups, memory format, bias, then
+        // stride, padding and dilation (nd values each).
+        std::vector<int64_t> meta{static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(s)), groups,
+                                  static_cast<int64_t>(memory_format(x, w)), b.has_value() && b->defined()};
+        meta.insert(meta.end(), stride.begin(), stride.end());
+        meta.insert(meta.end(), padding.begin(), padding.end());
+        meta.insert(meta.end(), dilation.begin(), dilation.end());
+        ctx->saved_data["meta"] = std::move(meta);
         ctx->save_for_backward({x, w});
         return conv_forward(*s, x, w, b, stride, padding, dilation, groups, f);
     }
@@ -378,16 +379,18 @@ public:
         const at::Tensor& x = saved[0];
         const at::Tensor& w = saved[1];
         const at::Tensor& gy = grads[0];
-        State& s = *reinterpret_cast<State*>(static_cast<std::uintptr_t>(ctx->saved_data["state"].toInt()));
-        const std::vector<int64_t> stride = ctx->saved_data["stride"].toIntVector();
-        const std::vector<int64_t> padding = ctx->saved_data["padding"].toIntVector();
-        const std::vector<int64_t> dilation = ctx->saved_data["dilation"].toIntVector();
-        const int64_t groups = ctx->saved_data["groups"].toInt();
-        const auto fmt = static_cast<at::MemoryFormat>(ctx->saved_data["fmt"].toInt());
+        const std::vector<int64_t> meta = ctx->saved_data["meta"].toIntVector();
+        const int64_t nd = x.dim() - 2;
+        State& s = *reinterpret_cast<State*>(static_cast<std::uintptr_t>(meta[0]));
+        const int64_t groups = meta[1];
+        const auto fmt = static_cast<at::MemoryFormat>(meta[2]);
+        const bool has_bias = meta[3] != 0;
+        const std::vector<int64_t> stride(meta.begin() + 4, meta.begin() + 4 + nd);
+        const std::vector<int64_t> padding(meta.begin() + 4 + nd, meta.begin() + 4 + 2 * nd);
+        const std::vector<int64_t> dilation(meta.begin() + 4 + 2 * nd, meta.begin() + 4 + 3 * nd);
         const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
         // needs_input_grad counts the Function's tensor inputs: no bias, no index 2.
-        const bool need_b = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
-        const int64_t nd = x.dim() - 2;
+        const bool need_b = has_bias && ctx->needs_input_grad(2);
         torch::autograd::variable_list out(9);
         if (at::GradMode::is_enabled()) {
             // create_graph=True: PyTorch's differentiable backward, so that a second derivative exists.
@@ -455,6 +458,13 @@ at::Tensor autograd_kernel(const at::Tensor& x, const at::Tensor& w, const c10::
                            int64_t groups) {
     return dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups,
                     [&](State& s, std::vector<int64_t> st, std::vector<int64_t> pa, std::vector<int64_t> di, const TorchFlags& f) {
+                        // Nothing to differentiate (no input requires grad, or grad mode is off): the
+                        // forward below autograd, no graph node, as PyTorch's own autograd kernels do.
+                        const bool bias_grad = b && b->defined() && b->requires_grad();
+                        if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad() || bias_grad)) {
+                            at::AutoDispatchBelowADInplaceOrView below;
+                            return conv_forward(s, x, w, b, st, pa, di, groups, f);
+                        }
                         // An undefined tensor is no input of a C++ autograd Function: no bias is nullopt.
                         const c10::optional<at::Tensor> bias = b && b->defined() ? b : c10::nullopt;
                         return ConvFunction::apply(x, w, bias, &s, std::move(st), std::move(pa), std::move(di), groups, f);
