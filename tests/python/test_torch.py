@@ -162,6 +162,46 @@ def test_inference_mode_runs_through_convtune(override):
     assert (y - ref).abs().max().item() <= (2 * (64 * 54 + 1) * 2.0**-24 * m).item()
 
 
+def test_no_grad_forward_runs_through_convtune_without_a_graph(override):
+    # Nothing to differentiate: the forward runs through convtune and leaves no autograd node.
+    conv = torch.nn.Conv2d(2, 3, 3, padding=1).double()
+    x = torch.randn(1, 2, 5, 5, dtype=torch.float64)
+    ref = conv(x).detach()
+    with ct.enabled(device="cpu", db=""):
+        with torch.no_grad():
+            y = conv(x)
+        z = torch.nn.functional.conv2d(x, conv.weight.detach(), conv.bias.detach(), padding=1)
+        st = ct.stats()
+    assert y.grad_fn is None and z.grad_fn is None and not z.requires_grad
+    assert st["convtune"] == {"fwd": 2, "bwd_data": 0, "bwd_filter": 0} and st["fallback"] == {}, st
+    assert torch.allclose(y, ref, rtol=1e-12, atol=1e-12) and torch.allclose(z, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_threads_share_the_override(override):
+    # Two Python threads (PyTorch's kernels run without the GIL) through one override: every call counted.
+    import threading
+
+    conv = torch.nn.Conv2d(2, 3, 3, padding=1).double()
+    errors = []
+
+    def work():
+        try:
+            for _ in range(5):
+                conv(torch.randn(2, 2, 6, 6, dtype=torch.float64, requires_grad=True)).sum().backward()
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    with ct.enabled(device="cpu", db=""):
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        st = ct.stats()
+    assert not errors, errors
+    assert st["convtune"] == {"fwd": 10, "bwd_data": 10, "bwd_filter": 10} and st["fallback"] == {}, st
+
+
 def test_gradcheck_through_convtune(override):
     # convtune's CPU backend runs f64 (cpu.direct, im2col): PyTorch's numerical gradient check.
     x = torch.randn(1, 2, 5, 4, dtype=torch.float64, requires_grad=True)
