@@ -338,7 +338,11 @@ def test_cpp_override_is_the_one_running_and_disable_restores_the_dispatcher():
     assert "_override.cpp" not in before
     assert [l.split(":")[0] for l in during.splitlines() if "_override.cpp" in l] == ["CPU", "AutogradCPU"], during
     assert _dispatch_dump() == before
-    assert sys.modules["convtune.torch._override"].torch_version.split("+")[0] in torch.__version__
+    mod = sys.modules["convtune.torch._override"]
+    assert mod.torch_version.split("+")[0] in torch.__version__
+    # The CUDA stream's handle from c10::Stream::native_handle() where this torch has it (its Python
+    # side has torch.Stream.native_handle then), else from Python.
+    assert mod.native_stream_handle == hasattr(torch.Stream, "native_handle")
 
 
 def test_cache_key_changes_and_a_corrupt_build_is_rebuilt(tmp_path, monkeypatch):

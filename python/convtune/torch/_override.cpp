@@ -32,6 +32,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -240,16 +241,28 @@ void* workspace_alloc(void* user, size_t bytes) {
     }
 }
 
+// Whether c10::Stream has native_handle() (PyTorch 2.11 and later), found by the compiler rather
+// than by version number.
+template <class S, class = void>
+struct HasNativeHandle : std::false_type {};
+template <class S>
+struct HasNativeHandle<S, std::void_t<decltype(std::declval<const S&>().native_handle())>> : std::true_type {};
+constexpr bool kNativeStreamHandle = HasNativeHandle<c10::Stream>::value;
+
+template <class S>
+std::optional<void*> native_stream(const S& s) {
+    if constexpr (HasNativeHandle<S>::value) return s.native_handle();
+    else return std::nullopt;
+}
+
 void* current_stream(State& s, const c10::Device& dev) {
     if (dev.type() != c10::DeviceType::CUDA) return nullptr;
-#if CONVTUNE_TORCH_AT_LEAST(2, 11)
-    return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(dev).native_handle();
-#else
-    // No c10::Stream::native_handle in this PyTorch, and no CUDA headers here: ask PyTorch's Python side.
+    const c10::Stream stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(dev);
+    if (const std::optional<void*> handle = native_stream(stream)) return *handle;
+    // No native handle in this PyTorch, and no CUDA headers here: ask PyTorch's Python side.
     py::gil_scoped_acquire gil;
     py::object r = py::reinterpret_borrow<py::object>(s.raw_stream)(static_cast<int>(dev.index()));
     return reinterpret_cast<void*>(r.cast<std::uintptr_t>());
-#endif
 }
 
 // One convtune::app::run_framework call through the C interface; counts what it did. True when it ran.
@@ -579,6 +592,7 @@ PYBIND11_MODULE(_override, m) {
     m.doc() = "convtune.torch's C++ override of aten::convolution (built by convtune.torch._build)";
     m.attr("torch_version") = py::str(TORCH_VERSION);
     m.attr("api_version") = CONVTUNE_FRAMEWORK_API_VERSION;
+    m.attr("native_stream_handle") = kNativeStreamHandle;  // else the CUDA stream comes from Python
     m.def("enable", &enable, py::arg("api"), py::arg("context"), py::arg("device"), py::arg("backend"), py::arg("policy"),
           py::arg("classify"), py::arg("raw_stream"));
     m.def("disable", &disable);
