@@ -308,6 +308,24 @@ def test_every_refusal_reason_under_both_overrides(override):
     assert sum(st["convtune"].values()) == 0
 
 
+def test_both_overrides_name_the_same_reasons():
+    # The refusal rules are written twice (Python: convtune/torch/__init__.py; C++: _override.cpp):
+    # the reasons each names itself are the same set, and with the ones convtune's run_framework
+    # returns (layout, problem, unsupported, failed) and the Python side's classification of
+    # Python-key tensors, they are FALLBACK_REASONS.
+    import re
+
+    here = os.path.dirname(ct.__file__)
+    cpp = open(os.path.join(here, "_override.cpp")).read()
+    py = open(os.path.join(here, "__init__.py")).read()
+    cpp_reasons = set(re.findall(r'std::string\("([a-z_]+)"\)|count_fallback\(\*?s, "([a-z_]+)"', cpp))
+    cpp_reasons = {a or b for a, b in cpp_reasons}
+    py_reasons = {a or b or c for a, b, c in re.findall(r'return "([a-z_]+)", f?"|_count\("fallback", "([a-z_]+)"|why = \("([a-z_]+)"', py)}
+    python_key = {"fake_tensor", "tensor_subclass"}  # classified by Python for both overrides
+    assert cpp_reasons == py_reasons - python_key, (cpp_reasons, py_reasons)
+    assert cpp_reasons | python_key | {"layout", "problem", "unsupported", "failed"} == set(ct.FALLBACK_REASONS)
+
+
 def test_pytorch_flags_are_read_at_each_call(override):
     # benchmark off: convtune's heuristic; on (read at the next call, in C++ or Python): a search.
     torch.backends.cudnn.benchmark = False
