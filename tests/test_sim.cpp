@@ -623,6 +623,32 @@ BOOST_AUTO_TEST_CASE(a_recording_keeps_each_support_decision_and_the_ranking_tim
     BOOST_TEST(!before.problems[0].algorithms[0].support_ms.has_value());
 }
 
+BOOST_AUTO_TEST_CASE(a_search_pass_times_each_problems_candidates_first_in_the_searchs_order) {
+    // c's first call in the process takes 9 ms and later ones 1 ms (a kernel loaded at its first
+    // launch). With TF32 off, a search leaves c out on the f32 problem and first runs it on the
+    // f16 one; the sweep alone would run c on the f32 problem first and charge its load there.
+    const std::vector<FakeSpec> specs{{"a", {1}}, {"c", {9, 1}, Notes{Note::tensor_core}}};
+    const std::vector<ConvProblem> problems{ConvProblem::parse("dtype=f32,n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1"),
+                                            ConvProblem::parse("dtype=f16,n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1")};
+    auto first_of_c = [](const Recording& r, std::size_t i) { return *r.problems.at(i).find("c")->first_ms; };
+    RecordOptions ro;
+    ro.samples = 1;
+    FakeBackend sweep_only("fake", specs);
+    const Recording before = record(sweep_only, problems, ro);
+    BOOST_TEST(first_of_c(before, 0) == 9.0);
+    BOOST_TEST(first_of_c(before, 1) == 1.0);
+    BOOST_TEST(before.search_flags.empty());
+    ro.search_flags = parse_flags("benchmark=1,allow_tf32=0");
+    FakeBackend searched("fake", specs);
+    const Recording r = Recording::from_json(record(searched, problems, ro).to_json(), "memory");
+    BOOST_TEST(first_of_c(r, 0) == 1.0);
+    BOOST_TEST(first_of_c(r, 1) == 9.0);
+    BOOST_TEST(r.search_flags == ro.search_flags->to_string());
+    nlohmann::json bad = nlohmann::json::parse(r.to_json());
+    bad["search_flags"] = "benchmark=maybe";
+    BOOST_CHECK_THROW(Recording::from_json(bad.dump(), "bad"), ParseError);
+}
+
 BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) {
     // The scenario's first call pays the process start-up once; executions are scaled by the
     // sequence factor, the selector's timed samples (search) are not.

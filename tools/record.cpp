@@ -57,6 +57,9 @@ void add_record(CLI::App& app, Action& action) {
     cmd->add_option("--samples", o->r.samples, "Timed calls per algorithm and problem, after one cold call")->capture_default_str()->check(CLI::Range(0, 1000));
     cmd->add_option("--max-ms", o->r.max_ms, "Stop sampling an algorithm on a problem once its calls took this long")->capture_default_str()->check(CLI::Range(0.0, 1e9));
     cmd->add_option("--out,-o", o->r.out, "Recording file to write (JSON)")->required();
+    cmd->add_option("--search-flags", o->r.search_flags,
+                    "Flags of the search whose candidates' first calls are timed in its order, before the sweep (e.g. allow_tf32=0), or none")
+        ->capture_default_str();
     cmd->add_option("--from-db", o->r.from_db, "Build the recording from a tuning database instead (winners' medians only)");
     cmd->add_flag("--progress", o->progress, "Show a progress bar on stderr even when it is not a terminal");
     cmd->callback([o, &action] { action = [o] { return record_command(*o); }; });

@@ -118,6 +118,14 @@ RecordReport record(const RecordRequest& r) {
     if (r.iterations < 1) throw InvalidRequest("iterations", "must be >= 1 (got " + std::to_string(r.iterations) + ")");
     if (r.samples < 0) throw InvalidRequest("samples", "must be >= 0 (got " + std::to_string(r.samples) + ")");
     if (!(r.max_ms >= 0)) throw InvalidRequest("max_ms", "must be >= 0");
+    std::optional<FlagValues> search_flags;
+    if (r.search_flags != "none") {
+        try {
+            search_flags = parse_flags(r.search_flags);
+        } catch (const Error& e) {
+            throw InvalidRequest("search_flags", std::string(e.what()) + " (or \"none\")");
+        }
+    }
     sim::Recording rec;
     std::vector<std::string> dropped;
     if (!r.from_db.empty()) {
@@ -130,6 +138,7 @@ RecordReport record(const RecordRequest& r) {
         ro.samples = r.samples;
         ro.max_ms_per_algorithm = r.max_ms;
         ro.progress = r.progress;
+        ro.search_flags = search_flags;
         rec = sim::record(b, problems, ro);
     }
     rec.save(r.out);

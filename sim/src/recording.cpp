@@ -18,6 +18,7 @@
 #include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/selector.hpp"
 #include "convtune/sim/report.hpp"
 #include "convtune/stats.hpp"
 
@@ -116,6 +117,7 @@ std::string Recording::to_json() const {
     head["algorithms"] = algos;
     if (startup_ms) head["startup_ms"] = *startup_ms;
     if (sequence_factor) head["sequence_factor"] = *sequence_factor;
+    if (!search_flags.empty()) head["search_flags"] = search_flags;
     std::string out = head.dump();
     out.pop_back();  // the closing brace: problems follow, one per line
     out += ",\"problems\":[";
@@ -196,6 +198,14 @@ Recording parse_recording(std::string_view text, const std::string& where) {
     if (doc.contains("sequence_factor")) {
         r.sequence_factor = get<double>(doc, "sequence_factor", where);
         if (!(*r.sequence_factor > 0 && *r.sequence_factor < 100)) throw ParseError(where + ": \"sequence_factor\" must be in (0, 100)");
+    }
+    if (doc.contains("search_flags")) {
+        r.search_flags = get<std::string>(doc, "search_flags", where);
+        try {
+            parse_flags(r.search_flags);
+        } catch (const Error& e) {
+            throw ParseError(where + ": \"search_flags\": " + e.what());
+        }
     }
     const json algos = doc.contains("algorithms") ? doc["algorithms"] : json();
     if (!algos.is_array()) throw ParseError(where + ": missing \"algorithms\"");
@@ -409,7 +419,9 @@ std::unique_ptr<DeviceTensors> tensors_on(const Backend& b, const ConvProblem& p
 
 // The first algorithm of p's heuristic order with tensors and workspace ready; run() times one
 // call of it (nullopt when it fails).
-struct HeuristicPick {
+// One algorithm (the heuristic's pick when `algorithm` is null) run on its own tensors and
+// workspace, on the backend's clock.
+struct OneAlgorithm {
     const Backend& b;
     const ConvProblem& p;
     const Algorithm* a = nullptr;
@@ -417,13 +429,17 @@ struct HeuristicPick {
     DeviceBuffer ws;
     std::size_t wsb = 0;
 
-    HeuristicPick(const Backend& backend, const ConvProblem& problem, uint64_t seed) : b(backend), p(problem) {
-        const auto order = b.heuristic_order(p);
-        if (order.empty()) return;
+    OneAlgorithm(const Backend& backend, const ConvProblem& problem, uint64_t seed, const Algorithm* algorithm = nullptr)
+        : b(backend), p(problem) {
+        if (!algorithm) {
+            const auto order = b.heuristic_order(p);
+            if (order.empty()) return;
+            algorithm = order.front();
+        }
         t = tensors_on(b, p, seed);
-        wsb = order.front()->workspace_size(p);
+        wsb = algorithm->workspace_size(p);
         ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
-        if (!wsb || ws) a = order.front();
+        if (!wsb || ws) a = algorithm;
     }
     std::optional<double> run() const {
         if (!a) return std::nullopt;
@@ -433,10 +449,26 @@ struct HeuristicPick {
     }
 };
 
+// The candidates a search under `f` times on p, in its order (RecordOptions::search_flags): the
+// supporting (`supports`), eligible algorithms the backend's heuristics suggest, up to
+// f.benchmark_limit.
+template <class Supports>
+std::vector<const Algorithm*> search_candidates(const Backend& b, const ConvProblem& p, const FlagValues& f, Supports&& supports) {
+    std::vector<const Algorithm*> out;
+    const std::size_t limit = f.benchmark_limit > 0 ? static_cast<std::size_t>(f.benchmark_limit) : SIZE_MAX;
+    const auto ranking = b.ranking(p);
+    while (out.size() < limit) {
+        const Algorithm* a = ranking->next();
+        if (!a) break;
+        if (ranking->suggested(*a) && supports(a) && flag_filter_reason(a->notes_for(p), p, f).empty()) out.push_back(a);
+    }
+    return out;
+}
+
 // The first call of the process (the heuristic's pick of the first problem) against the same
 // call warm; nullopt when that cannot run.
 std::optional<double> measure_startup(const Backend& b, const ConvProblem& p, uint64_t seed) {
-    const HeuristicPick pick(b, p, seed);
+    const OneAlgorithm pick(b, p, seed);
     const auto cold = pick.run();
     if (!cold) return std::nullopt;
     std::vector<double> warm;
@@ -510,25 +542,42 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     std::map<std::string, double> cold_first;
     for (const ConvProblem& p : problems)
         if (!cold_first.count(p.to_string()))
-            if (const auto ms = HeuristicPick(b, p, o.seed).run()) cold_first[p.to_string()] = *ms;
+            if (const auto ms = OneAlgorithm(b, p, o.seed).run()) cold_first[p.to_string()] = *ms;
+    // Then the first calls of each problem's search, in the search's order (RecordOptions).
+    std::map<std::pair<std::string, std::string>, double> search_first;  // (problem, algorithm) -> ms
+    // Each algorithm's first support decision on a problem, timed where it is made (that search
+    // pass, the ranking's loop below or, for those neither reaches, the sweep): later ones are
+    // answered from the backend's cache.
+    std::map<std::string, std::map<const Algorithm*, std::pair<Support, double>>> supports;  // problem ->
+    auto decide = [&](const ConvProblem& p, const Algorithm* a) -> const Support& {
+        auto& support = supports[p.to_string()];
+        auto it = support.find(a);
+        if (it == support.end()) {
+            const auto t0 = std::chrono::steady_clock::now();
+            Support s = a->supports(p);
+            it = support.emplace(a, std::pair{std::move(s), ms_since(t0)}).first;
+        }
+        return it->second.first;
+    };
+    if (o.search_flags) {
+        r.search_flags = o.search_flags->to_string();
+        std::set<std::string> searched;
+        for (const ConvProblem& p : problems) {
+            const std::string ps = p.to_string();
+            if (!searched.insert(ps).second) continue;
+            for (const Algorithm* a : search_candidates(b, p, *o.search_flags, [&](const Algorithm* c) { return bool(decide(p, c)); })) {
+                const std::pair<std::string, std::string> k{ps, std::string(a->id())};
+                if (search_first.count(k)) continue;
+                if (const auto ms = OneAlgorithm(b, p, o.seed, a).run()) search_first[k] = *ms;
+            }
+        }
+    }
     for (const ConvProblem& p : problems) {
         ProblemRecord pr;
         pr.problem = p;
         // The supporting algorithms in ranking order (heuristic_order), and which of them the
         // heuristics do not suggest.
-        // Each algorithm's first support decision is timed where it is made (the ranking's loop
-        // or, for those it does not reach, the loop below): later ones are answered from the
-        // backend's cache. The ranking's own time (heuristics queries) is kept apart.
-        std::map<const Algorithm*, std::pair<Support, double>> support;
-        auto decide = [&](const Algorithm* a) -> const Support& {
-            auto it = support.find(a);
-            if (it == support.end()) {
-                const auto t0 = std::chrono::steady_clock::now();
-                Support s = a->supports(p);
-                it = support.emplace(a, std::pair{std::move(s), ms_since(t0)}).first;
-            }
-            return it->second.first;
-        };
+        // The ranking's own time (heuristics queries) is kept apart from the support decisions.
         const auto ranking = b.ranking(p);
         double ranking_ms = 0;
         for (;;) {
@@ -536,7 +585,7 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             const Algorithm* a = ranking->next();
             ranking_ms += ms_since(t0);
             if (!a) break;
-            if (!decide(a)) continue;
+            if (!decide(p, a)) continue;
             pr.heuristic.push_back(std::string(a->id()));
             if (!ranking->suggested(*a)) pr.unsuggested.push_back(std::string(a->id()));
         }
@@ -550,8 +599,8 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             ar.id = std::string(a->id());
             if (o.progress) o.progress(done, total, ar.id + " on " + p.to_string());
             ++done;
-            const Support& s = decide(a);
-            ar.support_ms = support.at(a).second;
+            const Support& s = decide(p, a);
+            ar.support_ms = supports[p.to_string()].at(a).second;
             if (!s) {
                 ar.supported = false;
                 ar.reason = s.reason;
@@ -573,7 +622,10 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             double spent = first;
             if (st.ok()) {
                 const auto cold = cold_first.find(p.to_string());
-                ar.first_ms = cold != cold_first.end() && !pr.heuristic.empty() && pr.heuristic.front() == ar.id ? cold->second : first;
+                const auto searched = search_first.find({p.to_string(), ar.id});
+                if (cold != cold_first.end() && !pr.heuristic.empty() && pr.heuristic.front() == ar.id) ar.first_ms = cold->second;
+                else if (searched != search_first.end()) ar.first_ms = searched->second;
+                else ar.first_ms = first;
                 for (int s = 0; s < o.samples && spent <= o.max_ms_per_algorithm; ++s) {
                     const double ms = b.time_ms(once);
                     if (!st.ok()) break;

@@ -51,6 +51,9 @@ struct RecordRequest {
     std::string backend = "cpu";
     std::string out;      // the recording file (required)
     std::string from_db;  // build the recording from this tuning database instead
+    // The flags of the search whose first calls are measured in its order (sim::RecordOptions::
+    // search_flags; parse_flags text over the defaults), or "none" for no such pass.
+    std::string search_flags = "benchmark=1";
     ProgressFn progress;
 };
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "convtune/backend.hpp"
+#include "convtune/flags.hpp"
 #include "convtune/tuning_db.hpp"
 
 namespace convtune::sim {
@@ -75,6 +76,9 @@ struct Recording {
     // Isolated samples run back to back on warm caches; a replay scales every execution call
     // (not the selector's timed samples, which are isolated live too) by this factor.
     std::optional<double> sequence_factor;
+    // The flags whose search the first calls were measured in (RecordOptions::search_flags, as
+    // FlagValues::to_string writes them); empty: only the heuristic picks' first calls are cold.
+    std::string search_flags;
 
     const ProblemRecord* find(const ConvProblem& p) const;
     std::string to_json() const;  // compact: one line per problem
@@ -89,6 +93,14 @@ struct RecordOptions {
     // this long; when the cold call alone did, it doubles as the only sample.
     double max_ms_per_algorithm = 3000;
     uint64_t seed = 1;  // input data
+    // First calls in a search's order. A kernel's first call in a process loads it (the CUDA
+    // driver loads kernels lazily, at their first launch), and a search meets most kernels for the
+    // first time; timing every algorithm of the first problem would load them all and hide that
+    // cost from every later problem. So, after the heuristic picks' cold calls and before the
+    // sweep, each problem in turn runs once the candidates a search under these flags times (the
+    // eligible algorithms the heuristics suggest, in ranking order, up to benchmark_limit), and
+    // those calls become their first_ms. nullopt: no such pass (only the picks' calls are cold).
+    std::optional<FlagValues> search_flags;
     // Called after each (problem, algorithm): done, total, what.
     std::function<void(int64_t, int64_t, const std::string&)> progress;
 };
