@@ -224,7 +224,9 @@ convtune_tensor describe(const at::Tensor& t) {
     return d;
 }
 
-// The workspace of one call: PyTorch's caching allocator (stream-ordered), kept until the call returns.
+// The workspace of one call: PyTorch's caching allocator, whose blocks are stream-ordered (a block
+// freed here is reused only by later work on the same stream). A buffer is held until convtune
+// releases it (a search grows its buffer: the smaller one goes first) or the call returns.
 struct Workspace {
     c10::Device device;
     std::vector<at::Tensor> held;
@@ -239,6 +241,15 @@ void* workspace_alloc(void* user, size_t bytes) {
     } catch (const std::exception&) {
         return nullptr;  // PyTorch's out of memory: convtune treats it as such
     }
+}
+
+void workspace_release(void* user, void* data) {
+    auto* w = static_cast<Workspace*>(user);
+    for (auto it = w->held.begin(); it != w->held.end(); ++it)
+        if (it->data_ptr() == data) {
+            w->held.erase(it);
+            return;
+        }
 }
 
 // Whether c10::Stream has native_handle() (PyTorch 2.11 and later), found by the compiler rather
@@ -292,7 +303,7 @@ bool run(State& s, const char* direction, const at::Tensor& x, const at::Tensor&
     c.policy = s.policy.c_str();
     Workspace ws{dev, {}};
     c.alloc = &workspace_alloc;
-    c.release = nullptr;
+    c.release = &workspace_release;
     c.alloc_user = &ws;
     convtune_result r{};
     int rc;
