@@ -67,19 +67,15 @@ struct State {
     std::unique_ptr<torch::Library> library;
 };
 
-std::mutex g_mutex;
-std::shared_ptr<State> g_active;                     // the enabled state, or null
-std::vector<std::shared_ptr<State>> g_states;        // every state made: autograd nodes refer to them by address
+// Every state made lives as long as the process (autograd nodes refer to theirs by address, and
+// a state is small); the enabled one, read at each call without a lock, is one of them or null.
+std::mutex g_mutex;                           // guards g_states
+std::vector<std::unique_ptr<State>> g_states;
+std::atomic<State*> g_active{nullptr};
 
-std::shared_ptr<State> active() {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    return g_active;
-}
+State* active() { return g_active.load(std::memory_order_acquire); }
 
-bool is_active(const State* s) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    return g_active.get() == s;
-}
+bool is_active(const State* s) { return active() == s; }
 
 void count_fallback(State& s, const std::string& reason, const std::string& detail) {
     if (!is_active(&s)) return;
@@ -463,7 +459,7 @@ template <class Go>
 at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b, at::IntArrayRef stride,
                     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
                     Go&& go) {
-    const std::shared_ptr<State> s = active();
+    State* const s = active();
     const TorchFlags f = torch_flags();
     Reason why;
     if (s) why = refusal(*s, x, w, transposed);
@@ -524,7 +520,8 @@ int64_t enable(py::capsule api, std::uintptr_t context, const std::string& devic
         throw std::runtime_error("convtune's framework interface is version " + std::to_string(a->version) + ", this override needs " +
                                  std::to_string(CONVTUNE_FRAMEWORK_API_VERSION));
     if (device != "cpu" && device != "cuda") throw std::runtime_error("device: must be cpu or cuda (got '" + device + "')");
-    auto s = std::make_shared<State>();
+    auto owned = std::make_unique<State>();
+    State* const s = owned.get();
     s->api = a;
     s->context = reinterpret_cast<void*>(context);
     s->device = device == "cuda" ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
@@ -548,19 +545,16 @@ int64_t enable(py::capsule api, std::uintptr_t context, const std::string& devic
         s->library->impl("convolution",
                          torch::dispatch(cuda ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU, TORCH_FN(device_kernel)));
     }
-    std::lock_guard<std::mutex> lock(g_mutex);
-    g_active = s;
-    g_states.push_back(s);
-    return static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(s.get()));
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        g_states.push_back(std::move(owned));
+    }
+    g_active.store(s, std::memory_order_release);
+    return static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(s));
 }
 
 void disable() {
-    std::shared_ptr<State> s;
-    {
-        std::lock_guard<std::mutex> lock(g_mutex);
-        s = std::move(g_active);
-        g_active = nullptr;
-    }
+    State* const s = g_active.exchange(nullptr, std::memory_order_acq_rel);
     if (s) s->library.reset();  // unregisters the kernels: PyTorch's own run again
 }
 
