@@ -365,9 +365,9 @@ _cpp = None  # the loaded C++ override module, once loaded
 _cpp_failure = None  # why it could not be built or loaded ("auto" warned once)
 
 
-def _load_cpp(device):
+def _load_cpp():
     """The C++ override's module, built and loaded on first use; raises convtune.Error saying why not."""
-    global _cpp, _cpp_failure
+    global _cpp
     if _cpp is not None:
         return _cpp
     from . import _build
@@ -389,7 +389,7 @@ def _load_cpp(device):
     return m
 
 
-def _resolve_override(override, device):
+def _resolve_override(override):
     """("cpp", module) or ("python", None) for enable(override=...)."""
     global _cpp_failure
     mode = override if override is not None else (os.environ.get("CONVTUNE_TORCH_OVERRIDE") or "auto")
@@ -401,7 +401,7 @@ def _resolve_override(override, device):
     if mode == "auto" and _cpp_failure is not None:
         return "python", None
     try:
-        return "cpp", _load_cpp(device)
+        return "cpp", _load_cpp()
     except Error as e:
         if mode == "cpp":
             raise
@@ -433,7 +433,7 @@ def enable(db=None, policy="convtune", device="cuda", backend=None, override=Non
     if backend == "cudnn" and device != "cuda" or backend != "cudnn" and device == "cuda":
         raise Error(f"backend: '{backend}' does not run {device} tensors")
     db = os.environ.get("CONVTUNE_DB", "") if db is None else os.fspath(db)
-    mode, cpp = _resolve_override(override, device)
+    mode, cpp = _resolve_override(override)
     disable()
     s = _State(device, backend, policy, db, mode)
     if cpp is not None:

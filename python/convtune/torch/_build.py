@@ -11,6 +11,7 @@ file and a corrupt one is rebuilt. ``python3 -m convtune.torch build-override`` 
 of time (nodes without a compiler then find it in the shared cache folder).
 """
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -158,17 +159,9 @@ def _write_atomic(path, text):
         os.chmod(tmp, 0o644 & ~_umask())  # readable as a shared cache folder's files are
         os.replace(tmp, path)
     except BaseException:
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return exc[0] is not None and issubclass(exc[0], OSError)
 
 
 def _first_errors(text, n=8):
@@ -201,7 +194,7 @@ def compile_to(path, quiet=False):
         _write_atomic(path + ".sha256", _digest_file(path))
         return time.monotonic() - t0
     finally:
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
 
 
