@@ -410,6 +410,11 @@ def test_cpp_without_a_compiler_raises(no_cpp, monkeypatch):
     monkeypatch.setenv("CXX", "c++ -include /nonexistent/missing.h")
     with pytest.raises(ct.Error, match=r"(?s)building convtune.torch's C\+\+ override failed.*missing.h"):
         ct.enable(device="cpu", db="", override="cpp")
+    # build-override says so and exits 2.
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-m", "convtune.torch", "build-override"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "missing.h" in r.stderr and r.stdout == "", r
 
 
 def test_auto_falls_back_to_python_with_one_warning(no_cpp, monkeypatch):
