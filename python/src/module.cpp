@@ -8,7 +8,9 @@
 //                                      `convtune simulate --json` print
 //   backends(), version()
 //   FrameworkContext(db).run(...)      convtune::app::run_framework on a framework's pointers (ints),
-//                                      what convtune.torch calls for each convolution
+//                                      what convtune.torch's Python override calls for each convolution
+//   _framework_api()                   the same entry point as a C interface (convtune_framework_api.h,
+//                                      a PyCapsule), what convtune.torch's C++ override calls
 // Bad input (convtune::Error) becomes convtune.Error, a ValueError, with the CLI's message; an
 // error in a request field names the field (shapes_dir) where the CLI names its option.
 #include <pybind11/numpy.h>
@@ -16,6 +18,8 @@
 #include <pybind11/stl.h>
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "convtune/app/framework.hpp"
+#include "convtune_framework_api.h"
 #include "convtune/app/simulate.hpp"
 #include "convtune/app/tune.hpp"
 #include "convtune/convtune.hpp"
@@ -316,6 +321,78 @@ py::dict run_framework(Context& ctx, const std::string& direction, const std::st
     return d;
 }
 
+// The C interface (convtune_framework_api.h) -------------------------------------------------------
+
+// PyTorch's flags on top of `f`: the meaning convtune.torch.flag_values gives them (enabled,
+// benchmark, deterministic, allow_tf32 carry over; benchmark_limit when the framework has one;
+// the policy), checked as apply_flags checks the dict that flag_values makes.
+FlagValues framework_flags(FlagValues f, const convtune_call& c) {
+    const std::pair<const char*, int32_t> bools[] = {
+        {"enabled", c.enabled}, {"benchmark", c.benchmark}, {"deterministic", c.deterministic}, {"allow_tf32", c.allow_tf32}};
+    for (const auto& [key, v] : bools) f.*(find_bool_flag(key)->field) = v != 0;
+    if (c.benchmark_limit >= 0) {
+        if (c.benchmark_limit > std::numeric_limits<int>::max())
+            throw Error("benchmark_limit: must be <= " + std::to_string(std::numeric_limits<int>::max()) + " (got " +
+                        std::to_string(c.benchmark_limit) + ")");
+        f.benchmark_limit = static_cast<int>(c.benchmark_limit);
+    }
+    if (!c.policy) throw Error("policy: missing");
+    f.policy = parse_policy(c.policy);
+    return f;
+}
+
+app::FrameworkTensor framework_tensor(const char* name, const convtune_tensor& t) {
+    if (t.rank < 0 || t.rank > 5) throw Error(std::string(name) + ": rank must be 0 to 5 (got " + std::to_string(t.rank) + ")");
+    return {{t.sizes, t.sizes + t.rank}, {t.strides, t.strides + t.rank}, reinterpret_cast<std::uintptr_t>(t.data), t.bytes};
+}
+
+template <std::size_t N>
+void copy_text(char (&dst)[N], const std::string& s) {
+    const std::size_t n = std::min(s.size(), N - 1);
+    std::memcpy(dst, s.data(), n);
+    dst[n] = '\0';
+}
+
+int c_run(void* context, const convtune_call* c, convtune_result* r) noexcept {
+    *r = convtune_result{};
+    try {
+        if (!context || !c) throw Error("framework_api.run: null context or call");
+        if (c->spatial_dims < 0 || c->spatial_dims > 3)
+            throw Error("spatial_dims: must be 0 to 3 (got " + std::to_string(c->spatial_dims) + ")");
+        const auto nd = static_cast<std::size_t>(c->spatial_dims);
+        WorkspaceSource ws;
+        if (c->alloc) {
+            ws = [alloc = c->alloc, release = c->release, user = c->alloc_user](std::size_t bytes) -> DeviceBuffer {
+                void* p = alloc(user, bytes);
+                if (!p) return {};
+                return DeviceBuffer(p, bytes, [release, user](void* q) {
+                    if (release) release(user, q);
+                });
+            };
+        }
+        app::FrameworkCall fc{.direction = c->direction ? c->direction : "", .dtype = c->dtype ? c->dtype : "",
+                              .x = framework_tensor("x", c->x), .w = framework_tensor("w", c->w), .y = framework_tensor("y", c->y),
+                              .stride = {c->stride, c->stride + nd}, .padding = {c->padding, c->padding + nd},
+                              .dilation = {c->dilation, c->dilation + nd}, .groups = c->groups, .backend = c->backend ? c->backend : "",
+                              .flags = framework_flags(current_flags(), *c), .stream = c->stream, .workspace = std::move(ws)};
+        const app::FrameworkResult fr = app::run_framework(*static_cast<Context*>(context), fc);
+        r->ran = fr.ran;
+        copy_text(r->fallback, fr.fallback);
+        copy_text(r->detail, fr.detail);
+        copy_text(r->algorithm, fr.algorithm);
+        copy_text(r->source, fr.source);
+        r->search_ms = fr.search_ms;
+        return 0;
+    } catch (const std::exception& e) {
+        copy_text(r->detail, e.what());
+    } catch (...) {
+        copy_text(r->detail, "unknown error");
+    }
+    return -1;
+}
+
+constexpr convtune_framework_api kFrameworkApi{CONVTUNE_FRAMEWORK_API_VERSION, sizeof(convtune_framework_api), &c_run};
+
 std::string simulate_json(const app::SimulateRequest& r) {
     app::SimulateReport rep;
     {
@@ -424,7 +501,15 @@ PYBIND11_MODULE(_convtune, m) {
              py::arg("stream"), py::arg("alloc"),
              "convtune::app::run_framework: x, w, y are (sizes, strides, data_ptr, bytes); flags a dict applied to the current "
              "flags; stream an int (0: the default); alloc(bytes) -> (owner, data_ptr) or None. Returns a dict: ran, fallback, "
-             "detail, problem, algorithm, source, search_ms");
+             "detail, problem, algorithm, source, search_ms")
+        .def(
+            "_address", [](Context& c) { return reinterpret_cast<std::uintptr_t>(&c); },
+            "The context's address for the C interface's run (valid while this object lives)");
+
+    m.def(
+        "_framework_api", [] { return py::capsule(static_cast<const void*>(&kFrameworkApi), CONVTUNE_FRAMEWORK_API_NAME); },
+        "The C interface of convtune_framework_api.h (a PyCapsule named " CONVTUNE_FRAMEWORK_API_NAME
+        "): run_framework for extensions built apart from convtune (convtune.torch's C++ override)");
 
     m.def("convolution", &convolution_numpy, py::arg("problem"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("backend"));
 

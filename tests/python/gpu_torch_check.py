@@ -9,6 +9,9 @@ PyTorch with CUDA): PyTorch's CUDA convolutions through convtune's cuDNN backend
   processes;
 - a warm database: the second process searches nothing.
 
+Each test runs against both overrides (the C++ one, compiled for the torch of this machine at
+the first enable(), and the Python one): test_torch's `override` fixture.
+
 Not collected by the CPU suite (the file name does not start with test_)."""
 
 import json
@@ -27,6 +30,7 @@ import convtune.torch as ct  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_torch import Net  # noqa: E402,F401  the same network and training loop as the CPU test
+from test_torch import override  # noqa: E402,F401  the fixture: CONVTUNE_TORCH_OVERRIDE=cpp, then python
 from test_torch import train as shared_train  # noqa: E402
 
 
@@ -51,7 +55,7 @@ def train(enable, steps=3):
 REL = 2e-3
 
 
-def test_training_matches_pytorch_fp32():
+def test_training_matches_pytorch_fp32(override):
     # Heuristic choices on both sides; convtune limited to algorithms without workspace (plain
     # sums: no FFT or Winograd, whose own bounds are larger; docs/gpu.md).
     import convtune.backends.cudnn as knobs
@@ -62,6 +66,7 @@ def test_training_matches_pytorch_fp32():
     with knobs.flags(workspace_limit=0):
         l, g = train(True)
     st = ct.stats()
+    assert st["override"] == override, st
     assert st["convtune"] == {"fwd": 12, "bwd_data": 9, "bwd_filter": 12}, st
     assert st["fallback"] == {}, st
     for a, b in zip(l, ref_l):
@@ -71,7 +76,7 @@ def test_training_matches_pytorch_fp32():
             assert (x - r).abs().max().item() <= REL * r.abs().max().item()
 
 
-def test_amp_channels_last_runs_through_convtune():
+def test_amp_channels_last_runs_through_convtune(override):
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(16, 32, 3, padding=1).cuda().to(memory_format=torch.channels_last)
     x = torch.randn(4, 16, 28, 28, device="cuda").contiguous(memory_format=torch.channels_last)
@@ -107,7 +112,7 @@ _DETERMINISTIC = textwrap.dedent("""
 """)
 
 
-def test_deterministic_run_is_bitwise_reproducible_across_processes():
+def test_deterministic_run_is_bitwise_reproducible_across_processes(override):
     outs = []
     for _ in range(2):
         r = subprocess.run([sys.executable, "-c", _DETERMINISTIC, os.path.dirname(__file__)], capture_output=True, text=True,
@@ -132,7 +137,7 @@ _WARM = textwrap.dedent("""
 """)
 
 
-def test_warm_database_searches_nothing(tmp_path):
+def test_warm_database_searches_nothing(tmp_path, override):
     db = str(tmp_path / "tune.json")
     stats = []
     for _ in range(2):

@@ -1,11 +1,15 @@
 """convtune.torch on the CPU with the real PyTorch: PyTorch's CPU convolutions through convtune's
 CPU backend (enable(device="cpu")), end to end. The CUDA path is the same code with the cuDNN
-backend; its tests are gpu_torch_check.py (label gpu)."""
+backend; its tests are gpu_torch_check.py (label gpu). The functional tests run against both
+overrides (the `override` fixture: the C++ one, compiled here once per torch build into
+$CONVTUNE_CACHE_DIR, and the Python one)."""
 
 import contextlib
 import os
+import shutil
 import sys
 import textwrap
+import warnings
 
 import pytest
 
@@ -24,6 +28,13 @@ def restore_torch():
     ct.disable()
     torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = saved[:3]
     torch.use_deterministic_algorithms(saved[3])
+
+
+@pytest.fixture(params=["cpp", "python"])
+def override(request, monkeypatch):
+    """Runs the test against one override: enable()'s default comes from CONVTUNE_TORCH_OVERRIDE."""
+    monkeypatch.setenv("CONVTUNE_TORCH_OVERRIDE", request.param)
+    return request.param
 
 
 class Net(torch.nn.Module):
@@ -74,10 +85,11 @@ def train(enable, steps=3, dtype=torch.float64, device="cpu"):
 REL = 1e-9
 
 
-def test_training_matches_pytorch_within_the_bound():
+def test_training_matches_pytorch_within_the_bound(override):
     ref_losses, ref_grads = train(False)
     losses, grads = train(True)
     st = ct.stats()
+    assert st["override"] == override
     # Every convolution of the net ran through convtune: 4 forward, 3 backward-data (c1's input
     # needs no gradient), 4 backward-filter per step.
     assert st["convtune"] == {"fwd": 12, "bwd_data": 9, "bwd_filter": 12}, st
@@ -92,7 +104,7 @@ def test_training_matches_pytorch_within_the_bound():
             assert (g - r).abs().max().item() <= REL * r.abs().max().item()
 
 
-def test_f32_and_channels_last_output_format():
+def test_f32_and_channels_last_output_format(override):
     torch.manual_seed(1)
     conv = torch.nn.Conv2d(4, 8, 3, padding=1).to(memory_format=torch.channels_last)
     x = torch.randn(2, 4, 9, 9).contiguous(memory_format=torch.channels_last).requires_grad_()
@@ -113,7 +125,7 @@ def test_f32_and_channels_last_output_format():
     assert ct.stats()["convtune"] == {"fwd": 1, "bwd_data": 1, "bwd_filter": 1}
 
 
-def test_autocast_bfloat16_channels_last_runs_through_convtune():
+def test_autocast_bfloat16_channels_last_runs_through_convtune(override):
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(4, 8, 3, padding=1).to(memory_format=torch.channels_last)
     x = torch.randn(2, 4, 9, 9).contiguous(memory_format=torch.channels_last)
@@ -134,7 +146,7 @@ def test_autocast_bfloat16_channels_last_runs_through_convtune():
     assert (y.float() - ref.float()).abs().max().item() <= bound.item()
 
 
-def test_inference_mode_runs_through_convtune():
+def test_inference_mode_runs_through_convtune(override):
     # torch.inference_mode() skips the autograd key: the override at the device's own key runs it.
     conv = torch.nn.Conv3d(2, 3, 3, padding=1, groups=1)
     x = torch.randn(1, 2, 4, 5, 6)
@@ -150,7 +162,47 @@ def test_inference_mode_runs_through_convtune():
     assert (y - ref).abs().max().item() <= (2 * (64 * 54 + 1) * 2.0**-24 * m).item()
 
 
-def test_gradcheck_through_convtune():
+def test_no_grad_forward_runs_through_convtune_without_a_graph(override):
+    # Nothing to differentiate: the forward runs through convtune and leaves no autograd node.
+    conv = torch.nn.Conv2d(2, 3, 3, padding=1).double()
+    x = torch.randn(1, 2, 5, 5, dtype=torch.float64)
+    ref = conv(x).detach()
+    with ct.enabled(device="cpu", db=""):
+        with torch.no_grad():
+            y = conv(x)
+        z = torch.nn.functional.conv2d(x, conv.weight.detach(), conv.bias.detach(), padding=1)
+        st = ct.stats()
+    assert y.grad_fn is None and z.grad_fn is None and not z.requires_grad
+    assert st["convtune"] == {"fwd": 2, "bwd_data": 0, "bwd_filter": 0} and st["fallback"] == {}, st
+    assert torch.allclose(y, ref, rtol=1e-12, atol=1e-12) and torch.allclose(z, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_threads_share_the_override(override):
+    # Two Python threads (PyTorch's kernels run without the GIL) through one override: every call counted.
+    import threading
+
+    conv = torch.nn.Conv2d(2, 3, 3, padding=1).double()
+    errors = []
+
+    def work():
+        try:
+            for _ in range(5):
+                conv(torch.randn(2, 2, 6, 6, dtype=torch.float64, requires_grad=True)).sum().backward()
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    with ct.enabled(device="cpu", db=""):
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        st = ct.stats()
+    assert not errors, errors
+    assert st["convtune"] == {"fwd": 10, "bwd_data": 10, "bwd_filter": 10} and st["fallback"] == {}, st
+
+
+def test_gradcheck_through_convtune(override):
     # convtune's CPU backend runs f64 (cpu.direct, im2col): PyTorch's numerical gradient check.
     x = torch.randn(1, 2, 5, 4, dtype=torch.float64, requires_grad=True)
     w = torch.randn(3, 2, 3, 2, dtype=torch.float64, requires_grad=True)
@@ -162,7 +214,7 @@ def test_gradcheck_through_convtune():
     assert st["fallback"] == {}, st
 
 
-def test_fallbacks_are_counted_per_reason():
+def test_fallbacks_are_counted_per_reason(override):
     x = torch.randn(1, 2, 6, 6, requires_grad=True)
     with ct.enabled(device="cpu", db=""):
         torch.nn.functional.conv_transpose2d(x, torch.randn(2, 3, 3, 3))
@@ -204,7 +256,7 @@ def test_flag_mapping():
     assert ct.flag_values(ct.torch_flags())["benchmark"] is True
 
 
-def test_disable_restores_pytorch():
+def test_disable_restores_pytorch(override):
     x = torch.randn(1, 2, 5, 5, requires_grad=True)
     w = torch.randn(3, 2, 3, 3, requires_grad=True)
     plain = type(torch.nn.functional.conv2d(x, w).grad_fn).__name__
@@ -220,11 +272,191 @@ def test_disable_restores_pytorch():
     with torch.inference_mode():
         torch.nn.functional.conv2d(x, w)
     assert ct.stats() == before  # nothing counted any more
+    assert before["override"] == override
     # The context manager disables on an exception too.
     with pytest.raises(RuntimeError, match="boom"):
         with ct.enabled(device="cpu", db=""):
             raise RuntimeError("boom")
     assert not ct.is_enabled()
+
+
+def test_every_refusal_reason_under_both_overrides(override):
+    # The refusal rules exist in Python (convtune.torch._refusal) and C++ (_override.cpp's
+    # refusal()): each reason that a CPU can produce is produced, and counted, by both. ("device"
+    # needs a CUDA device: enable(device="cuda") with a CPU tensor; its rule is the same code path.)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.testing._internal.logging_tensor import LoggingTensor
+
+    x, w = torch.randn(1, 2, 6, 6), torch.randn(3, 2, 3, 3)
+    with ct.enabled(device="cpu", db=""):
+        with pytest.raises(RuntimeError):  # PyTorch's own error, after the fallback
+            torch.nn.functional.conv2d(x, w.double())
+        with pytest.raises(RuntimeError):  # an output of size 0: PyTorch says why
+            torch.nn.functional.conv2d(torch.randn(1, 2, 2, 2), w)
+        with pytest.raises((RuntimeError, NotImplementedError)):  # no sparse convolution in PyTorch either
+            torch.nn.functional.conv2d(x.to_sparse(), w)
+        with FakeTensorMode() as mode:
+            torch.nn.functional.conv2d(mode.from_tensor(x), mode.from_tensor(w))
+        torch.nn.functional.conv2d(LoggingTensor(x), LoggingTensor(w))
+        st = ct.stats()
+    assert st["override"] == override
+    assert st["fallback"] == {"dtype": 1, "problem": 1, "layout": 1, "fake_tensor": 1, "tensor_subclass": 1}, st
+    assert set(st["fallback"]) <= set(ct.FALLBACK_REASONS)
+    assert "torch.float32 / torch.float64" in st["details"]["dtype"]
+    assert "output size [1, 3, 0, 0]" in st["details"]["problem"]
+    assert "FakeTensor" in st["details"]["fake_tensor"] and "LoggingTensor" in st["details"]["tensor_subclass"]
+    assert sum(st["convtune"].values()) == 0
+
+
+def test_both_overrides_name_the_same_reasons():
+    # The refusal rules are written twice (Python: convtune/torch/__init__.py; C++: _override.cpp):
+    # the reasons each names itself are the same set, and with the ones convtune's run_framework
+    # returns (layout, problem, unsupported, failed) and the Python side's classification of
+    # Python-key tensors, they are FALLBACK_REASONS.
+    import re
+
+    here = os.path.dirname(ct.__file__)
+    cpp = open(os.path.join(here, "_override.cpp")).read()
+    py = open(os.path.join(here, "__init__.py")).read()
+    cpp_reasons = set(re.findall(r'std::string\("([a-z_]+)"\)|count_fallback\(\*?s, "([a-z_]+)"', cpp))
+    cpp_reasons = {a or b for a, b in cpp_reasons}
+    py_reasons = {a or b or c for a, b, c in re.findall(r'return "([a-z_]+)", f?"|_count\("fallback", "([a-z_]+)"|why = \("([a-z_]+)"', py)}
+    python_key = {"fake_tensor", "tensor_subclass"}  # classified by Python for both overrides
+    assert cpp_reasons == py_reasons - python_key, (cpp_reasons, py_reasons)
+    assert cpp_reasons | python_key | {"layout", "problem", "unsupported", "failed"} == set(ct.FALLBACK_REASONS)
+
+
+def test_pytorch_flags_are_read_at_each_call(override):
+    # benchmark off: convtune's heuristic; on (read at the next call, in C++ or Python): a search.
+    torch.backends.cudnn.benchmark = False
+    x, w = torch.randn(1, 2, 7, 7), torch.randn(3, 2, 3, 3)
+    with ct.enabled(device="cpu", db=""), convtune.backends.cudnn.flags(min_samples=1, max_samples=2):
+        torch.nn.functional.conv2d(x, w)
+        assert ct.stats()["sources"] == {"heuristic": 1}
+        torch.backends.cudnn.benchmark = True
+        torch.nn.functional.conv2d(torch.randn(1, 2, 8, 8), w)
+        assert ct.stats()["sources"] == {"heuristic": 1, "search": 1}, ct.stats()
+        ct.reset_stats()
+        assert ct.stats()["sources"] == {} and ct.stats()["convtune"] == {"fwd": 0, "bwd_data": 0, "bwd_filter": 0}
+
+
+def _dispatch_dump():
+    return torch._C._dispatch_dump("aten::convolution")
+
+
+def test_cpp_override_is_the_one_running_and_disable_restores_the_dispatcher():
+    before = _dispatch_dump()
+    x = torch.randn(1, 2, 5, 5, requires_grad=True)
+    with ct.enabled(device="cpu", db="", override="cpp"):
+        during = _dispatch_dump()
+        y = torch.nn.functional.conv2d(x, torch.randn(3, 2, 3, 3))
+        assert type(y.grad_fn).__name__ == "CppFunction"  # a torch::autograd::Function, not a Python one
+        assert ct.stats()["override"] == "cpp" and ct.stats()["convtune"]["fwd"] == 1
+    # Its kernels at AutogradCPU and CPU were registered from _override.cpp, and are gone after disable().
+    assert "_override.cpp" not in before
+    assert [l.split(":")[0] for l in during.splitlines() if "_override.cpp" in l] == ["CPU", "AutogradCPU"], during
+    assert _dispatch_dump() == before
+    mod = sys.modules["convtune.torch._override"]
+    assert mod.torch_version.split("+")[0] in torch.__version__
+    # The CUDA stream's handle from c10::Stream::native_handle() where this torch has it (its Python
+    # side has torch.Stream.native_handle then), else from Python.
+    assert mod.native_stream_handle == hasattr(torch.Stream, "native_handle")
+
+
+def test_cache_key_changes_and_a_corrupt_build_is_rebuilt(tmp_path, monkeypatch):
+    from convtune.torch import _build
+
+    monkeypatch.setenv("CONVTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    key = _build.cache_key()
+    assert _build.cache_key(torch_version="9.9.9") != key
+    assert _build.cache_key(python_version="3.99") != key
+    assert _build.cache_key(compiler_id="another compiler") != key
+    assert _build.cache_key() == key  # and the same inputs give the same key
+    # Another source: another key, another file, which build() compiles.
+    src = tmp_path / "_override.cpp"
+    src.write_bytes(open(_build.SOURCE, "rb").read() + b"\n// another revision\n")
+    monkeypatch.setattr(_build, "SOURCE", str(src))
+    monkeypatch.setattr(_build, "_HERE", os.path.dirname(_build.HEADER))  # the header stays where it is
+    key2 = _build.cache_key()
+    assert key2 != key and _build.built_path(key2) != _build.built_path(key)
+    path = _build.built_path()
+    # A half-written file under that name (no checksum, or a stale one) is not loaded but rebuilt.
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(b"\x7fELF" + b"\0" * 100)
+    assert not _build.is_valid(path)
+    with open(path + ".sha256", "w") as f:
+        f.write("0" * 64)
+    assert not _build.is_valid(path)
+    assert _build.build(quiet=True) == path
+    assert _build.is_valid(path) and os.path.getsize(path) > 10000
+    assert sorted(os.listdir(os.path.dirname(path))) == sorted([os.path.basename(path), os.path.basename(path) + ".sha256"])
+
+
+@pytest.fixture
+def no_cpp(tmp_path, monkeypatch):
+    """A process state in which the C++ override is not loaded yet and the cache is empty."""
+    monkeypatch.setenv("CONVTUNE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(ct, "_cpp", None)
+    monkeypatch.setattr(ct, "_cpp_failure", None)
+
+
+def test_cpp_without_a_compiler_raises(no_cpp, monkeypatch):
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    with pytest.raises(ct.Error, match=r"override: .*compiler: cannot run /nonexistent/c\+\+.*set CXX"):
+        ct.enable(device="cpu", db="", override="cpp")
+    assert not ct.is_enabled()
+    # A compiler that fails: its first error lines are in the message.
+    monkeypatch.setenv("CXX", "c++ -include /nonexistent/missing.h")
+    with pytest.raises(ct.Error, match=r"(?s)building convtune.torch's C\+\+ override failed.*missing.h"):
+        ct.enable(device="cpu", db="", override="cpp")
+    # build-override says so and exits 2.
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-m", "convtune.torch", "build-override"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "missing.h" in r.stderr and r.stdout == "", r
+
+
+def test_auto_falls_back_to_python_with_one_warning(no_cpp, monkeypatch):
+    monkeypatch.setenv("CXX", "/nonexistent/c++")
+    monkeypatch.delenv("CONVTUNE_TORCH_OVERRIDE", raising=False)
+    with pytest.warns(RuntimeWarning, match=r"Python override.*compiler: cannot run /nonexistent"):
+        ct.enable(device="cpu", db="")
+    torch.nn.functional.conv2d(torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3))
+    assert ct.stats()["override"] == "python" and ct.stats()["convtune"]["fwd"] == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: the second enable() does not warn again
+        ct.enable(device="cpu", db="", override="auto")
+    assert ct.stats()["override"] == "python"
+    with pytest.raises(ct.Error, match="CONVTUNE_TORCH_OVERRIDE: must be one of auto, cpp, python"):
+        monkeypatch.setenv("CONVTUNE_TORCH_OVERRIDE", "rust")
+        ct.enable(device="cpu", db="")
+    with pytest.raises(ct.Error, match="override: must be one of"):
+        ct.enable(device="cpu", db="", override="c")
+
+
+def test_build_override_ahead_of_time(tmp_path):
+    # python3 -m convtune.torch build-override: the file a later enable() finds (no compiler needed then).
+    import subprocess
+
+    env = dict(os.environ, CONVTUNE_CACHE_DIR=str(tmp_path / "cache"))
+    src = os.environ.get("CONVTUNE_CACHE_DIR")
+    if src and os.path.isdir(src):  # the suite's cache already holds this torch's build: copied, not compiled again
+        shutil.copytree(src, env["CONVTUNE_CACHE_DIR"])
+    r = subprocess.run([sys.executable, "-m", "convtune.torch", "build-override"], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    path = r.stdout.strip().splitlines()[-1]
+    assert path.startswith(env["CONVTUNE_CACHE_DIR"]) and os.path.exists(path)
+    # A node without a compiler loads that file.
+    env["CXX"] = "/nonexistent/c++"
+    code = ("import torch, convtune.torch as ct; ct.enable(device='cpu', db='', override='cpp');"
+            "torch.nn.functional.conv2d(torch.randn(1, 1, 3, 3), torch.randn(1, 1, 2, 2)); s = ct.stats();"
+            "print(s['override'], s['convtune']['fwd'])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["cpp", "1"], r.stdout
+    assert "compiling" not in r.stderr
 
 
 def test_enable_checks_its_arguments():
@@ -237,7 +469,7 @@ def test_enable_checks_its_arguments():
     assert not ct.is_enabled()
 
 
-def test_every_registered_policy_is_accepted():
+def test_every_registered_policy_is_accepted(override):
     # The policies are the C++ registry's (the list was typed in twice and lacked `incremental`).
     from convtune import _convtune
 

@@ -61,12 +61,14 @@ def every_python_file_and_subpackage_is_shipped():
     missing = []
     for root, _dirs, files in os.walk(src):
         for f in files:
-            if f.endswith(".py"):
+            if f.endswith((".py", ".cpp")):  # .cpp: convtune.torch's C++ override, compiled where it runs
                 rel = os.path.relpath(os.path.join(root, f), src)
                 if not os.path.isfile(os.path.join(PKG, rel)):
                     missing.append(rel)
     assert not missing, f"not in the installed package: {missing}"
     assert any(n.startswith("_convtune") for n in os.listdir(PKG)), "no extension module"
+    # The C interface's header, which the override compiles against, beside it.
+    assert os.path.isfile(os.path.join(PKG, "torch", "convtune_framework_api.h")), "convtune/torch/convtune_framework_api.h missing"
 
 
 @check

@@ -10,14 +10,21 @@
     with convtune.torch.enabled(device="cpu"):     # CPU convolutions -> convtune's CPU backend
         ...
 
-How: a ``torch.library`` override of ``aten::convolution`` at the autograd key of the device
-(AutogradCUDA, AutogradCPU), whose kernel is a ``torch.autograd.Function`` (and a forward-only
-one at the device's key, CUDA or CPU, for calls that skip autograd: torch.inference_mode()): the forward and both
-backward directions run through ``convtune::app::run_framework`` (one C++ entry point) on
-PyTorch's tensors, on PyTorch's current stream, with workspace from PyTorch's allocator. The
-flags are read at each call from ``torch.backends.cudnn`` (enabled, benchmark, deterministic,
-allow_tf32, benchmark_limit where PyTorch has it) and ``torch.are_deterministic_algorithms_enabled()``
+How: an override of ``aten::convolution`` at the autograd key of the device (AutogradCUDA,
+AutogradCPU), whose kernel is an autograd Function (and a forward-only one at the device's key,
+CUDA or CPU, for calls that skip autograd: torch.inference_mode()): the forward and both backward
+directions run through ``convtune::app::run_framework`` (one C++ entry point) on PyTorch's
+tensors, on PyTorch's current stream, with workspace from PyTorch's allocator. The flags are read
+at each call from ``torch.backends.cudnn`` (enabled, benchmark, deterministic, allow_tf32,
+benchmark_limit where PyTorch has it) and ``torch.are_deterministic_algorithms_enabled()``
 (:func:`flag_values`); the policy comes from ``enable(policy=...)``.
+
+Two implementations of that override, with the same rules: ``override="cpp"`` (the default where
+it can be built) is a C++ extension (_override.cpp) compiled once per torch build into a cache
+folder (convtune/torch/_build.py) that registers C++ kernels through a ``torch::Library`` and
+calls convtune through the C interface of convtune._convtune; ``override="python"`` is this
+module's ``torch.library`` kernels and ``torch.autograd.Function``. ``override="auto"`` uses the
+C++ one and, when it cannot be built or loaded, warns once and uses the Python one.
 
 Anything convtune cannot run falls through to PyTorch's own path (``aten::_convolution``, which
 has PyTorch's own derivative, or ``aten::convolution_backward`` for one backward direction),
@@ -49,18 +56,23 @@ _DEVICES = {"cuda": ("AutogradCUDA", "cudnn"), "cpu": ("AutogradCPU", "cpu")}
 _DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
 _POLICIES = tuple(_convtune.policies())  # the C++ registry's names
 
+_OVERRIDES = ("auto", "cpp", "python")
+
 _lock = threading.Lock()
 _state = None  # the active _State, or None
 
 
 class _State:
-    def __init__(self, device, backend, policy, db):
+    def __init__(self, device, backend, policy, db, override):
         self.device = device
         self.backend = backend
         self.policy = policy
         self.db = db
+        self.override = override  # "cpp" or "python": which kernels run
         self.context = _convtune.FrameworkContext(db)
-        self.library = None
+        self.library = None  # python: the torch.library.Library
+        self.cpp = None  # cpp: the loaded convtune.torch._override module
+        self.handle = None  # cpp: its state's handle (stats)
         self.cuda_index = None  # the CUDA device convtune's handles live on (the first one used)
         self.stats = _new_stats()
 
@@ -110,6 +122,14 @@ except AttributeError:
     _raw_stream = None
 
 
+def _stream_of(index):
+    """The current CUDA stream's handle on device ``index`` (the C++ override asks this where its
+    PyTorch has no c10::Stream::native_handle)."""
+    if _raw_stream:
+        return _raw_stream(index)
+    return torch.cuda.current_stream(index).cuda_stream
+
+
 def _count(section, key, detail=None):
     s = _state
     if s is None:
@@ -121,13 +141,28 @@ def _count(section, key, detail=None):
             s.stats["details"].setdefault(key, detail)
 
 
-def _refusal(x, w, transposed, s):
-    """Why convtune does not take this call at all (None: it may)."""
+def _python_refusal(x, w):
+    """The refusals that need Python to see: a FakeTensor, a tensor subclass (None: neither).
+    The C++ override asks this for tensors that carry the Python dispatch key."""
     for t in (x, w):
         if _is_fake(t):
             return "fake_tensor", "a FakeTensor (torch.compile tracing): PyTorch traces its own kernel"
         if type(t) not in (torch.Tensor, torch.nn.Parameter):
             return "tensor_subclass", f"a {type(t).__name__}"
+    return None
+
+
+# The reasons a call falls back, in both overrides (the C++ one's refusal() applies the rules of
+# _refusal below in the same order; tests/python/test_torch.py produces each under both).
+FALLBACK_REASONS = ("fake_tensor", "tensor_subclass", "device", "layout", "dtype", "transposed", "cudnn_disabled",
+                    "double_backward", "problem", "unsupported", "failed")
+
+
+def _refusal(x, w, transposed, s):
+    """Why convtune does not take this call at all (None: it may)."""
+    why = _python_refusal(x, w)
+    if why is not None:
+        return why
     if x.device.type != s.device or w.device.type != s.device:
         return "device", f"tensors on {x.device} / {w.device}; convtune.torch is enabled for {s.device}"
     if x.layout != torch.strided or w.layout != torch.strided:
@@ -326,10 +361,62 @@ def _below_autograd_kernel(x, w, b, stride, padding, dilation, transposed, outpu
     return _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, run)
 
 
-def enable(db=None, policy="convtune", device="cuda", backend=None):
+_cpp = None  # the loaded C++ override module, once loaded
+_cpp_failure = None  # why it could not be built or loaded ("auto" warned once)
+
+
+def _load_cpp():
+    """The C++ override's module, built and loaded on first use; raises convtune.Error saying why not."""
+    global _cpp
+    if _cpp is not None:
+        return _cpp
+    from . import _build
+
+    try:
+        path = _build.build()
+        try:
+            m = _build.load(path)
+        except ImportError:
+            # A file that passed its checksum but does not load (another torch under the same
+            # key cannot happen; a damaged cache can): build it again, once.
+            path = _build.build(force=True)
+            m = _build.load(path)
+    except Error as e:
+        raise Error(f"override: the C++ override cannot be built: {e}") from None
+    except (ImportError, OSError) as e:
+        raise Error(f"override: the C++ override cannot be loaded: {e}") from None
+    _cpp = m
+    return m
+
+
+def _resolve_override(override):
+    """("cpp", module) or ("python", None) for enable(override=...)."""
+    global _cpp_failure
+    mode = override if override is not None else (os.environ.get("CONVTUNE_TORCH_OVERRIDE") or "auto")
+    if mode not in _OVERRIDES:
+        src = "override" if override is not None else "CONVTUNE_TORCH_OVERRIDE"
+        raise Error(f"{src}: must be one of {', '.join(_OVERRIDES)} (got {mode!r})")
+    if mode == "python":
+        return "python", None
+    if mode == "auto" and _cpp_failure is not None:
+        return "python", None
+    try:
+        return "cpp", _load_cpp()
+    except Error as e:
+        if mode == "cpp":
+            raise
+        _cpp_failure = str(e)
+        warnings.warn(f"convtune.torch: using the Python override (slower per call): {e}", RuntimeWarning, stacklevel=3)
+        return "python", None
+
+
+def enable(db=None, policy="convtune", device="cuda", backend=None, override=None):
     """Runs PyTorch's convolutions on ``device`` ("cuda" or "cpu") through convtune's ``backend``
     (default: "cudnn" for cuda, "cpu" for cpu) from now on, selecting under ``policy`` with the
-    tuning database ``db`` (a path; default $CONVTUNE_DB; "" for none). Enabling again replaces
+    tuning database ``db`` (a path; default $CONVTUNE_DB; "" for none). ``override`` picks the
+    kernels: "cpp" (the C++ override, compiled once for this torch; convtune.Error when it cannot
+    be built or loaded), "python" (torch.library kernels), "auto" (cpp, else python with one
+    warning saying why); default $CONVTUNE_TORCH_OVERRIDE, else "auto". Enabling again replaces
     the previous settings (and starts new stats)."""
     global _state
     if device not in _DEVICES:
@@ -346,8 +433,15 @@ def enable(db=None, policy="convtune", device="cuda", backend=None):
     if backend == "cudnn" and device != "cuda" or backend != "cudnn" and device == "cuda":
         raise Error(f"backend: '{backend}' does not run {device} tensors")
     db = os.environ.get("CONVTUNE_DB", "") if db is None else os.fspath(db)
+    mode, cpp = _resolve_override(override)
     disable()
-    s = _State(device, backend, policy, db)
+    s = _State(device, backend, policy, db, mode)
+    if cpp is not None:
+        s.cpp = cpp
+        s.handle = cpp.enable(_convtune._framework_api(), s.context._address(), device, backend, policy, _python_refusal,
+                              _stream_of if device == "cuda" else None)
+        _state = s
+        return
     lib = torch.library.Library("aten", "IMPL")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Overriding a previously registered kernel": that is the point
@@ -365,6 +459,10 @@ def disable():
     if s is None:
         return
     _state = None
+    if s.cpp is not None:
+        s.cpp.disable()  # destroys its torch::Library: PyTorch's kernels again
+        _last_stats = _stats_of(s)
+        return
     _last_stats = _stats_of(s)
     lib, s.library = s.library, None
     if hasattr(lib, "_destroy"):
@@ -380,9 +478,9 @@ def is_enabled():
 
 
 @contextlib.contextmanager
-def enabled(db=None, policy="convtune", device="cuda", backend=None):
+def enabled(db=None, policy="convtune", device="cuda", backend=None, override=None):
     """enable() for the ``with`` block, disable() after it (also on an exception)."""
-    enable(db=db, policy=policy, device=device, backend=backend)
+    enable(db=db, policy=policy, device=device, backend=backend, override=override)
     try:
         yield
     finally:
@@ -390,11 +488,14 @@ def enabled(db=None, policy="convtune", device="cuda", backend=None):
 
 
 def _stats_of(s):
+    settings = {"device": s.device, "backend": s.backend, "policy": s.policy, "db": s.db, "override": s.override}
+    if s.cpp is not None:
+        return {**s.cpp.stats(s.handle), **settings}
     with _lock:
         st = s.stats
         return {"convtune": dict(st["convtune"]), "fallback": dict(st["fallback"]), "sources": dict(st["sources"]),
                 "algorithms": dict(st["algorithms"]), "search_ms": st["search_ms"], "details": dict(st["details"]),
-                "device": s.device, "backend": s.backend, "policy": s.policy, "db": s.db}
+                **settings}
 
 
 def stats():
@@ -402,7 +503,8 @@ def stats():
     direction), ``sources`` (where their decisions came from: search, database, memory,
     heuristic, ...), ``algorithms`` (calls per algorithm id), ``search_ms`` (time spent
     searching), ``fallback`` (calls PyTorch ran itself, per reason) with one ``details`` message
-    per reason, and the settings. None before any enable()."""
+    per reason, and the settings (``override``: "cpp" or "python", the kernels that ran). None
+    before any enable()."""
     s = _state
     if s is not None:
         return _stats_of(s)
@@ -411,6 +513,8 @@ def stats():
 
 def reset_stats():
     s = _state
-    if s is not None:
+    if s is not None and s.cpp is not None:
+        s.cpp.reset_stats(s.handle)
+    elif s is not None:
         with _lock:
             s.stats = _new_stats()

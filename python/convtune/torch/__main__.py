@@ -6,6 +6,13 @@ flags each ran under and benchmark on) into the tuning database, one line of pro
 that a later ``convtune.torch.enable(db=F)`` run with torch.backends.cudnn.benchmark = True finds
 every decision there and searches nothing. Transposed convolutions are skipped (convtune.torch
 leaves them to PyTorch). Exit status: the script's when it failed, 2 for bad arguments, else 0.
+
+python3 -m convtune.torch build-override [--force]
+
+Compiles convtune.torch's C++ override for the torch this interpreter imports into the cache
+folder ($CONVTUNE_CACHE_DIR, else $XDG_CACHE_HOME/convtune) and prints the built file's path:
+ahead of time, on a machine with a compiler, for nodes that share the cache folder and have none.
+Exit status 2 when it cannot be built (the compiler's first error lines on stderr).
 """
 
 import argparse
@@ -62,7 +69,11 @@ def main(argv=None):
     w.add_argument("--backend", default=None, help="convtune backend (default: cudnn for cuda, cpu for cpu)")
     w.add_argument("script")
     w.add_argument("args", nargs=argparse.REMAINDER)
+    b = sub.add_parser("build-override", help="compile convtune.torch's C++ override for this torch into the cache folder")
+    b.add_argument("--force", action="store_true", help="compile again even when the cache has a valid build")
     a = ap.parse_args(argv)
+    if a.command == "build-override":
+        return build_override(a.force)
     db = a.db if a.db is not None else os.environ.get("CONVTUNE_DB", "")
     if not db:
         ap.error("--db: no tuning database (give --db or set CONVTUNE_DB)")
@@ -86,6 +97,22 @@ def main(argv=None):
         return 1
     print(f"convtune.torch warm: {n} convolutions, {searched} searched ({ms:.0f} ms), {n - searched} already in {db}",
           file=sys.stderr)
+    return 0
+
+
+def build_override(force=False):
+    import time
+
+    from . import _build
+
+    t0 = time.monotonic()
+    try:
+        path = _build.build(force=force)
+    except _convtune.Error as e:
+        print(f"convtune.torch build-override: error: {e}", file=sys.stderr)
+        return 2
+    print(f"convtune.torch build-override: {time.monotonic() - t0:.1f} s", file=sys.stderr)
+    print(path)
     return 0
 
 
