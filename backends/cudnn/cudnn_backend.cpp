@@ -155,6 +155,9 @@ private:
                 if (stage_ == kStages || !unavailable_reason().empty()) return nullptr;
                 stage_list_ = load(stage_++);
                 pos_ = 0;
+                if (stage_ <= 2)  // mode A, the fallback list: the configurations they list again
+                    for (const Algorithm* a : graph_ranking(p_, stage_ == 1 ? CudnnRanking::mode_a : CudnnRanking::fallback, true))
+                        ++listings_[a];
             }
         }
         bool explores() const override { return true; }

@@ -395,6 +395,9 @@ struct ProblemEntry {
     struct Mode {
         bool queried = false;
         std::vector<ConfigKey> entries;
+        // Configurations this mode lists again (met earlier in it or in an earlier mode): dropped
+        // from `entries`, kept here, as PyTorch builds and times a plan per listing.
+        std::vector<ConfigKey> repeats;
         std::map<ConfigKey, Desc> cfg;
     };
     std::array<Mode, 3> modes;
@@ -482,8 +485,10 @@ const ProblemEntry::Mode& ensure_mode(ProblemEntry& e, std::size_t m) {
         std::vector<cudnnBackendDescriptor_t>& met = e.configs_met[index];
         if (!met.empty()) {
             const std::string& knobs = knobs_of(e, cfg.get());
-            if (std::any_of(met.begin(), met.end(), [&](cudnnBackendDescriptor_t m) { return knobs_of(e, m) == knobs; })) {
+            const auto same = std::find_if(met.begin(), met.end(), [&](cudnnBackendDescriptor_t m) { return knobs_of(e, m) == knobs; });
+            if (same != met.end()) {
                 e.knob_text.erase(cfg.get());  // the same configuration again: dropped with its descriptor
+                mode.repeats.push_back({index, static_cast<int>(same - met.begin())});
                 continue;
             }
         }
@@ -910,7 +915,7 @@ bool is_graph(const Algorithm& a, std::optional<Direction> d) {
     return g && (!d || g->direction() == *d);
 }
 
-std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking which) {
+std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking which, bool repeats) {
     std::vector<const Algorithm*> out;
     if (which == CudnnRanking::legacy_v7 || !unavailable_reason().empty()) return out;
     const std::size_t m = which == CudnnRanking::mode_a ? 0 : which == CudnnRanking::fallback ? 1 : 2;
@@ -919,7 +924,8 @@ std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking w
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
         if (!ensure_graph(e, p)) return out;
-        entries = ensure_mode(e, m).entries;
+        const ProblemEntry::Mode& mode = ensure_mode(e, m);
+        entries = repeats ? mode.repeats : mode.entries;
     }
     for (const ConfigKey& k : entries)  // configurations past the last slot have no id
         if (const GraphAlgorithm* a = registry().find(p.direction, k.first, k.second)) out.push_back(a);

@@ -20,7 +20,9 @@ bool is_legacy(const Algorithm& a, std::optional<Direction> d = {});
 // Graph-API engines: per direction, cudnn.graph.<dir>.eng<N> for N in [0, global engine count).
 std::vector<const Algorithm*> graph_algorithms(const Backend& b);
 // Heuristic mode A / B / fallback for p, mapped to graph algorithms (not filtered by supports()).
-std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking r);
+// `repeats`: instead, the configurations the mode lists again (already listed by it or by an
+// earlier mode), each once per further listing.
+std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking r, bool repeats = false);
 std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem& p);
 std::optional<CudnnPlanInfo> graph_plan_info(const Algorithm& a, const ConvProblem& p);
 // A graph engine (of direction d, when given).
