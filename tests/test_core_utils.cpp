@@ -190,3 +190,13 @@ BOOST_AUTO_TEST_CASE(selector_observer_sees_searches_timed_calls_and_executions)
     BOOST_TEST(log.executions == 2);
     BOOST_TEST(log.exec_ms == 2.0);
 }
+
+BOOST_AUTO_TEST_CASE(the_nvidia_driver_release_is_read_from_both_kernel_module_lines) {
+    // The proprietary module's line and the open one's ("for x86_64" before the release: read as
+    // "for" before, so every open-module driver looked the same in the environment and the keys).
+    BOOST_TEST(nvidia_driver_release("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Thu Jan 16 2025") == "570.86.15");
+    BOOST_TEST(nvidia_driver_release("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U16-I3-B03-4-3)") ==
+               "580.159.04");
+    BOOST_TEST(nvidia_driver_release("NVRM version: something else").empty());
+    BOOST_TEST(nvidia_driver_release("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  Release Build").empty());
+}

@@ -4,7 +4,11 @@
 #define BOOST_TEST_MODULE sim
 #include <boost/test/unit_test.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
@@ -674,6 +678,34 @@ BOOST_AUTO_TEST_CASE(a_recording_keeps_the_frameworks_listings_and_its_replay_ra
     BOOST_CHECK_THROW(Recording::from_json(bad.dump(), "bad"), ParseError);
 }
 
+BOOST_AUTO_TEST_CASE(a_recording_saved_as_json_gz_is_compressed_and_loads_the_same) {
+    // ".json.gz": written gzip-compressed, read back equal; a damaged or truncated file is
+    // refused with its path, and a library folder takes .json.gz files as it takes .json ones.
+    FakeBackend b("fake", {{"a", {1}}, {"b", {2}}});
+    RecordOptions ro;
+    ro.samples = 2;
+    const Recording r = record(b, {ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1")}, ro);
+    const auto dir = std::filesystem::temp_directory_path() / ("convtune-gz-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir / "lib" / "fake");
+    const std::string gz = (dir / "lib" / "fake" / "r.json.gz").string();
+    r.save(gz);
+    std::ifstream in(gz, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    BOOST_REQUIRE(bytes.size() > 2);
+    BOOST_TEST((static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b));  // gzip magic
+    BOOST_TEST(bytes.size() < r.to_json().size());
+    BOOST_TEST(Recording::load(gz).to_json() == r.to_json());
+    BOOST_TEST(load_replay("fake", (dir / "lib").string()).to_json() == r.to_json());
+    const std::string bad = (dir / "bad.json.gz").string();
+    std::ofstream(bad, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    BOOST_CHECK_EXCEPTION(Recording::load(bad), ParseError, [&](const ParseError& e) {
+        return std::string(e.what()).find("bad.json.gz") != std::string::npos;
+    });
+    std::ofstream(bad, std::ios::binary) << "not gzip at all";
+    BOOST_CHECK_THROW(Recording::load(bad), ParseError);
+    std::filesystem::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) {
     // The scenario's first call pays the process start-up once; executions are scaled by the
     // sequence factor, the selector's timed samples (search) are not.
@@ -1124,14 +1156,19 @@ BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
     const auto lib = recording_library(kLibrary);
     BOOST_REQUIRE(!lib.empty());
     BOOST_TEST(lib.front().name == "h200");
-    BOOST_TEST(lib.front().files.size() == 2u);
+    BOOST_TEST(lib.front().files.size() == 6u);  // .json and .json.gz files alike
     const Recording h200 = load_replay("h200", kLibrary);
     const Recording f16 = Recording::load(kLibrary + "/h200/resnet50_f16_nhwc_infer.json");
     const Recording f32 = Recording::load(kLibrary + "/h200/resnet50_f32_nchw_train.json");
-    BOOST_TEST(h200.problems.size() == f16.problems.size() + f32.problems.size());
+    std::size_t problems = 0;
+    for (const std::string& f : lib.front().files) problems += Recording::load(f).problems.size();
+    BOOST_TEST(h200.problems.size() == problems);
     BOOST_TEST(h200.environment.device == "NVIDIA H200 sm_90");
-    BOOST_TEST((coverage(h200) == std::vector<std::string>{"bwd_data f32 nchw, batch 32: 22 problems", "bwd_filter f32 nchw, batch 32: 23 problems",
-                                                             "fwd f16 nhwc, batch 32: 23 problems", "fwd f32 nchw, batch 32: 23 problems"}),
+    // ResNet-50 f32 training and f16 (inference forward, training backward), MobileNet (full and 1x1
+    // layers) f32 and f16 training, GoogLeNet v3 f16 training: all batch 32.
+    BOOST_TEST((coverage(h200) == std::vector<std::string>{"bwd_data f16 nhwc, batch 32: 75 problems", "bwd_data f32 nchw, batch 32: 33 problems",
+                                                             "bwd_filter f16 nhwc, batch 32: 77 problems", "bwd_filter f32 nchw, batch 32: 34 problems",
+                                                             "fwd f16 nhwc, batch 32: 77 problems", "fwd f32 nchw, batch 32: 34 problems"}),
                tt::per_element());
     // Each problem keeps the start-up and sequence factor of the recording it came from.
     ReplayBackend b(h200, 1);

@@ -135,7 +135,7 @@ TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
         throw InvalidRequest("problems", "give exactly one of {problems}, {shapes} or {workload}");
     s_->flags = tune_flags(r);
     if (!r.replay.empty()) {
-        s_->replay = std::make_unique<sim::ReplayBackend>(sim::Recording::load(r.replay));
+        s_->replay = std::make_unique<sim::ReplayBackend>(sim::load_replay(r.replay));  // a file, or a library name
         s_->backend = s_->replay.get();
     } else {
         s_->backend = &find_backend(r.backend);

@@ -39,13 +39,7 @@ std::string kernel_driver_release() {
     std::ifstream in("/proc/driver/nvidia/version");
     std::string line;
     if (!std::getline(in, line)) return {};
-    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Thu Jan ..."
-    const std::size_t at = line.find("Kernel Module");
-    if (at == std::string::npos) return {};
-    std::istringstream words(line.substr(at + 13));
-    std::string rel;
-    words >> rel;
-    return rel;
+    return nvidia_driver_release(line);
 }
 
 class CudnnBackend final : public Backend {

@@ -2,10 +2,12 @@
 
 #include "convtune/error.hpp"
 
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <sstream>
 #include <thread>
 
 #ifdef _OPENMP
@@ -83,6 +85,17 @@ double HostBackend::time_ms(const std::function<void()>& fn) const {
     fn();
     const auto t1 = std::chrono::steady_clock::now();
     return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+std::string nvidia_driver_release(std::string_view line) {
+    const std::size_t at = line.find("Kernel Module");
+    if (at == std::string_view::npos) return {};
+    std::istringstream words{std::string(line.substr(at + 13))};
+    for (std::string w; words >> w;)
+        if (std::isdigit(static_cast<unsigned char>(w.front())) && w.find('.') != std::string::npos &&
+            w.find_first_not_of("0123456789.") == std::string::npos)
+            return w;
+    return {};
 }
 
 std::string host_device_name() {

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <type_traits>
 #include <utility>
+#include <zlib.h>
 
 #include "convtune/cache_key.hpp"
 #include "convtune/device_tensors.hpp"
@@ -296,6 +297,59 @@ Recording parse_recording(std::string_view text, const std::string& where) {
 }
 }  // namespace
 
+namespace {
+
+bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
+
+// A gzip file's content, at most kMaxRecordingBytes of it (zlib's inflate, gzip header).
+std::string gunzip(const std::string& bytes, const std::string& path) {
+    z_stream z{};
+    if (inflateInit2(&z, 15 + 16) != Z_OK) throw ParseError(path + ": cannot start gzip decompression");
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+    z.avail_in = static_cast<uInt>(bytes.size());
+    std::string out;
+    char buf[1 << 16];
+    int rc = Z_OK;
+    while (rc != Z_STREAM_END) {
+        z.next_out = reinterpret_cast<Bytef*>(buf);
+        z.avail_out = sizeof buf;
+        rc = inflate(&z, Z_NO_FLUSH);
+        if (rc != Z_OK && rc != Z_STREAM_END) {
+            const std::string why = z.msg ? z.msg : "truncated or not gzip data";
+            inflateEnd(&z);
+            throw ParseError(path + ": not a readable gzip file (" + why + ")");
+        }
+        out.append(buf, sizeof buf - z.avail_out);
+        if (out.size() > kMaxRecordingBytes) {
+            inflateEnd(&z);
+            throw ParseError(path + ": more than " + std::to_string(kMaxRecordingBytes >> 20) + " MiB once decompressed");
+        }
+        if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
+            inflateEnd(&z);
+            throw ParseError(path + ": not a readable gzip file (truncated)");
+        }
+    }
+    inflateEnd(&z);
+    return out;
+}
+
+std::string gzip(std::string_view text) {
+    z_stream z{};
+    if (deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK) throw Error("gzip: cannot start compression");
+    std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+    z.avail_in = static_cast<uInt>(text.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    const int rc = deflate(&z, Z_FINISH);
+    out.resize(out.size() - z.avail_out);
+    deflateEnd(&z);
+    if (rc != Z_STREAM_END) throw Error("gzip: compression failed");
+    return out;
+}
+
+}  // namespace
+
 Recording Recording::load(const std::string& path) {
     std::string text;
     try {
@@ -303,10 +357,11 @@ Recording Recording::load(const std::string& path) {
     } catch (const Error& e) {
         throw InvalidRequest("replay", e.what());
     }
+    if (gzipped(path)) text = gunzip(text, path);
     return from_json(text, path);
 }
 
-void Recording::save(const std::string& path) const { write_file_atomic(path, to_json()); }
+void Recording::save(const std::string& path) const { write_file_atomic(path, gzipped(path) ? gzip(to_json()) : to_json()); }
 
 Recording merge_recordings(std::vector<Recording> parts, const std::string& where) {
     if (parts.empty()) throw ParseError(where + ": no recordings to merge");
@@ -366,7 +421,9 @@ std::vector<LibraryEntry> recording_library(const std::string& dir) {
         if (!d.is_directory(ec)) continue;
         LibraryEntry e{d.path().filename().string(), {}};
         for (const auto& f : std::filesystem::directory_iterator(d.path(), ec))
-            if (f.is_regular_file(ec) && f.path().extension() == ".json") e.files.push_back(f.path().string());
+            if (const std::string n = f.path().filename().string();
+                f.is_regular_file(ec) && (n.ends_with(".json") || n.ends_with(".json.gz")))
+                e.files.push_back(f.path().string());
         std::sort(e.files.begin(), e.files.end());
         if (!e.files.empty()) out.push_back(std::move(e));
     }
@@ -396,7 +453,7 @@ std::vector<std::string> coverage(const Recording& r) {
 
 Recording load_replay(const std::string& value, const std::string& dir) {
     std::error_code ec;
-    const bool path_like = value.find('/') != std::string::npos || (value.size() >= 5 && value.compare(value.size() - 5, 5, ".json") == 0);
+    const bool path_like = value.find('/') != std::string::npos || value.ends_with(".json") || value.ends_with(".json.gz");
     if (path_like || std::filesystem::exists(value, ec)) return Recording::load(value);
     const std::vector<LibraryEntry> lib = recording_library(dir);
     for (const LibraryEntry& e : lib) {

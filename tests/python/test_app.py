@@ -156,7 +156,9 @@ def test_replay_by_library_name_estimates_and_strict():
     assert "replay of h200 on backend cudnn" in doc["details"] and doc["estimated_problems"] == 0
     # Batch 8 was not recorded: estimated, counted, with a range on every total ...
     doc = convtune.simulate(replay="h200", batch=8, **common)
-    assert doc["estimates"]["problems"] == 23 and doc["estimates"]["max_extrapolation"] == pytest.approx(4.0)
+    # (the nearest recorded problem is at most 4x the work away: ResNet-50's own layer at batch 32,
+    # or a closer one of another network in the library)
+    assert doc["estimates"]["problems"] == 23 and 1.0 < doc["estimates"]["max_extrapolation"] <= 4.0 + 1e-9
     assert all(s["estimate_range_ms"][0] < s["total_ms"] < s["estimate_range_ms"][1] for s in doc["settings"])
     # ... unless strict, which refuses as the CLI's --strict does.
     with pytest.raises(convtune.Error) as e:

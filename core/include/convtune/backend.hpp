@@ -163,6 +163,12 @@ public:
     double time_ms(const std::function<void()>& fn) const override;
 };
 
+// The NVIDIA kernel module's release ("580.159.04") in the first line of
+// /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  ..." or
+// "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."): the
+// first word after "Kernel Module" made of digits and dots; empty when there is none.
+std::string nvidia_driver_release(std::string_view version_line);
+
 // A short description of the host CPU and thread count, for BackendIdentity::device.
 std::string host_device_name();
 

@@ -87,6 +87,7 @@ struct Recording {
     const ProblemRecord* find(const ConvProblem& p) const;
     std::string to_json() const;  // compact: one line per problem
     static Recording from_json(std::string_view text, const std::string& where);
+    // A path ending in ".gz" is read and written gzip-compressed (the recording library ships so).
     static Recording load(const std::string& path);  // throws ParseError "<path>: ..."
     void save(const std::string& path) const;        // atomic (temporary file + rename)
 };
