@@ -73,6 +73,22 @@ def conv_loops(device, calls):
     return fwd, fwd_bwd
 
 
+def _loops(run, calls, keep):
+    """The forward loop and the forward + backward loop over run(direction); `keep` stays alive with them."""
+    def fwd():
+        for _ in range(calls):
+            run("fwd")
+
+    def fwd_bwd():
+        for _ in range(calls):
+            run("fwd")
+            run("bwd_data")
+            run("bwd_filter")
+
+    fwd.keep = fwd_bwd.keep = keep
+    return fwd, fwd_bwd
+
+
 def bare_loops(device, backend, calls):
     x = torch.randn(*SHAPE["x"], device=device)
     w = torch.randn(*SHAPE["w"], device=device)
@@ -96,18 +112,7 @@ def bare_loops(device, backend, calls):
         if not r["ran"]:
             raise SystemExit(f"torch_overhead: the bare {direction} call did not run: {r['fallback']}: {r['detail']}")
 
-    def fwd():
-        for _ in range(calls):
-            run("fwd")
-
-    def fwd_bwd():
-        for _ in range(calls):
-            run("fwd")
-            run("bwd_data")
-            run("bwd_filter")
-
-    fwd.keep = fwd_bwd.keep = (x, w, y)  # the tensors the descriptors point at
-    return fwd, fwd_bwd
+    return _loops(run, calls, (x, w, y))  # keeps the tensors the descriptors point at
 
 
 def c_api_loops(device, backend, calls):
@@ -134,18 +139,7 @@ def c_api_loops(device, backend, calls):
         if api.run(address, calls_[direction], result) != 0 or not result.ran:
             raise SystemExit(f"torch_overhead: the C interface's {direction} call did not run: {result.detail.decode()}")
 
-    def fwd():
-        for _ in range(calls):
-            run("fwd")
-
-    def fwd_bwd():
-        for _ in range(calls):
-            run("fwd")
-            run("bwd_data")
-            run("bwd_filter")
-
-    fwd.keep = fwd_bwd.keep = (x, w, y, ctx)  # the tensors and the context the structs point at
-    return fwd, fwd_bwd
+    return _loops(run, calls, (x, w, y, ctx))  # keeps the tensors and the context the structs point at
 
 
 def main(argv=None):
