@@ -135,9 +135,7 @@ private:
             for (;;) {
                 while (pos_ < stage_list_.size()) {
                     const Algorithm* a = stage_list_[pos_++];
-                    if (a->backend().name() != b_.name()) continue;
-                    if (stage_ <= 2) ++listings_[a];  // mode A, the fallback list: PyTorch's two sources
-                    if (seen_.count(a)) continue;
+                    if (a->backend().name() != b_.name() || seen_.count(a)) continue;
                     if (stage_ == kByIndex + 1 && runtime_compiled(*a)) {
                         held_back_.push_back(a);
                         continue;
@@ -149,9 +147,11 @@ private:
                 if (stage_ == kStages || !unavailable_reason().empty()) return nullptr;
                 stage_list_ = load(stage_++);
                 pos_ = 0;
-                if (stage_ <= 2)  // mode A, the fallback list: the configurations they list again
+                if (stage_ <= 2) {  // mode A, the fallback list (PyTorch's two sources): every listing
+                    for (const Algorithm* a : stage_list_) ++listings_[a];
                     for (const Algorithm* a : graph_ranking(p_, stage_ == 1 ? CudnnRanking::mode_a : CudnnRanking::fallback, true))
-                        ++listings_[a];
+                        ++listings_[a];  // the configurations it lists again
+                }
             }
         }
         bool explores() const override { return true; }

@@ -114,11 +114,6 @@ def main():
         rec = json.load(f)
     held = {p["problem"] for p in rec["problems"]}
     tmp = None
-    if a.recording.endswith(".gz"):  # simulate reads plain JSON
-        tmp0 = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-        json.dump(rec, tmp0)
-        tmp0.close()
-        a.recording = tmp0.name
     recs = [("emulation", a.recording)]
     if a.frontend_logs:
         if not a.problems:
@@ -140,9 +135,8 @@ def main():
             cells = [f"{e:.0f} ms ({pt / e:.2f})" for e in (emulated(a.cli, path, keys, tf32) for _, path in recs)]
             print(f"| {d} | {len(keys)} | {pt:.0f} ms | " + " | ".join(cells) + " |")
     finally:
-        for t in (tmp, tmp0 if "tmp0" in locals() else None):
-            if t:
-                os.unlink(t.name)
+        if tmp:
+            os.unlink(tmp.name)
 
 
 if __name__ == "__main__":

@@ -401,7 +401,6 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     // Listed-only policies (times_framework_listings): a candidate counts, and is timed, once per
     // listing; the listings after the first only cost time (PyTorch sorts them as separate plans).
     const bool by_listings = policy.times_framework_listings();
-    auto weight = [&](const Candidate& c) { return by_listings ? c.listings : 1; };
     // Enters candidate cands[i] into the measurement (its workspace first); true when it ran.
     auto time_candidate = [&](std::size_t i) {
         Candidate& c = cands[i];
@@ -466,7 +465,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             continue;
         }
         if (time_candidate(i)) {
-            succeeded += weight(c);
+            succeeded += by_listings ? c.listings : 1;
             suggested_timed += c.suggested;
         }
     }
@@ -717,10 +716,7 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
     }
     // It failed: the other eligible candidates, timed ones fastest first, then untimed ones in
     // heuristic order.
-    std::vector<const Candidate*> order;
-    for (const Candidate& c : d->candidates)
-        if (c.id == d->algorithm) order.push_back(&c);
-    std::vector<const Candidate*> timed, untimed;
+    std::vector<const Candidate*> order, timed, untimed;
     for (const Candidate& c : d->candidates) {
         if (c.id == d->algorithm) continue;
         if (c.state == Candidate::State::timed) timed.push_back(&c);
@@ -729,14 +725,15 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
     std::stable_sort(timed.begin(), timed.end(), [](auto* a, auto* b) { return a->median_ms < b->median_ms; });
     order.insert(order.end(), timed.begin(), timed.end());
     order.insert(order.end(), untimed.begin(), untimed.end());
-    // Runs one candidate; true when it ran (and, if it was not the decision's choice, it is now).
+    // Runs one candidate other than the decision's choice (which failed above); true when it ran,
+    // and then it is the choice.
     auto attempt = [&](const Candidate& c) {
-        if (c.id == d->algorithm) return false;  // it failed above
+        if (c.id == d->algorithm) return false;
         const Algorithm* a = lookup(backend_, c.id);
         if (!a) return false;
         last = execute(*a, p, t, nullptr, source);
         if (!last.ok()) return false;
-        if (c.id != d->algorithm && f.enabled) {
+        if (f.enabled) {
             Decision nd = *d;
             nd.algorithm = c.id;
             nd.source = Source::fallback;

@@ -299,7 +299,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
 
 namespace {
 
-bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
+bool gzipped(const std::string& path) { return path.ends_with(".gz"); }
 
 // A gzip file's content, at most kMaxRecordingBytes of it (zlib's inflate, gzip header).
 std::string gunzip(const std::string& bytes, const std::string& path) {
@@ -614,16 +614,17 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     // Each algorithm's first support decision on a problem, timed where it is made (that search
     // pass, the ranking's loop below or, for those neither reaches, the sweep): later ones are
     // answered from the backend's cache.
+    // decide(p, ps, a): a's support on p (ps = p.to_string()) and the time its first decision took.
     std::map<std::string, std::map<const Algorithm*, std::pair<Support, double>>> supports;  // problem ->
-    auto decide = [&](const ConvProblem& p, const Algorithm* a) -> const Support& {
-        auto& support = supports[p.to_string()];
+    auto decide = [&](const ConvProblem& p, const std::string& ps, const Algorithm* a) -> const std::pair<Support, double>& {
+        auto& support = supports[ps];
         auto it = support.find(a);
         if (it == support.end()) {
             const auto t0 = std::chrono::steady_clock::now();
             Support s = a->supports(p);
             it = support.emplace(a, std::pair{std::move(s), ms_since(t0)}).first;
         }
-        return it->second.first;
+        return it->second;
     };
     if (o.search_flags) {
         r.search_flags = o.search_flags->to_string();
@@ -631,19 +632,17 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
         for (const ConvProblem& p : problems) {
             const std::string ps = p.to_string();
             if (!searched.insert(ps).second) continue;
-            for (const Algorithm* a : search_candidates(b, p, *o.search_flags, [&](const Algorithm* c) { return bool(decide(p, c)); })) {
-                const std::pair<std::string, std::string> k{ps, std::string(a->id())};
-                if (search_first.count(k)) continue;
-                if (const auto ms = OneAlgorithm(b, p, o.seed, a).run()) search_first[k] = *ms;
-            }
+            for (const Algorithm* a : search_candidates(b, p, *o.search_flags, [&](const Algorithm* c) { return bool(decide(p, ps, c).first); }))
+                if (const auto ms = OneAlgorithm(b, p, o.seed, a).run()) search_first[{ps, std::string(a->id())}] = *ms;
         }
     }
     for (const ConvProblem& p : problems) {
+        const std::string ps = p.to_string();
         ProblemRecord pr;
         pr.problem = p;
         // The supporting algorithms in ranking order (heuristic_order), and which of them the
-        // heuristics do not suggest.
-        // The ranking's own time (heuristics queries) is kept apart from the support decisions.
+        // heuristics do not suggest. The ranking's own time (heuristics queries) is kept apart from
+        // the support decisions.
         const auto ranking = b.ranking(p);
         double ranking_ms = 0;
         for (;;) {
@@ -651,7 +650,7 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             const Algorithm* a = ranking->next();
             ranking_ms += ms_since(t0);
             if (!a) break;
-            if (!decide(p, a)) continue;
+            if (!decide(p, ps, a).first) continue;
             pr.heuristic.push_back(std::string(a->id()));
             if (!ranking->suggested(*a)) pr.unsuggested.push_back(std::string(a->id()));
         }
@@ -669,13 +668,13 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
         for (const Algorithm* a : b.algorithms()) {
             AlgorithmRecord ar;
             ar.id = std::string(a->id());
-            if (o.progress) o.progress(done, total, ar.id + " on " + p.to_string());
+            if (o.progress) o.progress(done, total, ar.id + " on " + ps);
             ++done;
-            const Support& s = decide(p, a);
-            ar.support_ms = supports[p.to_string()].at(a).second;
-            if (!s) {
+            const auto& [support, support_ms] = decide(p, ps, a);
+            ar.support_ms = support_ms;
+            if (!support) {
                 ar.supported = false;
-                ar.reason = s.reason;
+                ar.reason = support.reason;
                 pr.algorithms.push_back(std::move(ar));
                 continue;
             }
@@ -693,8 +692,8 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             const double first = b.time_ms(once);
             double spent = first;
             if (st.ok()) {
-                const auto cold = cold_first.find(p.to_string());
-                const auto searched = search_first.find({p.to_string(), ar.id});
+                const auto cold = cold_first.find(ps);
+                const auto searched = search_first.find({ps, ar.id});
                 if (cold != cold_first.end() && !pr.heuristic.empty() && pr.heuristic.front() == ar.id) ar.first_ms = cold->second;
                 else if (searched != search_first.end()) ar.first_ms = searched->second;
                 else ar.first_ms = first;

@@ -123,8 +123,8 @@ except AttributeError:
 
 
 def _stream_of(index):
-    """The current CUDA stream's handle on device ``index`` (the C++ override asks this where its
-    PyTorch has no c10::Stream::native_handle)."""
+    """The current CUDA stream's handle on device ``index`` (the Python override's calls; the C++
+    override asks it where its PyTorch has no c10::Stream::native_handle)."""
     if _raw_stream:
         return _raw_stream(index)
     return torch.cuda.current_stream(index).cuda_stream
@@ -203,10 +203,7 @@ def _run(s, direction, x, w, y, stride, padding, dilation, groups, tflags):
     """One call of convtune::app::run_framework; the result dict (ran, fallback, detail, ...)."""
     dev = x.device
     cuda = dev.type == "cuda"
-    if cuda:
-        stream = _raw_stream(dev.index) if _raw_stream else torch.cuda.current_stream(dev).cuda_stream
-    else:
-        stream = 0
+    stream = _stream_of(dev.index) if cuda else 0
 
     def alloc(nbytes):
         t = torch.empty(nbytes, dtype=torch.uint8, device=dev)

@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from .._convtune import Error
+from .._convtune import Error, write_file_atomic
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(_HERE, "_override.cpp")
@@ -151,19 +151,6 @@ def _umask():
     return m
 
 
-def _write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644 & ~_umask())  # readable as a shared cache folder's files are
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _first_errors(text, n=8):
     lines = [l for l in text.splitlines() if l.strip()]
     errors = [l for l in lines if "error" in l.lower()]
@@ -191,7 +178,7 @@ def compile_to(path, quiet=False):
                         f"{_first_errors(r.stderr or r.stdout)}")
         os.chmod(tmp, 0o755 & ~_umask())
         os.replace(tmp, path)
-        _write_atomic(path + ".sha256", _digest_file(path))
+        write_file_atomic(path + ".sha256", _digest_file(path).encode())  # convtune's one atomic write
         return time.monotonic() - t0
     finally:
         with contextlib.suppress(OSError):
