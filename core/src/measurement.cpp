@@ -28,6 +28,7 @@ MeasureStrategy MeasureStrategy::robust(const FlagValues& f) {
     s.stable_rel = f.stable_rel;
     s.budget_ms = f.search_budget_ms;
     s.drop_ratio = 3;
+    s.early_drop = 1.5;
     s.racing = true;
     s.z = 3;
     s.lead_floor = f.stable_rel;
@@ -86,8 +87,8 @@ void Measurement::drop(Trial& t, std::string why) {
     t.reason = std::move(why);
 }
 
-const Trial& Measurement::enter(std::size_t order, TimedCall fn, bool compiles) {
-    const std::size_t i = add(order, compiles);
+const Trial& Measurement::enter(std::size_t order, TimedCall fn, bool compiles, bool warm) {
+    const std::size_t i = add(order, compiles, warm);
     Trial& t = trials_[i];
     t.call = std::move(fn);
     invoke(i);  // warm-up
@@ -105,11 +106,12 @@ const Trial& Measurement::enter(std::size_t order, TimedCall fn, bool compiles) 
     return t;
 }
 
-std::size_t Measurement::add(std::size_t order, bool compiles) {
+std::size_t Measurement::add(std::size_t order, bool compiles, bool warm) {
     if (rounds_started_) throw std::logic_error("Measurement::add after the rounds began");
     Trial& t = trials_.emplace_back();
     t.order = order;
     t.compiles = compiles;
+    t.warm = warm;
     return trials_.size() - 1;
 }
 
@@ -137,6 +139,18 @@ int Measurement::provisional() const {
 double Measurement::estimate_ms(std::size_t i) const {
     const Trial& t = trials_[i];
     return t.samples_ms.empty() ? t.first_ms : median(t.samples_ms);
+}
+
+double Measurement::fastest_call_ms(std::size_t except) const {
+    double best = 0;
+    for (std::size_t i = 0; i < trials_.size(); ++i) {
+        const Trial& t = trials_[i];
+        if (i == except || !t.warmed_up || !t.status.ok()) continue;
+        double m = t.first_ms;
+        for (double x : t.samples_ms) m = std::min(m, x);
+        if (best == 0 || m < best) best = m;
+    }
+    return best;
 }
 
 int Measurement::fastest_called() const {
@@ -201,6 +215,12 @@ void Measurement::record(std::size_t i, double ms, const Status& st) {
         t.warmed_up = true;
         t.first_ms = ms;
         if (!st.ok()) t.racing = false;
+        // A warm candidate's first call is no cold start: one far above the fastest call so far
+        // is enough to stop it.
+        const double fastest = fastest_call_ms(i);
+        if (st.ok() && t.warm && s_.interleaved && s_.drop_ratio > 0 && fastest > 0 && ms > s_.drop_ratio * fastest)
+            drop(t, fmt::format("stopped after its first call: {:.4g} ms, over {:g}x the fastest call so far (its kernel was loaded)", ms,
+                                s_.drop_ratio));
         return;
     }
     t.samples_ms.push_back(ms);
@@ -220,7 +240,7 @@ void Measurement::begin_rounds() {
     previous_.assign(trials_.size(), -1);
     left_.clear();
     for (std::size_t i = 0; i < trials_.size(); ++i)
-        if (trials_[i].status.ok()) left_.push_back(i);
+        if (trials_[i].status.ok() && trials_[i].racing) left_.push_back(i);
     if (left_.empty()) settle();
 }
 
@@ -239,8 +259,9 @@ void Measurement::end_round() {
     for (std::size_t i : left_) {
         if (i == leader) continue;
         Trial& t = trials_[i];
-        if (round_ == 1 && s_.drop_ratio > 0 && fastest(t) > s_.drop_ratio * slowest(lead))
-            drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest", s_.drop_ratio));
+        if (round_ < std::max(2, s_.min_samples) && s_.early_drop > 0 && fastest(t) > s_.early_drop * slowest(lead))
+            drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest call after {} round{}", s_.early_drop, round_,
+                                round_ == 1 ? "" : "s"));
         else if (s_.racing && round_ >= s_.min_samples && slower_beyond_noise(lead.samples_ms, t.samples_ms, s_.z, s_.lead_floor))
             drop(t, fmt::format("dropped after {} samples: slower than the leader beyond the noise", t.samples_ms.size()));
     }
@@ -272,6 +293,11 @@ void Measurement::settle() {
     for (Trial& t : trials_) {
         if (!t.status.ok()) {
             t.samples_ms.clear();
+            continue;
+        }
+        if (t.samples_ms.empty()) {  // stopped after its first call: that call is all there is
+            t.median_ms = t.first_ms;
+            t.spread = 0;
             continue;
         }
         t.median_ms = median(t.samples_ms);

@@ -136,6 +136,24 @@ std::string take_measurement(const Measurement& m, std::vector<Candidate>& cands
     return w.id;
 }
 
+// The kind of problem a SearchHistory judges candidates on: what changes which kernels compete.
+std::string history_kind(const ConvProblem& p, const FlagValues& f) {
+    std::string k(to_string(p.dtype));
+    k += p.layout == Layout::nhwc ? "/nhwc" : "/nchw";
+    if (p.dtype == DataType::f32 && f.allow_tf32) k += "/tf32";
+    return k;
+}
+
+// Tells the history how each timed candidate of a decision fared against its winner.
+void judge(SearchHistory& h, const std::vector<Candidate>& cands, const std::string& winner, const std::string& kind, const Demotion& d) {
+    if (!(d.ratio > 0)) return;
+    double winner_ms = 0;
+    for (const Candidate& c : cands)
+        if (c.id == winner) winner_ms = c.median_ms;
+    for (const Candidate& c : cands)
+        if (c.state == Candidate::State::timed) h.judged(c.id, kind, c.median_ms, winner_ms, d);
+}
+
 }  // namespace
 
 // The candidates of one decision, built only as far as the decision needs them: each algorithm
@@ -401,6 +419,9 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
     // Listed-only policies (times_framework_listings): a candidate counts, and is timed, once per
     // listing; the listings after the first only cost time (PyTorch sorts them as separate plans).
     const bool by_listings = policy.times_framework_listings();
+    // Earlier searches of this process may have demoted some candidates (search_history.hpp).
+    const Demotion demotion = policy.demotion();
+    const std::string kind = history_kind(p, f);
     // Enters candidate cands[i] into the measurement (its workspace first); true when it ran.
     auto time_candidate = [&](std::size_t i) {
         Candidate& c = cands[i];
@@ -426,10 +447,11 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             const Workspace w{need ? ws.data() : nullptr, need};
             const double ms = backend_.time_ms([&] { st = a->run(p, t, w); });
             if (observer_) observer_->candidate_timed(p, *a, ms);
+            if (st.ok()) history_.ran(a->id());
             return ms;
         };
         const TimedCall again = by_listings && c.listings > 1 ? call : TimedCall{};
-        const Trial& r = m.enter(i, std::move(call), a->compiles_at_first_use(p));
+        const Trial& r = m.enter(i, std::move(call), a->compiles_at_first_use(p), history_.warm(a->id()));
         if (!r.status.ok()) {
             fail_candidate(c, r.status);
             return false;
@@ -464,6 +486,11 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             deferred.push_back(i);
             continue;
         }
+        if (succeeded > 0)  // the heuristic's pick is timed whatever its history
+            if (std::string why = history_.demoted(c.id, kind, demotion); !why.empty()) {
+                c.reason = std::move(why);
+                continue;
+            }
         if (time_candidate(i)) {
             succeeded += by_listings ? c.listings : 1;
             suggested_timed += c.suggested;
@@ -476,11 +503,16 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             c.reason = limit_reason + " (" + std::to_string(explore) + " kept for candidates the heuristics do not suggest)";
             continue;
         }
+        if (std::string why = history_.demoted(c.id, kind, demotion); !why.empty()) {
+            c.reason = std::move(why);
+            continue;
+        }
         succeeded += time_candidate(i);
     }
     // What the measurement found, onto the candidates.
     m.finish();
     const std::string winner = take_measurement(m, cands, policy);
+    judge(history_, cands, winner, kind, demotion);
     d.search_ms = ms_since(t0);
     d.candidates = std::move(list).finish();
     if (winner.empty()) throw Error(no_candidate_message(backend_, p, d.candidates));
@@ -593,10 +625,14 @@ Status Selector::execute(const Algorithm& a, const ConvProblem& p, const ConvTen
     DeviceBuffer ws = wsb ? workspace(wsb, source) : DeviceBuffer{};
     if (wsb && !ws) return Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + std::string(a.id()));
     Status st;
-    if (!observer_ && !timed_ms) return a.run(p, t, {ws.data(), wsb});
-    const double ms = backend_.time_execution_ms([&] { st = a.run(p, t, {ws.data(), wsb}); });
-    if (timed_ms) *timed_ms = ms;
-    if (observer_) observer_->executed(p, a, st, ms);
+    if (!observer_ && !timed_ms) {
+        st = a.run(p, t, {ws.data(), wsb});
+    } else {
+        const double ms = backend_.time_execution_ms([&] { st = a.run(p, t, {ws.data(), wsb}); });
+        if (timed_ms) *timed_ms = ms;
+        if (observer_) observer_->executed(p, a, st, ms);
+    }
+    if (st.ok()) history_.ran(a.id());
     return st;
 }
 
@@ -619,14 +655,25 @@ struct Rotation {
 
     // The list position of the next candidate to enter, or nullopt once `limit` have run their
     // first call successfully or the ranking has ended.
-    std::optional<std::size_t> next_candidate() {
+    // Candidates demoted by the selector's history (after the first, the heuristic's pick) are
+    // passed over.
+    std::optional<std::size_t> next_candidate(const SearchHistory& history) {
+        const Demotion demotion = policy_of(f.policy).demotion();
+        const std::string kind = history_kind(p, f);
         while (entering) {
             int ok = 0;
             for (const Trial& t : m.trials()) ok += t.status.ok();
             if (limit >= 0 && ok >= limit) break;
             if (next >= list.items().size() && !list.extend()) break;
             const std::size_t i = next++;
-            if (list.items()[i].state == Candidate::State::not_timed) return i;
+            Candidate& c = list.items()[i];
+            if (c.state != Candidate::State::not_timed) continue;
+            if (!m.trials().empty())
+                if (std::string why = history.demoted(c.id, kind, demotion); !why.empty()) {
+                    c.reason = std::move(why);
+                    continue;
+                }
+            return i;
         }
         entering = false;
         return std::nullopt;
@@ -648,10 +695,10 @@ std::optional<Status> Selector::rotate(const ConvProblem& p, const ConvTensors& 
     for (;;) {
         // The next candidate enters once the last one entered has made its first call (a paced
         // call may have run another instead).
-        if (const std::optional<std::size_t> i = r->m.awaiting_warm_up() ? std::nullopt : r->next_candidate()) {
+        if (const std::optional<std::size_t> i = r->m.awaiting_warm_up() ? std::nullopt : r->next_candidate(history_)) {
             workspace_of(backend_, p, r->list.items()[*i]);
             const Algorithm* entering = lookup(backend_, r->list.items()[*i].id);
-            r->m.add(*i, entering && entering->compiles_at_first_use(p));
+            r->m.add(*i, entering && entering->compiles_at_first_use(p), history_.warm(r->list.items()[*i].id));
         }
         const int due = r->m.due();
         if (due < 0) break;  // decided
@@ -671,6 +718,7 @@ std::optional<Status> Selector::rotate(const ConvProblem& p, const ConvTensors& 
     d.key = key;
     d.source = Source::search;
     const std::string winner = take_measurement(r->m, r->list.items(), policy);
+    judge(history_, r->list.items(), winner, history_kind(p, f), policy.demotion());
     for (Candidate& c : r->list.items())
         if (c.state == Candidate::State::not_timed && r->limit >= 0 && c.reason.empty())
             c.reason = "benchmark_limit=" + std::to_string(f.benchmark_limit) + " reached";

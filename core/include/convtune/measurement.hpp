@@ -7,9 +7,13 @@
 //                call, taken as it is entered; the fastest call wins, however lucky.
 //   robust       (the convtune policies): every candidate's warm-up as it is entered, then
 //                interleaved rounds, one timed call of each remaining candidate per round, so that
-//                a change in the machine's load falls on all of them alike. Racing: a candidate
-//                whose calls (warm-up included) were all over drop_ratio x the leader's slowest
-//                stops after its first round; from round min_samples on, one whose median is
+//                a change in the machine's load falls on all of them alike. Racing: a warm
+//                candidate (Trial::warm: its kernel has run in this process, so its first call is
+//                no cold start) whose first call is over drop_ratio x the fastest call of any
+//                candidate so far stops after that one call; before round min_samples, a
+//                candidate whose calls (warm-up included) were all over early_drop x the leader's
+//                slowest call (warm-up included: one lucky call of the leader drops nothing) stops;
+//                from round min_samples on, one whose median is
 //                above the leader's beyond the noise (stats.hpp: slower_beyond_noise, z and
 //                lead_floor) is dropped. Rounds stop when one candidate is left, when the ones
 //                left are within lead_floor of each other with stable medians (moved by at most
@@ -65,7 +69,8 @@ struct MeasureStrategy {
     // Interleaved only: see the file comment.
     double stable_rel = 0;
     double budget_ms = std::numeric_limits<double>::infinity();
-    double drop_ratio = 0;     // 0: no candidate stops after its first round
+    double drop_ratio = 0;     // a warm candidate's first call over this x the fastest call: it stops (0: never)
+    double early_drop = 0;     // before min_samples rounds: every call over this x the leader's slowest (0: never)
     bool racing = false;       // drop candidates slower than the leader beyond the noise
     double z = 3;              // standard errors a difference must exceed to count
     double lead_floor = 0;     // ... and this fraction of the faster median
@@ -131,6 +136,7 @@ struct Trial {
     double median_ms = 0, spread = 0;
     bool warmed_up = false;          // its warm-up was made
     bool compiles = false;           // its kernel is compiled at first use (Algorithm::compiles_at_first_use)
+    bool warm = false;               // its kernel has run in this process (SearchHistory::warm)
 };
 
 // What a measurement decided.
@@ -151,13 +157,13 @@ public:
 
     // Adds a candidate and runs its warm-up (and, unless interleaved, its samples). Returns its
     // trial; the candidate ran when trial.status is ok.
-    const Trial& enter(std::size_t order, TimedCall call, bool compiles = false);
+    const Trial& enter(std::size_t order, TimedCall call, bool compiles = false, bool warm = false);
     // Interleaved: the rounds over the entered candidates (nothing otherwise).
     void finish();
 
     // In-band (interleaved strategies only): adds a candidate without calling it; returns its
     // trial's index.
-    std::size_t add(std::size_t order, bool compiles = false);
+    std::size_t add(std::size_t order, bool compiles = false, bool warm = false);
     // The trial whose call is due next: the first added one without its warm-up, else the
     // rounds' next sample; -1 once the rounds have ended (the measurement has decided). Paced
     // (a budget that does not afford that call): the fastest trial called so far instead.
@@ -184,6 +190,7 @@ private:
     int provisional() const;     // the provisional pick's trial, -1 before one ran
     int fastest_called() const;  // the trial with the fastest median (warm-up before samples) so far
     double estimate_ms(std::size_t i) const;
+    double fastest_call_ms(std::size_t except) const;  // the fastest call of the other trials so far (0: none)
     void account(std::size_t i, double ms, const Status& st);  // the call's cost to the budget
     void drop(Trial& t, std::string why);
     void begin_rounds();

@@ -12,6 +12,7 @@
 //               suggest (explore_slots), whether a naive reference is held back while others are
 //               eligible (holds_back_reference), how many benchmark off reaches (heuristic_reach),
 //               and whether benchmark off takes the backend's fixed default (uses_fixed_default)
+//               and which ones earlier searches demoted (demotion)
 //   how         how the reached candidates are timed and the winner chosen (measurement)
 //   persisted   whether a searched decision is read from and stored in the tuning database
 //               (persists)
@@ -24,6 +25,7 @@
 
 #include "convtune/flags.hpp"
 #include "convtune/measurement.hpp"
+#include "convtune/search_history.hpp"
 
 namespace convtune {
 
@@ -81,6 +83,11 @@ public:
     // the fallback list, duplicates included). With decides_support_before_timing, only listed
     // candidates have their support decided first.
     virtual bool times_framework_listings() const { return false; }
+
+    // Which algorithms a search stops timing once earlier searches of this process found them far
+    // slower than the winners of the same kind of problem (search_history.hpp; ratio 0: none).
+    // The heuristic's pick is timed whatever its history.
+    virtual Demotion demotion() const { return {}; }
 
     // How a search times its candidates and chooses (measurement.hpp).
     virtual MeasureStrategy measurement(const FlagValues& f) const = 0;

@@ -23,6 +23,7 @@
 #include "convtune/decision.hpp"
 #include "convtune/flags.hpp"
 #include "convtune/measurement.hpp"
+#include "convtune/search_history.hpp"
 #include "convtune/tuning_cache.hpp"
 #include "convtune/tuning_db.hpp"
 
@@ -138,6 +139,7 @@ private:
     std::mutex rotations_mutex_;
     std::unordered_map<std::string, std::shared_ptr<Rotation>> rotations_;  // in-band shapes not yet pinned
     ExplorationBudget exploration_;  // what the in-band shapes' exploring has cost (measurement.hpp)
+    mutable SearchHistory history_;  // what the searches have learnt so far (search_history.hpp)
 };
 
 }  // namespace convtune

@@ -19,6 +19,7 @@ public:
     int explore_slots(const FlagValues& f, int limit, bool explores) const override;
     bool holds_back_reference() const override { return true; }
     MeasureStrategy measurement(const FlagValues& f) const override;
+    Demotion demotion() const override { return {10, 2, 1.5}; }
     bool persists() const override { return true; }
 };
 
