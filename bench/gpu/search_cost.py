@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""convtune's search over a network's problems in one process, against PyTorch's benchmark=True
+first calls of the same problems (docs/benchmarks-gpu.md, "Search cost in one process").
+
+    search_cost.py run --cli gpu-pkg/bin/convtune --out OUT [--runs fp32=10,tf32=3,amp=3]
+    search_cost.py summarize OUT [--recording REC.json.gz]
+
+`run` (on the GPU machine, from the repository's root): for each precision, the distinct problems
+of bench/sim/data/resnet50-train-<precision>-b32.json (the keys PyTorch's own training step runs)
+searched by `convtune tune --backend cudnn --flags benchmark=1,allow_tf32=A --json` in fresh
+processes, all with one CUDA kernel cache of their own (`CUDA_CACHE_PATH`: the first run finds it
+empty, the later ones warm); then `pytorch_measure.py grid --runs 1` on the same problems (its own
+caches, cold and warm). Writes OUT/tune/<precision>-<run>.json and OUT/pt-<precision>.json.
+
+`summarize`: per precision, convtune's search (cold: run 1; warm: the median of the others, with
+their range) against the sum of PyTorch's benchmark=True first calls, cold and warm; with
+--recording (a `convtune record` of the same problems, f32 ones), the summed recorded median of
+convtune's picks against the exhaustive best; and how often fresh processes picked the same
+algorithm, over the problems whose best leads the next by 5% or more in the recording.
+"""
+import argparse
+import collections
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "sim", "data")
+TF32 = {"fp32": 0, "tf32": 1, "amp": 1}
+
+
+def run(a):
+    os.makedirs(os.path.join(a.out, "tune"), exist_ok=True)
+    runs = dict(x.split("=") for x in a.runs.split(","))
+    for prec, n in runs.items():
+        problems = os.path.join(DATA, f"resnet50-train-{prec}-b32.json")
+        with open(problems) as f:
+            keys = list(dict.fromkeys(p["key"] for p in json.load(f)))
+        with tempfile.TemporaryDirectory() as cache, tempfile.NamedTemporaryFile("w", suffix=".shapes") as shapes:
+            shapes.write("\n".join(keys) + "\n")
+            shapes.flush()
+            for r in range(1, int(n) + 1):
+                out = os.path.join(a.out, "tune", f"{prec}-{r}.json")
+                with open(out, "w") as f:
+                    subprocess.run([a.cli, "tune", "--backend", "cudnn", "--shapes", shapes.name, "--flags",
+                                    f"benchmark=1,allow_tf32={TF32[prec]}", "--json"], stdout=f, check=True, timeout=300,
+                                   env=dict(os.environ, CUDA_CACHE_PATH=cache))
+                with open(out) as f:
+                    print(f"{prec} run {r}: search {json.load(f)['total_search_ms']:.0f} ms", flush=True)
+        subprocess.run(["python3", os.path.join(HERE, "..", "..", "python", "convtune", "pytorch_measure.py"), "grid", "--problems",
+                        problems, "--allow-tf32", str(TF32[prec]), "--runs", "1", "--out", os.path.join(a.out, f"pt-{prec}.json")],
+                       check=True, timeout=600)
+
+
+def pytorch_first_calls(path):
+    """(benchmark, cache) -> sum of first_ms over the measurement's problems."""
+    with open(path) as f:
+        m = json.load(f)
+    return {(x["setting"]["benchmark"], x["cache"]): sum(p["first_ms"] for p in x["problems"]) for x in m["measurements"]}
+
+
+def summarize(a):
+    rec = None
+    if a.recording:
+        with (gzip.open if a.recording.endswith(".gz") else open)(a.recording, "rt") as f:
+            rec = json.load(f)
+        notes = {x["id"]: x["notes"] for x in rec["algorithms"]}
+        by_key = {p["problem"]: p for p in rec["problems"]}
+    print("| precision | convtune, cold | convtune, warm: median (range, runs) | PyTorch bm=True cold | warm | ratio warm | ratio cold |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    picks_lines, repeat_lines = [], []
+    for prec in TF32:
+        runs = []
+        r = 1
+        while os.path.exists(os.path.join(a.out, "tune", f"{prec}-{r}.json")):
+            with open(os.path.join(a.out, "tune", f"{prec}-{r}.json")) as f:
+                runs.append(json.load(f))
+            r += 1
+        pt_path = os.path.join(a.out, f"pt-{prec}.json")
+        if not runs or not os.path.exists(pt_path):
+            continue
+        pt = pytorch_first_calls(pt_path)
+        cold = runs[0]["total_search_ms"]
+        warm = [x["total_search_ms"] for x in runs[1:]] or [cold]
+        wm = statistics.median(warm)
+        print(f"| {prec} | {cold:.0f} ms | {wm:.0f} ms ({min(warm):.0f}-{max(warm):.0f}, {len(warm)}) | {pt[(1, 'cold')]:.0f} ms | "
+              f"{pt[(1, 'warm')]:.0f} ms | {wm / pt[(1, 'warm')]:.2f} ({min(warm) / pt[(1, 'warm')]:.2f}-{max(warm) / pt[(1, 'warm')]:.2f}) | "
+              f"{cold / pt[(1, 'cold')]:.2f} |")
+        if rec is None or runs[0]["problems"][0]["problem"].find("dtype=f32") < 0:
+            continue
+        tf32 = TF32[prec] == 1
+        medians = []
+        for p in runs[0]["problems"]:
+            rp = by_key[p["problem"]]
+            medians.append({k: statistics.median(x["samples_ms"]) for k, x in rp["algorithms"].items()
+                            if x.get("samples_ms") and k in rp["heuristic"] and (tf32 or "tensor_core" not in notes[k])})
+        best = sum(min(m.values()) for m in medians)
+        for i, x in enumerate(runs, 1):
+            got = sum(m.get(p["algorithm"], float("nan")) for m, p in zip(medians, x["problems"]))
+            picks_lines.append(f"{prec} run {i}: picks {got:.3f} ms, exhaustive {best:.3f} ms: {got / best:.4f}")
+        if len(runs) >= 3:
+            clear = ok = 0
+            agree = collections.Counter()
+            for j, m in enumerate(medians):
+                n = collections.Counter(x["problems"][j]["algorithm"] for x in runs).most_common(1)[0][1]
+                agree[n] += 1
+                ranked = sorted(m.values())
+                if len(ranked) > 1 and ranked[1] >= 1.05 * ranked[0]:
+                    clear += 1
+                    ok += n >= 0.9 * len(runs)
+            repeat_lines.append(f"{prec}: {len(runs)} runs; problems whose best leads by 5% or more: {clear}, the same pick in at least 90% "
+                                f"of the runs: {ok}; same pick in n runs (n: problems): {dict(sorted(agree.items()))}")
+    for line in picks_lines + repeat_lines:
+        print(line)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--cli", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--runs", default="fp32=10,tf32=3,amp=3")
+    s = sub.add_parser("summarize")
+    s.add_argument("out")
+    s.add_argument("--recording")
+    a = ap.parse_args()
+    run(a) if a.cmd == "run" else summarize(a)
+
+
+if __name__ == "__main__":
+    main()
