@@ -37,7 +37,10 @@
 //   supports(p) refuses a problem on which the engine reports a note outside its listed ones
 //   (TENSOR_CORE only checked for f32), so a listed "deterministic" or "no TF32" is never wrong. REDUCED_PRECISION_REDUCTION
 //   (accumulation in the storage type) has no convtune note: error_bound() widens instead.
-//   The probe needs a GPU; without one the notes are empty (the backend is unavailable then).
+//   Each engine is probed the first time its notes are asked (GraphRegistry::engine_notes), so
+//   a process pays for the engines it meets, not for all of them (about 10 000 engine
+//   finalisations). The probe needs a GPU; without one the notes are empty (the backend is
+//   unavailable then).
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -555,11 +558,16 @@ struct GraphRegistry {
         if (engine < 0 || engine >= count[di] || nth < 0 || nth >= kConfigSlots) return nullptr;
         return algorithms[di][static_cast<std::size_t>(nth * count[di] + engine)].get();
     }
-    std::once_flag probed;
-    std::array<std::vector<EngineNotes>, 3> notes;
-    std::string probe_error;
+    // The engines' listed notes, each probed on the first ask for it (engine_notes): the probe
+    // graphs of its direction are built once, then only that engine is tried on them, so a
+    // process that meets a few engines (a warm tuning database) pays a few probes, not all of
+    // them. One mutex serialises the probes (they share the probe graphs).
+    std::mutex probe_mutex;
+    std::array<bool, 3> graphs_built{};
+    std::array<std::vector<std::pair<DataType, OpGraph>>, 3> probe_graphs;
+    std::array<std::vector<std::optional<EngineNotes>>, 3> notes;
 
-    void probe_notes();
+    EngineNotes engine_notes(Direction d, int64_t engine);
 };
 
 GraphRegistry& registry();
@@ -576,13 +584,7 @@ public:
     const Backend& backend() const override { return backend_; }
     Direction direction() const { return dir_; }
 
-    Notes notes() const override {
-        GraphRegistry& r = registry();
-        std::call_once(r.probed, [&] { r.probe_notes(); });
-        const auto& v = r.notes[static_cast<std::size_t>(dir_index(dir_))];
-        if (static_cast<std::size_t>(engine_) >= v.size()) return {};
-        return listed(v[static_cast<std::size_t>(engine_)]);
-    }
+    Notes notes() const override { return listed(registry().engine_notes(dir_, engine_)); }
 
     // Precompiled engines: the execution plan finalizes. Runtime-compiled engines
     // (CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION): the engine and its configuration finalize; the
@@ -845,37 +847,39 @@ std::vector<ConvProblem> probe_problems(Direction d) {
     return r;
 }
 
-void GraphRegistry::probe_notes() {
-    if (!unavailable_reason().empty()) {
-        probe_error = "cuDNN unavailable: " + unavailable_reason();
-        return;
-    }
-    std::string why;
-    cudnnHandle_t h = thread_handle(&why);
-    if (!h) {
-        probe_error = why;
-        return;
-    }
-    for (Direction d : kDirections) {
-        const auto di = static_cast<std::size_t>(dir_index(d));
-        notes[di].assign(static_cast<std::size_t>(count[di]), EngineNotes{});
+EngineNotes GraphRegistry::engine_notes(Direction d, int64_t engine) {
+    const auto di = static_cast<std::size_t>(dir_index(d));
+    std::lock_guard lock(probe_mutex);
+    if (engine < 0 || engine >= count[di]) return {};
+    std::vector<std::optional<EngineNotes>>& v = notes[di];
+    if (v.empty()) v.resize(static_cast<std::size_t>(count[di]));
+    std::optional<EngineNotes>& slot = v[static_cast<std::size_t>(engine)];
+    if (slot) return *slot;
+    slot.emplace();
+    // Without cuDNN (or a handle) the notes stay empty: the backend is unavailable then.
+    if (!unavailable_reason().empty()) return *slot;
+    cudnnHandle_t h = thread_handle();
+    if (!h) return *slot;
+    if (!graphs_built[di]) {
+        graphs_built[di] = true;
         for (const ConvProblem& p : probe_problems(d)) {
             OpGraph g = build_graph(p, h);
-            if (!g.ok()) continue;
-            for (int64_t i = 0; i < count[di]; ++i) {
-                Desc engine;
-                if (make_engine(g.graph, i, engine) != CUDNN_STATUS_SUCCESS) continue;
-                const EngineReport rep = read_report(engine.get());
-                EngineNotes& en = notes[di][static_cast<std::size_t>(i)];
-                en.any = true;
-                en.all = en.all | rep.notes;
-                if (p.dtype == DataType::f32) {
-                    en.any_f32 = true;
-                    en.f32 = en.f32 | rep.notes;
-                }
-            }
+            if (g.ok()) probe_graphs[di].emplace_back(p.dtype, std::move(g));
         }
     }
+    EngineNotes& en = *slot;
+    for (const auto& [dtype, g] : probe_graphs[di]) {
+        Desc e;
+        if (make_engine(g.graph, engine, e) != CUDNN_STATUS_SUCCESS) continue;
+        const EngineReport rep = read_report(e.get());
+        en.any = true;
+        en.all = en.all | rep.notes;
+        if (dtype == DataType::f32) {
+            en.any_f32 = true;
+            en.f32 = en.f32 | rep.notes;
+        }
+    }
+    return en;
 }
 
 }  // namespace
