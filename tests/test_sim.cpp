@@ -599,6 +599,24 @@ BOOST_AUTO_TEST_CASE(sequence_factor_divides_by_the_median_of_an_even_sample_cou
     BOOST_TEST(*r.sequence_factor == 1.0);
 }
 
+BOOST_AUTO_TEST_CASE(a_recordings_support_decision_includes_the_deferred_plan_build) {
+    // "slow_build" builds its plan (a kernel compile on cuDNN) when its workspace is first asked:
+    // its support decision carries that time, its first call does not (the plan is built before
+    // it), so a replay that decides support for it is charged the build whether it times it or
+    // not, as PyTorch builds every listed configuration and times only benchmark_limit of them.
+    FakeSpec slow{"slow_build", {1}};
+    slow.plan_build_ms = 30;
+    FakeBackend b("fake", {{"quick", {1}}, slow});
+    RecordOptions ro;
+    ro.samples = 1;
+    const Recording r = record(b, {ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1")}, ro);
+    const AlgorithmRecord* s = r.problems.at(0).find("slow_build");
+    const AlgorithmRecord* q = r.problems.at(0).find("quick");
+    BOOST_REQUIRE(s && q && s->support_ms && q->support_ms);
+    BOOST_TEST(*s->support_ms >= 30.0);
+    BOOST_TEST(*q->support_ms < 30.0);
+}
+
 BOOST_AUTO_TEST_CASE(a_recording_keeps_each_support_decision_and_the_ranking_time) {
     // Every algorithm of the problem, supported or not, gets the wall time of its first support
     // decision (on cuDNN, its plan build); the problem gets its ranking's time; both survive the

@@ -1,8 +1,10 @@
 #include "support/fake_backend.hpp"
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 namespace convtune::test {
 
@@ -26,6 +28,7 @@ public:
         return Support::yes();
     }
     std::size_t workspace_size(const ConvProblem&) const override {
+        if (spec_.plan_build_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(spec_.plan_build_ms));
         std::lock_guard lock(mutex_);
         ++ws_queries_;
         return spec_.workspace;

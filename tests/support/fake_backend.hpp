@@ -32,6 +32,8 @@ struct FakeSpec {
     bool compiles = false;
     // Ranking::framework_listings; -1: the default (1 when suggested, else 0).
     int listings = -1;
+    // Wall time workspace_size() takes (sleeps), as a deferred plan build with a kernel compile.
+    double plan_build_ms = 0;
 };
 
 class FakeBackend : public HostBackend {
