@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <set>
 #include <string>
@@ -55,12 +57,24 @@ public:
         if (!why.empty()) return {false, why};
         return {};
     }
+    // Asked at every decision the tuning database is consulted for, so each device's identity is
+    // made once per process: cudaGetDeviceProperties and reading the driver's release cost more
+    // than the rest of a database-answered decision.
     BackendIdentity identity() const override {
-        BackendIdentity id{version_string(), "", ""};
-        if (!unavailable_reason().empty()) return id;
+        if (!unavailable_reason().empty()) return {version_string(), "", ""};
         int dev = 0;
+        const bool have_device = cudaGetDevice(&dev) == cudaSuccess;
+        std::lock_guard lock(identity_mutex_);
+        if (have_device)
+            if (const auto it = identities_.find(dev); it != identities_.end()) return it->second;
+        BackendIdentity id = make_identity(have_device, dev);
+        if (have_device && !id.device.empty()) identities_.emplace(dev, id);
+        return id;
+    }
+    static BackendIdentity make_identity(bool have_device, int dev) {
+        BackendIdentity id{version_string(), "", ""};
         cudaDeviceProp prop{};
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        if (have_device && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
             id.device = std::string(prop.name) + " sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
         int drv = 0;
         if (cudaDriverGetVersion(&drv) == cudaSuccess)
@@ -197,6 +211,8 @@ private:
     };
 
     std::vector<const Algorithm*> list_;
+    mutable std::mutex identity_mutex_;
+    mutable std::map<int, BackendIdentity> identities_;  // per CUDA device index
 };
 
 }  // namespace
