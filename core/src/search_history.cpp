@@ -17,14 +17,14 @@ std::string slot(std::string_view id, std::string_view kind) {
 
 }  // namespace
 
-void SearchHistory::ran(std::string_view id) {
+void SearchHistory::ran(const Algorithm& a) {
     std::lock_guard lock(mutex_);
-    if (warm_.find(id) == warm_.end()) warm_.emplace(id);
+    warm_.insert(&a);
 }
 
-bool SearchHistory::warm(std::string_view id) const {
+bool SearchHistory::warm(const Algorithm& a) const {
     std::lock_guard lock(mutex_);
-    return warm_.find(id) != warm_.end();
+    return warm_.count(&a) > 0;
 }
 
 void SearchHistory::judged(std::string_view id, std::string_view kind, double ms, double winner_ms, const Demotion& d) {

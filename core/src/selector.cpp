@@ -447,11 +447,11 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             const Workspace w{need ? ws.data() : nullptr, need};
             const double ms = backend_.time_ms([&] { st = a->run(p, t, w); });
             if (observer_) observer_->candidate_timed(p, *a, ms);
-            if (st.ok()) history_.ran(a->id());
+            if (st.ok()) history_.ran(*a);
             return ms;
         };
         const TimedCall again = by_listings && c.listings > 1 ? call : TimedCall{};
-        const Trial& r = m.enter(i, std::move(call), a->compiles_at_first_use(p), history_.warm(a->id()));
+        const Trial& r = m.enter(i, std::move(call), a->compiles_at_first_use(p), history_.warm(*a));
         if (!r.status.ok()) {
             fail_candidate(c, r.status);
             return false;
@@ -632,7 +632,7 @@ Status Selector::execute(const Algorithm& a, const ConvProblem& p, const ConvTen
         if (timed_ms) *timed_ms = ms;
         if (observer_) observer_->executed(p, a, st, ms);
     }
-    if (st.ok()) history_.ran(a.id());
+    if (st.ok()) history_.ran(a);
     return st;
 }
 
@@ -698,7 +698,7 @@ std::optional<Status> Selector::rotate(const ConvProblem& p, const ConvTensors& 
         if (const std::optional<std::size_t> i = r->m.awaiting_warm_up() ? std::nullopt : r->next_candidate(history_)) {
             workspace_of(backend_, p, r->list.items()[*i]);
             const Algorithm* entering = lookup(backend_, r->list.items()[*i].id);
-            r->m.add(*i, entering && entering->compiles_at_first_use(p), history_.warm(r->list.items()[*i].id));
+            r->m.add(*i, entering && entering->compiles_at_first_use(p), entering && history_.warm(*entering));
         }
         const int due = r->m.due();
         if (due < 0) break;  // decided

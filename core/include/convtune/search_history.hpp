@@ -16,11 +16,13 @@
 
 #include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 namespace convtune {
+
+class Algorithm;
 
 // A policy's rule for demoting candidates (ratio 0: never).
 struct Demotion {
@@ -31,9 +33,9 @@ struct Demotion {
 
 class SearchHistory {
 public:
-    // Algorithm `id` ran (successfully) in this process.
-    void ran(std::string_view id);
-    bool warm(std::string_view id) const;
+    // Algorithm a ran (successfully) in this process. Asked at every execution: a pointer lookup.
+    void ran(const Algorithm& a);
+    bool warm(const Algorithm& a) const;
 
     // After a decision on a problem of `kind`: algorithm `id` took `ms` (its median, or its one
     // call when it stopped after it) where the winner took `winner_ms`.
@@ -48,7 +50,7 @@ private:
         bool competitive = false;
     };
     mutable std::mutex mutex_;
-    std::set<std::string, std::less<>> warm_;
+    std::unordered_set<const Algorithm*> warm_;
     std::map<std::string, Standing, std::less<>> standing_;  // "kind|id"
 };
 
