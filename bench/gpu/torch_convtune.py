@@ -77,6 +77,7 @@ def child(a):
         import convtune.torch as ct
 
         out["convtune"] = ct.stats()
+        out["convtune"]["db"] = os.path.basename(out["convtune"]["db"])  # a scratch file: its name, not the machine's path
     out["torch"] = torch.__version__
     out["cudnn"] = torch.backends.cudnn.version()
     out["device"] = torch.cuda.get_device_name()
@@ -138,7 +139,9 @@ def main():
 
     def save():  # after every run: a run cut short keeps what it measured
         with open(a.out, "w") as f:
-            json.dump({"command": " ".join(sys.argv), "results": results, "summary": summary(results)}, f, indent=1)
+            # The command as run, without the machine's folders (results are kept in the repository).
+            command = " ".join([os.path.basename(sys.argv[0])] + [os.path.basename(x) if os.path.isabs(x) else x for x in sys.argv[1:]])
+            json.dump({"command": command, "results": results, "summary": summary(results)}, f, indent=1)
 
     with tempfile.TemporaryDirectory() as tmp:
         for config in configs:
