@@ -141,14 +141,24 @@ double Measurement::estimate_ms(std::size_t i) const {
     return t.samples_ms.empty() ? t.first_ms : median(t.samples_ms);
 }
 
+namespace {
+
+// A trial's fastest and slowest call, its warm-up included (precondition: the warm-up was made).
+double fastest_call(const Trial& t) {
+    return t.samples_ms.empty() ? t.first_ms : std::min(t.first_ms, *std::min_element(t.samples_ms.begin(), t.samples_ms.end()));
+}
+double slowest_call(const Trial& t) {
+    return t.samples_ms.empty() ? t.first_ms : std::max(t.first_ms, *std::max_element(t.samples_ms.begin(), t.samples_ms.end()));
+}
+
+}  // namespace
+
 double Measurement::fastest_call_ms(std::size_t except) const {
     double best = 0;
     for (std::size_t i = 0; i < trials_.size(); ++i) {
         const Trial& t = trials_[i];
         if (i == except || !t.warmed_up || !t.status.ok()) continue;
-        double m = t.first_ms;
-        for (double x : t.samples_ms) m = std::min(m, x);
-        if (best == 0 || m < best) best = m;
+        if (best == 0 || fastest_call(t) < best) best = fastest_call(t);
     }
     return best;
 }
@@ -254,12 +264,10 @@ void Measurement::end_round() {
         return x.median_ms < y.median_ms || (x.median_ms == y.median_ms && x.order < y.order);
     });
     const Trial& lead = trials_[leader];
-    auto slowest = [](const Trial& t) { return std::max(t.first_ms, *std::max_element(t.samples_ms.begin(), t.samples_ms.end())); };
-    auto fastest = [](const Trial& t) { return std::min(t.first_ms, *std::min_element(t.samples_ms.begin(), t.samples_ms.end())); };
     for (std::size_t i : left_) {
         if (i == leader) continue;
         Trial& t = trials_[i];
-        if (round_ < std::max(2, s_.min_samples) && s_.early_drop > 0 && fastest(t) > s_.early_drop * slowest(lead))
+        if (round_ < std::max(2, s_.min_samples) && s_.early_drop > 0 && fastest_call(t) > s_.early_drop * slowest_call(lead))
             drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest call after {} round{}", s_.early_drop, round_,
                                 round_ == 1 ? "" : "s"));
         else if (s_.racing && round_ >= s_.min_samples && slower_beyond_noise(lead.samples_ms, t.samples_ms, s_.z, s_.lead_floor))

@@ -625,14 +625,10 @@ Status Selector::execute(const Algorithm& a, const ConvProblem& p, const ConvTen
     DeviceBuffer ws = wsb ? workspace(wsb, source) : DeviceBuffer{};
     if (wsb && !ws) return Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + std::string(a.id()));
     Status st;
-    if (!observer_ && !timed_ms) {
-        st = a.run(p, t, {ws.data(), wsb});
-    } else {
-        const double ms = backend_.time_execution_ms([&] { st = a.run(p, t, {ws.data(), wsb}); });
-        if (timed_ms) *timed_ms = ms;
-        if (observer_) observer_->executed(p, a, st, ms);
-    }
-    if (st.ok()) history_.ran(a);
+    if (!observer_ && !timed_ms) return a.run(p, t, {ws.data(), wsb});
+    const double ms = backend_.time_execution_ms([&] { st = a.run(p, t, {ws.data(), wsb}); });
+    if (timed_ms) *timed_ms = ms;
+    if (observer_) observer_->executed(p, a, st, ms);
     return st;
 }
 
@@ -706,6 +702,7 @@ std::optional<Status> Selector::rotate(const ConvProblem& p, const ConvTensors& 
         const Algorithm* a = lookup(backend_, r->list.items()[trial.order].id);
         double ms = 0;
         const Status st = a ? execute(*a, p, t, &ms, source) : Status::failure("unknown algorithm");
+        if (st.ok()) history_.ran(*a);
         r->m.record(static_cast<std::size_t>(due), ms, st);
         if (!st.ok()) continue;  // no output: the next due candidate makes this call
         computed = st;
@@ -760,6 +757,9 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
     Status last = Status::failure("no candidate");
     if (const Algorithm* a = d->algorithm.empty() ? nullptr : lookup(backend_, d->algorithm)) {
         last = execute(*a, p, t, nullptr, source);
+        // Its kernel is loaded now (search_history.hpp); a call the memory cache answered has
+        // told the history already, so the hot path asks nothing of it.
+        if (last.ok() && !hit) history_.ran(*a);
         if (last.ok()) return last;
     }
     // It failed: the other eligible candidates, timed ones fastest first, then untimed ones in
@@ -781,6 +781,7 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
         if (!a) return false;
         last = execute(*a, p, t, nullptr, source);
         if (!last.ok()) return false;
+        history_.ran(*a);
         if (f.enabled) {
             Decision nd = *d;
             nd.algorithm = c.id;

@@ -71,12 +71,19 @@ def same(a, b, what):
     extra = sorted(set(b) - set(a))[:5]
     if missing or extra:
         fail(f"{what}: {len(a)} vs {len(b)} entries; missing {missing}; extra {extra}")
-    differ = [k for k in a if a[k] != b[k]]
-    far = [k for k in differ if not abs(a[k][1] - b[k][1]) <= 0.1 * min(a[k][1], b[k][1])]
-    if far or len(differ) * 20 > len(a):
-        fail(f"{what}: {len(differ)} of {len(a)} decisions differ, {len(far)} by more than 10%: "
-             f"{[(k, a[k], b[k]) for k in (far or differ)[:5]]}")
-    print(f"{what}: {len(a)} decisions, {len(a) - len(differ)} equal, {len(differ)} within 10% of it")
+    pairs = [(k, a[k], b[k]) for k in a]
+    differ = close_enough(pairs, what)
+    print(f"{what}: {len(a)} decisions, {len(a) - differ} equal, {differ} within 10% of it")
+
+
+def close_enough(pairs, what):
+    """pairs: (label, single, merged), each decision a tuple (algorithm, median, ...). Fails unless
+    at most one in twenty differ, each within 10%; returns how many differ."""
+    differ = [x for x in pairs if x[1] != x[2]]
+    far = [x for x in differ if not abs(x[1][1] - x[2][1]) <= 0.1 * min(x[1][1], x[2][1])]
+    if far or len(differ) * 20 > len(pairs):
+        fail(f"{what}: {len(differ)} of {len(pairs)} decisions differ, {len(far)} by more than 10%: {(far or differ)[:5]}")
+    return len(differ)
 
 
 def same_report(ps, pm, what):
@@ -84,10 +91,7 @@ def same_report(ps, pm, what):
     same decisions in the sense of same() (each entry ends with the algorithm and its median)."""
     if [x[:-2] for x in ps] != [x[:-2] for x in pm]:
         fail(f"{what}: rank 0's report lists other problems or another order ({len(pm)} vs {len(ps)})")
-    differ = [(a, b) for a, b in zip(ps, pm) if a[-2:] != b[-2:]]
-    far = [(a, b) for a, b in differ if not abs(a[-1] - b[-1]) <= 0.1 * min(a[-1], b[-1])]
-    if far or len(differ) * 20 > len(ps):
-        fail(f"{what}: rank 0's report differs from the single-process one in {len(differ)} of {len(ps)} decisions: {(far or differ)[:3]}")
+    close_enough([(a[:-2], a[-2:], b[-2:]) for a, b in zip(ps, pm)], what + ", rank 0's report")
 
 
 def shapes_of_recording(path, extra=""):

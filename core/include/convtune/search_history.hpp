@@ -33,7 +33,8 @@ struct Demotion {
 
 class SearchHistory {
 public:
-    // Algorithm a ran (successfully) in this process. Asked at every execution: a pointer lookup.
+    // Algorithm a ran (successfully) in this process: told by searches, rotations and a decision's
+    // first run, not by the calls the memory cache answers.
     void ran(const Algorithm& a);
     bool warm(const Algorithm& a) const;
 
