@@ -147,6 +147,26 @@ BOOST_AUTO_TEST_CASE(racing_drops_the_slower_after_min_samples) {
     BOOST_TEST(b.runs("best") == 5);
 }
 
+BOOST_AUTO_TEST_CASE(a_short_call_is_not_stopped_on_one_sample) {
+    // The same race at GPU-kernel scale (ms): "far", 2x the leader but at 0.18 ms under
+    // early_drop_min_ms (0.25), is not stopped after one sample (a short call's one sample is
+    // jitter-bound); after round 2, with two samples, every call still over 1.5x: it stops.
+    test::FakeBackend b("fake", {{"h1", {0.1}}, {"best", {0.09}}, {"far", {0.18}}});
+    TuningCache cache;
+    Selector s(b, cache);
+    const auto d = s.select(kP, flags("benchmark=1,min_samples=3"));
+    BOOST_TEST(d->algorithm == "best");
+    BOOST_TEST(cand(*d, "far").samples_ms.size() == 2u);
+    BOOST_TEST(cand(*d, "far").reason.find("stopped early: every call over 1.5x the leader's slowest call after 2 rounds") == 0u,
+               cand(*d, "far").reason);
+    // At 1.8 ms (over early_drop_min_ms) one sample is enough.
+    test::FakeBackend b2("fake", {{"h1", {1.0}}, {"best", {0.9}}, {"far", {1.8}}});
+    TuningCache cache2;
+    Selector s2(b2, cache2);
+    const auto d2 = s2.select(kP, flags("benchmark=1,min_samples=3"));
+    BOOST_TEST(cand(*d2, "far").samples_ms.size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(same_pick_ten_times_out_of_ten_under_noise_and_drift) {
     // "best" is 5% faster than the heuristic's pick h1. Every call carries +-3% noise, and the
     // machine's load drifts: busy (+25%) and quiet phases of 20 ms of device time, starting at a

@@ -52,11 +52,15 @@ Stream tiny_stream(StreamKind kind = StreamKind::fixed, Mode mode = Mode::infer,
     return Stream(spec, parse_workload_text(kTiny, "tiny"), o);
 }
 
-// "slow" is the heuristic's first choice at 2 ms/GFLOP, "fast" runs at 1 ms/GFLOP.
+// "slow" is the heuristic's first choice at 2 g per call, "fast" runs at 1 g. g (ms) is set so that
+// the tiny stream's calls last as long as a GPU kernel's (0.15 and 0.29 ms): the robust
+// measurement stops a candidate after one round only when its calls last 0.25 ms or more
+// (MeasureStrategy::early_drop_min_ms), and the derivations below count on slow's doing so.
+constexpr double kMsPerGflop = 1000;
 std::vector<FakeSpec> slow_fast() {
     FakeSpec slow{"slow"}, fast{"fast"};
-    slow.ms_per_gflop = 2;
-    fast.ms_per_gflop = 1;
+    slow.ms_per_gflop = 2 * kMsPerGflop;
+    fast.ms_per_gflop = kMsPerGflop;
     return {slow, fast};
 }
 
@@ -77,7 +81,8 @@ const Comparison& comparison(const SimulationResult& r, const std::string& name)
     throw std::runtime_error("no scenario " + name);
 }
 
-double gflop(const ConvProblem& p) { return p.flops() / 1e9; }
+// g: what "fast" takes for p (ms).
+double g_ms(const ConvProblem& p) { return kMsPerGflop * p.flops() / 1e9; }
 
 }  // namespace
 
@@ -262,8 +267,8 @@ BOOST_AUTO_TEST_CASE(known_timings_give_known_totals_and_break_even) {
     FakeBackend b("fake", slow_fast());
     const Stream s = tiny_stream();
     const Iteration it = s.iteration(0);
-    const double g = gflop(it[0].problem);
-    BOOST_REQUIRE(gflop(it[1].problem) == g);
+    const double g = g_ms(it[0].problem);
+    BOOST_REQUIRE(g_ms(it[1].problem) == g);
     SimulationOptions o;
     o.iterations = 10;
     o.settings = settings({"off", "on", "pytorch"});
@@ -391,7 +396,7 @@ BOOST_AUTO_TEST_CASE(adaptive_searches_recurring_shapes_only) {
     BOOST_TEST(a.iterations[1].searches == 0);
     BOOST_TEST(a.iterations[2].searches == 1);
     BOOST_TEST(a.iterations[3].searches == 0);
-    const double g = gflop(tiny_stream().iteration(0)[0].problem);
+    const double g = g_ms(tiny_stream().iteration(0)[0].problem);
     // iteration 1: a slow (2g), b: 2 slow calls, search 8g (as under "on"), 2 fast calls
     BOOST_TEST(a.iterations[0].total_ms() == 2 * g + 2 * 2 * g + 8 * g + 2 * g, tt::tolerance(1e-12));
     BOOST_TEST(a.iterations[2].total_ms() == 8 * g + g + 4 * g, tt::tolerance(1e-12));
@@ -423,7 +428,7 @@ BOOST_AUTO_TEST_CASE(incremental_calls_are_execution_not_search) {
     o.iterations = 10;
     o.settings = settings({"off", "on", "pytorch", "incremental"});
     const SimulationResult r = simulate(b, tiny_stream(), o);
-    const double g = gflop(tiny_stream().iteration(0)[0].problem);
+    const double g = g_ms(tiny_stream().iteration(0)[0].problem);
     const ScenarioResult& in = scenario(r, "incremental");
     for (const IterationStats& x : in.iterations) {
         BOOST_TEST(x.search_ms == 0.0);

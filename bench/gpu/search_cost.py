@@ -50,6 +50,8 @@ def run(a):
                                    env=dict(os.environ, CUDA_CACHE_PATH=cache))
                 with open(out) as f:
                     print(f"{prec} run {r}: search {json.load(f)['total_search_ms']:.0f} ms", flush=True)
+        if a.skip_pytorch:
+            continue
         subprocess.run(["python3", os.path.join(HERE, "..", "..", "python", "convtune", "pytorch_measure.py"), "grid", "--problems",
                         problems, "--allow-tf32", str(TF32[prec]), "--runs", "1", "--out", os.path.join(a.out, f"pt-{prec}.json")],
                        check=True, timeout=600)
@@ -124,6 +126,7 @@ def main():
     r.add_argument("--cli", required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--runs", default="fp32=10,tf32=3,amp=3")
+    r.add_argument("--skip-pytorch", action="store_true", help="convtune's runs only (PyTorch's measured in another folder)")
     s = sub.add_parser("summarize")
     s.add_argument("out")
     s.add_argument("--recording")

@@ -56,16 +56,38 @@ def child(a):
     scaler = torch.cuda.amp.GradScaler(enabled=prec == "amp")
     x = torch.randn(a.batch, 3, 224, 224, device="cuda").contiguous(memory_format=fmt)
     target = torch.randint(0, 1000, (a.batch,), device="cuda")
+    # Under bench/sim/cudnn_calls.cpp (LD_PRELOAD, CUDNN_CALLS_OUT set), the first iteration is cut
+    # into phases, each synchronised and dumped with its wall time and cuDNN calls; the other
+    # iterations run as usual.
+    calls = None
+    if os.environ.get("CUDNN_CALLS_OUT"):
+        import ctypes
+
+        calls = ctypes.CDLL(None).cudnn_calls_dump
+        calls.argtypes = [ctypes.c_char_p, ctypes.c_double]
+        torch.cuda.synchronize()
+        calls(f"{a.setting} {a.kernel_cache} setup".encode(), 0.0)
+
+    def phase(name, t):
+        if calls and not times:
+            torch.cuda.synchronize()
+            calls(f"{a.setting} {a.kernel_cache} {name}".encode(), (time.perf_counter() - t) * 1e3)
+            return time.perf_counter()
+        return t
+
     times = []
     for _ in range(a.iterations):
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0 = t = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.float16, enabled=prec == "amp"):
             loss = torch.nn.functional.cross_entropy(net(x), target)
+        t = phase("forward", t)
         scaler.scale(loss).backward()
+        t = phase("backward", t)
         scaler.step(opt)
         scaler.update()
+        phase("step", t)
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
     steady = statistics.median(times[5:])

@@ -35,10 +35,14 @@ constexpr int kTypes = 64;
 struct Counters {
     Acc create[kTypes], fin_ok[kTypes], fin_fail[kTypes], get[kTypes];
     Acc exec_ok, exec_fail, event_sync, device_sync;
+    Acc heur[4];
+    double heur_max[4] = {};
 };
 
 std::mutex mu;
 std::unordered_map<void*, int> type_of;  // descriptor -> its type
+std::unordered_map<void*, int> heur_mode;  // engine heuristic descriptor -> its mode
+constexpr int kEngineHeur = 4, kAttrHeurMode = 200, kAttrHeurResults = 202;
 Counters c;
 
 double now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -87,6 +91,15 @@ void dump(const char* label, double wall_ms) {
         append(s, "finalize", c.fin_ok);
         append(s, "finalize_failed", c.fin_fail);
         append(s, "get_attribute", c.get);
+        bool any = false;
+        for (int m = 0; m < 4; ++m)
+            if (c.heur[m].n) {
+                std::snprintf(buf, sizeof buf, "%s\"%d\": [%ld, %.4f, %.4f]", any ? ", " : ", \"heuristics\": {", m, c.heur[m].n,
+                              c.heur[m].ms, c.heur_max[m]);
+                s += buf;
+                any = true;
+            }
+        if (any) s += "}";
         s += "}\n";
         c = Counters{};
     }
@@ -135,7 +148,24 @@ int cudnnBackendGetAttribute(void* d, int name, int type, int64_t requested, int
     const int s = f(d, name, type, requested, count, array);
     const double t = now_ms() - t0;
     std::lock_guard<std::mutex> g(mu);
-    c.get[type_lookup(d)].add(t);
+    const int k = type_lookup(d);
+    c.get[k].add(t);
+    if (k == kEngineHeur && name == kAttrHeurResults) {
+        const auto it = heur_mode.find(d);
+        const int m = it == heur_mode.end() || it->second < 0 || it->second > 3 ? 0 : it->second;
+        c.heur[m].add(t);
+        if (t > c.heur_max[m]) c.heur_max[m] = t;
+    }
+    return s;
+}
+
+int cudnnBackendSetAttribute(void* d, int name, int type, int64_t count, const void* array) {
+    static auto f = reinterpret_cast<int (*)(void*, int, int, int64_t, const void*)>(real("cudnnBackendSetAttribute", kCudnn));
+    const int s = f(d, name, type, count, array);
+    if (name == kAttrHeurMode && s == 0 && count >= 1 && array) {
+        std::lock_guard<std::mutex> g(mu);
+        heur_mode[d] = *static_cast<const int*>(array);
+    }
     return s;
 }
 
@@ -154,6 +184,7 @@ int cudnnBackendDestroyDescriptor(void* d) {
     {
         std::lock_guard<std::mutex> g(mu);
         type_of.erase(d);
+        heur_mode.erase(d);
     }
     return f(d);
 }

@@ -29,6 +29,7 @@ MeasureStrategy MeasureStrategy::robust(const FlagValues& f) {
     s.budget_ms = f.search_budget_ms;
     s.drop_ratio = 3;
     s.early_drop = 1.5;
+    s.early_drop_min_ms = 0.25;
     s.racing = true;
     s.z = 3;
     s.lead_floor = f.stable_rel;
@@ -267,7 +268,9 @@ void Measurement::end_round() {
     for (std::size_t i : left_) {
         if (i == leader) continue;
         Trial& t = trials_[i];
-        if (round_ < std::max(2, s_.min_samples) && s_.early_drop > 0 && fastest_call(t) > s_.early_drop * slowest_call(lead))
+        const double fastest = fastest_call(t);
+        if (round_ < std::max(2, s_.min_samples) && s_.early_drop > 0 && fastest > s_.early_drop * slowest_call(lead) &&
+            (round_ >= 2 || fastest >= s_.early_drop_min_ms))
             drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest call after {} round{}", s_.early_drop, round_,
                                 round_ == 1 ? "" : "s"));
         else if (s_.racing && round_ >= s_.min_samples && slower_beyond_noise(lead.samples_ms, t.samples_ms, s_.z, s_.lead_floor))

@@ -38,7 +38,7 @@ bool slower_beyond_noise(const std::vector<double>& a, const std::vector<double>
     auto se = [](const std::vector<double>& v) { return 1.2533 * 1.4826 * median_abs_deviation(v) / std::sqrt(static_cast<double>(v.size())); };
     const double sa = se(a), sb = se(b);
     const double d = mb - ma;
-    return d > floor * ma && d > z * std::sqrt(sa * sa + sb * sb);
+    return d > floor * ma && d > z * std::sqrt(sa * sa + sb * sb) && *std::min_element(b.begin(), b.end()) > ma;
 }
 
 }  // namespace convtune

@@ -12,7 +12,9 @@
 //                no cold start) whose first call is over drop_ratio x the fastest call of any
 //                candidate so far stops after that one call; before round min_samples, a
 //                candidate whose calls (warm-up included) were all over early_drop x the leader's
-//                slowest call (warm-up included: one lucky call of the leader drops nothing) stops;
+//                slowest call (warm-up included: one lucky call of the leader drops nothing) stops
+//                (after round 1 only when its fastest call is at least early_drop_min_ms, else
+//                from round 2, so that one jittery sample of a short call drops nothing);
 //                from round min_samples on, one whose median is
 //                above the leader's beyond the noise (stats.hpp: slower_beyond_noise, z and
 //                lead_floor) is dropped. Rounds stop when one candidate is left, when the ones
@@ -71,6 +73,9 @@ struct MeasureStrategy {
     double budget_ms = std::numeric_limits<double>::infinity();
     double drop_ratio = 0;     // a warm candidate's first call over this x the fastest call: it stops (0: never)
     double early_drop = 0;     // before min_samples rounds: every call over this x the leader's slowest (0: never)
+    // ... but after round 1 only when the candidate's fastest call is at least this long: a short
+    // call's one sample is jitter-bound (measured on the H200: a 40 us kernel's sample at 107 us).
+    double early_drop_min_ms = 0;
     bool racing = false;       // drop candidates slower than the leader beyond the noise
     double z = 3;              // standard errors a difference must exceed to count
     double lead_floor = 0;     // ... and this fraction of the faster median

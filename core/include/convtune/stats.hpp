@@ -27,9 +27,11 @@ double relative_spread(const std::vector<double>& samples);
 // normal noise, unmoved by a few outliers); 0 for no samples or a zero median.
 double relative_noise(const std::vector<double>& samples);
 
-// Whether b's median is above a's beyond the noise: by more than `floor` x a's median and by more
+// Whether b's median is above a's beyond the noise: by more than `floor` x a's median, by more
 // than z standard errors of the difference of the two medians (each median's standard error taken
-// as 1.2533 x 1.4826 x MAD / sqrt(n)). False when either has no samples.
+// as 1.2533 x 1.4826 x MAD / sqrt(n)), and with every sample of b above a's median (no overlap: with
+// three samples, two alike outliers make a tiny MAD; measured on the H200, a 70 us kernel's samples
+// [0.088, 0.076, 0.089] ms against another's [0.100, 0.078, 0.078]). False when either has no samples.
 bool slower_beyond_noise(const std::vector<double>& a, const std::vector<double>& b, double z, double floor);
 
 }  // namespace convtune
