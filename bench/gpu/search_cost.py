@@ -15,8 +15,10 @@ caches, cold and warm). Writes OUT/tune/<precision>-<run>.json and OUT/pt-<preci
 `summarize`: per precision, convtune's search (cold: run 1; warm: the median of the others, with
 their range) against the sum of PyTorch's benchmark=True first calls, cold and warm; with
 --recording (a `convtune record` of the same problems, f32 ones), the summed recorded median of
-convtune's picks against the exhaustive best; and how often fresh processes picked the same
-algorithm, over the problems whose best leads the next by 5% or more in the recording.
+convtune's picks against the exhaustive best, and how often fresh processes picked the same
+algorithm over the problems whose best leads the next by 5% or more in the recording; for every
+precision with 3 runs or more, the same over the problems whose best leads by 5% or more in the
+runs' own pooled medians (same_day_repeatability).
 """
 import argparse
 import collections
@@ -64,6 +66,28 @@ def pytorch_first_calls(path):
     return {(x["setting"]["benchmark"], x["cache"]): sum(p["first_ms"] for p in x["problems"]) for x in m["measurements"]}
 
 
+def same_day_repeatability(prec, runs):
+    """How often the runs picked the same algorithm, over the problems whose best leads the next by
+    5% or more in the runs' own measurement: per candidate the median over the runs of its median
+    (candidates timed in at least half the runs). Made in the same call as the picks, so no other
+    day's machine state decides which problems count; it needs no recording (fp16 has none)."""
+    clear = ok = 0
+    for j in range(len(runs[0]["problems"])):
+        per = collections.defaultdict(list)
+        for x in runs:
+            for c in x["problems"][j]["candidates"]:
+                if c["samples_ms"]:
+                    per[c["id"]].append(c["median_ms"])
+        ranked = sorted(statistics.median(v) for v in per.values() if len(v) >= len(runs) / 2)
+        if len(ranked) < 2 or ranked[1] < 1.05 * ranked[0]:
+            continue
+        clear += 1
+        n = collections.Counter(x["problems"][j]["algorithm"] for x in runs).most_common(1)[0][1]
+        ok += n >= 0.9 * len(runs)
+    return (f"{prec}: {len(runs)} runs; problems whose best leads by 5% or more in the runs' own pooled medians: {clear}, "
+            f"the same pick in at least 90% of the runs: {ok}")
+
+
 def summarize(a):
     rec = None
     if a.recording:
@@ -91,6 +115,8 @@ def summarize(a):
         print(f"| {prec} | {cold:.0f} ms | {wm:.0f} ms ({min(warm):.0f}-{max(warm):.0f}, {len(warm)}) | {pt[(1, 'cold')]:.0f} ms | "
               f"{pt[(1, 'warm')]:.0f} ms | {wm / pt[(1, 'warm')]:.2f} ({min(warm) / pt[(1, 'warm')]:.2f}-{max(warm) / pt[(1, 'warm')]:.2f}) | "
               f"{cold / pt[(1, 'cold')]:.2f} |")
+        if len(runs) >= 3:
+            repeat_lines.append(same_day_repeatability(prec, runs))
         if rec is None or runs[0]["problems"][0]["problem"].find("dtype=f32") < 0:
             continue
         tf32 = TF32[prec] == 1

