@@ -84,7 +84,8 @@ BOOST_AUTO_TEST_CASE(each_policy_answers_as_documented) {
     BOOST_TEST(!in.defers_search(on));
     for (const SelectionPolicy* o : {&pt, &v7, &ct, &ad}) BOOST_TEST(!o->in_band(on), o->name());
     BOOST_TEST(in.search_reach(on) == 4);
-    BOOST_TEST(in.explore_slots(on, 4, true) == 0);
+    BOOST_TEST(in.explore_slots(on, 4, true) == ct.explore_slots(on, 4, true));  // a rotation explores as a search does
+    BOOST_TEST(in.explore_slots(on, 4, true) > 0);
     BOOST_TEST(in.holds_back_reference());
     BOOST_TEST(in.heuristic_reach(on) == 1);
     // how
@@ -306,6 +307,25 @@ struct Counter final : SelectorObserver {
     void executed(const ConvProblem&, const Algorithm&, const Status&, double ms) override { ++executions, exec_ms += ms; }
 };
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(the_rotation_keeps_explore_slots_as_a_search_does) {
+    // benchmark_limit=2 with explore_slots=1: the heuristic's pick s1 and one candidate the
+    // heuristics do not suggest (u1, the fastest) rotate; s2 and s3 wait for slots the walk
+    // leaves, and it leaves none. Before, the rotation took s1 and s2 and never met u1.
+    std::vector<test::FakeSpec> specs{{"s1", {5}}, {"s2", {4}}, {"s3", {6}}, {"u1", {1}}};
+    specs[3].suggested = false;
+    test::FakeBackend b("fake", specs);
+    TuningCache cache;
+    Selector s(b, cache);
+    const FlagValues f = flags("policy=incremental,benchmark=1,benchmark_limit=2,explore_slots=1");
+    run_calls(s, b, f, 12);
+    const auto d = s.select(kQ, f);
+    BOOST_TEST(!d->provisional);
+    BOOST_TEST(d->algorithm == "u1");
+    BOOST_TEST(b.runs("s2") == 0);
+    BOOST_TEST(b.runs("s3") == 0);
+    BOOST_TEST(b.runs("u1") > 0);
+}
 
 BOOST_AUTO_TEST_CASE(calls_rotate_in_heuristic_order_and_pin_the_clear_winner) {
     // h is the heuristic's pick, "best" leads it by 2x, "slow" is over 3x the leader's slowest.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <deque>
 #include <map>
 #include <optional>
 #include <unordered_set>
@@ -638,19 +639,24 @@ Status Selector::execute(const Algorithm& a, const ConvProblem& p, const ConvTen
 struct Rotation {
     Rotation(const Backend& b, const ConvProblem& problem, const FlagValues& flags, ExplorationBudget& budget)
         : p(problem), f(flags), list(b, p, f), m(policy_of(f.policy).measurement(f), &budget),
-          limit(policy_of(f.policy).search_reach(f)) {}
+          limit(policy_of(f.policy).search_reach(f)), explore(policy_of(f.policy).explore_slots(f, limit, list.explores())) {}
     std::mutex mutex;  // one call of the shape at a time
     const ConvProblem p;
     const FlagValues f;
     CandidateList list;
     Measurement m;
     const int limit;         // candidates that rotate at most (-1: all)
+    const int explore;       // of them, kept for candidates the heuristics do not suggest (as a search's)
     std::size_t next = 0;    // the list position to look at for the next candidate to enter
+    int suggested_entered = 0;
+    std::deque<std::size_t> deferred;  // suggested candidates past limit - explore, waiting for the slots the walk leaves
     bool entering = true;    // candidates are still being entered (their first calls)
     bool pinned = false;
 
     // The list position of the next candidate to enter, or nullopt once `limit` have run their
-    // first call successfully or the ranking has ended.
+    // first call successfully or the ranking has ended. As in a search, `explore` of the limit
+    // are kept for candidates the heuristics do not suggest: suggested ones past limit - explore
+    // wait until the ranking has ended and then take the slots left, in heuristic order.
     // Candidates demoted by the selector's history (after the first, the heuristic's pick) are
     // passed over.
     std::optional<std::size_t> next_candidate(const SearchHistory& history) {
@@ -660,15 +666,29 @@ struct Rotation {
             int ok = 0;
             for (const Trial& t : m.trials()) ok += t.status.ok();
             if (limit >= 0 && ok >= limit) break;
-            if (next >= list.items().size() && !list.extend()) break;
-            const std::size_t i = next++;
+            std::size_t i = 0;
+            bool waited = false;
+            if (next < list.items().size() || list.extend()) {
+                i = next++;
+            } else if (!deferred.empty()) {
+                i = deferred.front();
+                deferred.pop_front();
+                waited = true;
+            } else {
+                break;
+            }
             Candidate& c = list.items()[i];
             if (c.state != Candidate::State::not_timed) continue;
+            if (!waited && explore > 0 && c.suggested && suggested_entered >= limit - explore) {
+                deferred.push_back(i);
+                continue;
+            }
             if (!m.trials().empty())
                 if (std::string why = history.demoted(c.id, kind, demotion); !why.empty()) {
                     c.reason = std::move(why);
                     continue;
                 }
+            suggested_entered += c.suggested;
             return i;
         }
         entering = false;

@@ -19,8 +19,9 @@
 //   which      as convtune's search: the eligible candidates in heuristic order (deterministic
 //              keeps only deterministic ones, so only those rotate and one of them is pinned), at
 //              most benchmark_limit of them (0: all), a naive reference only when nothing else is
-//              eligible. No explore slots: the rotation takes the first benchmark_limit eligible
-//              candidates (a candidate that fails or runs out of memory is replaced by the next).
+//              eligible, with convtune's explore slots (explore_slots of the benchmark_limit kept
+//              for candidates the heuristics do not suggest, when the ranking has such); a
+//              candidate that fails or runs out of memory is replaced by the next.
 //   how        MeasureStrategy::in_band (measurement.hpp): convtune's robust rule on the calls as
 //              they come, paced (explore_fraction 0.2): racing drops a candidate clearly slower than the leader (every call over
 //              3x the leader's slowest after the first round; from min_samples on, slower beyond
@@ -41,7 +42,6 @@ class Incremental final : public ConvtuneSearch {
 public:
     Policy id() const override { return Policy::incremental; }
     bool in_band(const FlagValues& f) const override { return f.benchmark; }
-    int explore_slots(const FlagValues&, int, bool) const override { return 0; }
     MeasureStrategy measurement(const FlagValues& f) const override { return MeasureStrategy::in_band(f); }
     bool recommended_by_name() const override { return true; }
 };
