@@ -622,6 +622,34 @@ BOOST_AUTO_TEST_CASE(a_recordings_support_decision_includes_the_deferred_plan_bu
     BOOST_TEST(*q->support_ms < 30.0);
 }
 
+BOOST_AUTO_TEST_CASE(a_pytorch_replay_without_plan_builds_in_tf32_is_flagged) {
+    // A recording made now says its support decisions include plan builds, and keeps saying so
+    // through the file; one without the mark (made before) replays PyTorch's TF32 or fp16
+    // search charged too little, and the report says which settings.
+    FakeBackend b("fake", slow_fast());
+    const Stream s = tiny_stream();
+    RecordOptions ro;
+    ro.samples = 1;
+    Recording rec = Recording::from_json(record(b, distinct_problems(s, 1), ro).to_json(), "memory");
+    BOOST_TEST(rec.support_includes_plan_builds);
+    SimulationOptions o;
+    o.iterations = 2;
+    o.settings = settings({"off", "pt:policy=pytorch,benchmark=1,allow_tf32=1", "pt32:policy=pytorch,benchmark=1,allow_tf32=0",
+                           "on:benchmark=1,allow_tf32=1"});
+    {
+        ReplayBackend replay(rec);
+        BOOST_TEST(simulate(replay, s, o).builds_missing.empty());
+    }
+    rec.support_includes_plan_builds = false;
+    BOOST_TEST(!Recording::from_json(rec.to_json(), "memory").support_includes_plan_builds);
+    ReplayBackend replay(rec);
+    const SimulationResult r = simulate(replay, s, o);
+    // Only PyTorch's policy builds every listed plan, and only TF32 (these problems are f32) needs it.
+    BOOST_TEST(r.builds_missing == std::vector<std::string>{"pt"}, boost::test_tools::per_element());
+    const std::string t = format_table(r, ReportContext{"tiny", "fake"});
+    BOOST_TEST(t.find("warning: 'pt' emulates PyTorch's search in TF32 or fp16") != std::string::npos, t);
+}
+
 BOOST_AUTO_TEST_CASE(a_recording_keeps_each_support_decision_and_the_ranking_time) {
     // Every algorithm of the problem, supported or not, gets the wall time of its first support
     // decision (on cuDNN, its plan build); the problem gets its ranking's time; both survive the

@@ -120,6 +120,7 @@ std::string Recording::to_json() const {
     if (startup_ms) head["startup_ms"] = *startup_ms;
     if (sequence_factor) head["sequence_factor"] = *sequence_factor;
     if (!search_flags.empty()) head["search_flags"] = search_flags;
+    if (support_includes_plan_builds) head["support_includes_plan_builds"] = true;
     std::string out = head.dump();
     out.pop_back();  // the closing brace: problems follow, one per line
     out += ",\"problems\":[";
@@ -194,6 +195,7 @@ Recording parse_recording(std::string_view text, const std::string& where) {
     r.environment = {get<std::string>(env, "convtune", where), get<std::string>(env, "backend", where), get<std::string>(env, "library", where),
                      get<std::string>(env, "device", where), get<std::string>(env, "driver", where)};
     if (r.environment.backend.empty()) throw ParseError(where + ": empty backend name");
+    if (doc.contains("support_includes_plan_builds")) r.support_includes_plan_builds = get<bool>(doc, "support_includes_plan_builds", where);
     if (doc.contains("startup_ms")) {
         r.startup_ms = get<double>(doc, "startup_ms", where);
         if (!(*r.startup_ms >= 0 && *r.startup_ms < 1e9)) throw ParseError(where + ": \"startup_ms\" must be in [0, 1e9)");
@@ -374,6 +376,8 @@ Recording merge_recordings(std::vector<Recording> parts, const std::string& wher
     const bool same_factor = std::all_of(parts.begin(), parts.end(), [&](const Recording& r) { return r.sequence_factor == parts.front().sequence_factor; });
     if (same_startup) out.startup_ms = parts.front().startup_ms;
     if (same_factor) out.sequence_factor = parts.front().sequence_factor;
+    out.support_includes_plan_builds =
+        std::all_of(parts.begin(), parts.end(), [](const Recording& r) { return r.support_includes_plan_builds; });
     for (Recording& part : parts) {
         if (part.environment.backend != out.environment.backend || part.environment.device != out.environment.device)
             throw ParseError(where + ": recordings of different backends or devices cannot be merged ('" + out.environment.describe() + "' and '" +
@@ -597,6 +601,7 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     Recording r;
     r.environment = environment_of(b);
     r.samples = o.samples;
+    r.support_includes_plan_builds = true;  // decide() asks the workspace inside the timed decision
     for (const Algorithm* a : b.algorithms()) r.algorithms.push_back({std::string(a->id()), a->notes()});
     const int64_t total = static_cast<int64_t>(problems.size() * b.algorithms().size());
     int64_t done = 0;

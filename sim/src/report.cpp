@@ -112,6 +112,15 @@ std::vector<std::string> notes(const SimulationResult& r) {
     if (r.repeats > 1)
         n.push_back(fmt::format("each setting ran {} times, a fresh start each, in rotated order; its row is the run with the median total", r.repeats));
     n.push_back(r.step.describe());
+    if (!r.builds_missing.empty()) {
+        std::string names;
+        for (const std::string& s : r.builds_missing) names += (names.empty() ? "'" : ", '") + s + "'";
+        n.push_back(fmt::format("warning: {} emulate{} PyTorch's search in TF32 or fp16, which builds a plan (compiling runtime-compiled "
+                                "kernels) for every configuration cuDNN lists, but this recording's support decisions do not include "
+                                "plan builds: the search is charged too little (10-15x in TF32 on the H200, docs/simulation.md); "
+                                "give PyTorch's own measurement (--pytorch-measured) or a recording made since",
+                                names, r.builds_missing.size() == 1 ? "s" : ""));
+    }
     return n;
 }
 
@@ -193,6 +202,7 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
                         {"max_extrapolation", r.max_extrapolation},
                         {"sigmas", PerfModel::kSigmas}};
     doc["repeats"] = r.repeats;
+    doc["plan_builds_missing"] = r.builds_missing;  // settings whose emulated search lacks plan builds (notes)
     doc["trace_iterations"] = r.trace_iterations > 0 ? json(r.trace_iterations) : json(nullptr);
     doc["trace_flags"] = r.trace_flag_sets > 0 ? json(trace_flags_text(r.trace_flags)) : json(nullptr);
     doc["trace_flag_sets"] = r.trace_flag_sets;

@@ -555,12 +555,15 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     int64_t calls = 0;
     std::set<std::string> seen;
     std::vector<std::string> missing;
+    bool any_f32 = false, any_half = false;  // the replayed problems' data types
     for (int i = 0; i < o.iterations; ++i) {
         bool fresh = false;
         const Iteration& it = its.get(i, &fresh);
         for (const Call& c : it) {
             calls += c.count;
             if (!replay || !fresh) continue;
+            any_f32 = any_f32 || c.problem.dtype == DataType::f32;
+            any_half = any_half || c.problem.dtype == DataType::f16 || c.problem.dtype == DataType::bf16;
             const std::string k = c.problem.to_string();
             if (!seen.insert(k).second) continue;
             if (!replay->is_recorded(c.problem)) {
@@ -589,6 +592,13 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
                                                                                : ", and no recorded problem of the same layer to scale from") +
                     "; e.g. " + missing.front() + " (record them with `convtune record` and the same workload and stream options)");
     if (replay) res.judgeable = replay->recording().source == "measured";
+    if (replay && !replay->recording().support_includes_plan_builds)
+        for (const Setting& s : settings) {
+            const FlagValues f = shown(s, stream).flags;
+            if (f.enabled && f.benchmark && policy_of(f.policy).decides_support_before_timing() && (any_half || (any_f32 && f.allow_tf32)) &&
+                !(o.measured && !measured_setting(s).empty()))
+                res.builds_missing.push_back(s.name);
+        }
 
     SettingRunner runner(b, replay, stream, its);
     // The part of each step outside convolutions, from the captured run (PyTorch's own, measured,

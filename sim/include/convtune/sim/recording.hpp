@@ -83,6 +83,11 @@ struct Recording {
     // The flags whose search the first calls were measured in (RecordOptions::search_flags, as
     // FlagValues::to_string writes them); empty: only the heuristic picks' first calls are cold.
     std::string search_flags;
+    // Whether each support decision's support_ms includes the plan build it defers (cuDNN's
+    // runtime-compiled engines compile their kernel there): true for recordings made since the
+    // recorder asks the workspace inside the timed decision. Without it, a replay charges a
+    // PyTorch emulation none of the builds PyTorch makes in TF32 and fp16 (docs/simulation.md).
+    bool support_includes_plan_builds = false;
 
     const ProblemRecord* find(const ConvProblem& p) const;
     std::string to_json() const;  // compact: one line per problem

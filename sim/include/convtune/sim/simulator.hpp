@@ -151,6 +151,11 @@ struct SimulationResult {
     int trace_flag_sets = 0;
     int trace_iterations = 0;             // a trace's length (0: not a trace)
     StepTime step;
+    // Settings whose replayed search builds a plan for every suggested configuration before
+    // timing (PyTorch's: SelectionPolicy::decides_support_before_timing) on TF32 or f16/bf16
+    // problems, from a recording whose support decisions do not include plan builds: their
+    // search is charged too little (measured 10-15x in TF32 on the H200).
+    std::vector<std::string> builds_missing;
 };
 
 // A simulation's time is proportional to its convolution calls (settings x iterations x calls
