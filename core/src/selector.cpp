@@ -63,8 +63,11 @@ bool was_eligible(Candidate::State s) {
 
 // A decision's candidate list as reported: the candidates that were eligible first (in heuristic
 // order), then the ones a filter, the workspace limit or supports() removed, then every other
-// algorithm of the backend: unsupported (with supports()' reason) when the ranking was walked to
-// its end (a ranking lists every supporting algorithm), else not checked.
+// algorithm of the backend: unsupported (with supports()' reason and its notes) when the ranking
+// was walked to its end (a ranking lists every supporting algorithm), else not checked, with no
+// notes: asking them can cost a backend work the decision never needed (cuDNN probes an engine's
+// notes on small graphs the first time they are asked: about 4400 engine finalisations, some
+// 100 ms, at a process's first decision from the tuning database, measured on the H200).
 std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vector<Candidate> cands, bool ranking_ended) {
     std::stable_partition(cands.begin(), cands.end(), [](const Candidate& c) { return was_eligible(c.state); });
     std::unordered_set<std::string> listed;
@@ -73,7 +76,7 @@ std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vec
         if (listed.count(std::string(a->id()))) continue;
         Candidate c;
         c.id = std::string(a->id());
-        c.notes = a->notes();
+        if (ranking_ended) c.notes = a->notes();
         c.state = ranking_ended ? Candidate::State::unsupported : Candidate::State::not_checked;
         c.reason = ranking_ended ? a->supports(p).reason : "not reached: the decision ended before it";
         cands.push_back(std::move(c));
