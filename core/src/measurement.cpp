@@ -269,9 +269,15 @@ void Measurement::end_round() {
         if (i == leader) continue;
         Trial& t = trials_[i];
         const double fastest = fastest_call(t);
-        if (round_ < std::max(2, s_.min_samples) && s_.early_drop > 0 && fastest > s_.early_drop * slowest_call(lead) &&
+        // The leader's slowest call: its warm-up included in round 1 (one lucky sample drops
+        // nothing), its samples alone from round 2 on, once it has two (a cold warm-up no longer
+        // shields candidates 1.5x slower than every sample of the leader).
+        const bool by_samples = round_ >= 2 && lead.samples_ms.size() >= 2;
+        const double lead_ref = by_samples ? *std::max_element(lead.samples_ms.begin(), lead.samples_ms.end()) : slowest_call(lead);
+        if (round_ < std::max(2, s_.min_samples) && s_.early_drop > 0 && fastest > s_.early_drop * lead_ref &&
             (round_ >= 2 || fastest >= s_.early_drop_min_ms))
-            drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest call after {} round{}", s_.early_drop, round_,
+            drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest {} after {} round{}", s_.early_drop,
+                                by_samples ? "sample" : "call", round_,
                                 round_ == 1 ? "" : "s"));
         else if (s_.racing && round_ >= s_.min_samples && slower_beyond_noise(lead.samples_ms, t.samples_ms, s_.z, s_.lead_floor))
             drop(t, fmt::format("dropped after {} samples: slower than the leader beyond the noise", t.samples_ms.size()));

@@ -12,7 +12,9 @@
 //                no cold start) whose first call is over drop_ratio x the fastest call of any
 //                candidate so far stops after that one call; before round min_samples, a
 //                candidate whose calls (warm-up included) were all over early_drop x the leader's
-//                slowest call (warm-up included: one lucky call of the leader drops nothing) stops
+//                slowest call (warm-up included: one lucky call of the leader drops nothing; from
+//                round 2 on, once the leader has two samples, its slowest sample, so that its cold
+//                warm-up no longer shields a candidate 1.5x slower than every sample) stops
 //                (after round 1 only when its fastest call is at least early_drop_min_ms, else
 //                from round 2, so that one jittery sample of a short call drops nothing);
 //                from round min_samples on, one whose median is
