@@ -122,6 +122,14 @@ const Candidate& cand(const Decision& d, const std::string& id) {
         if (c.id == id) return c;
     throw std::runtime_error("no candidate " + id);
 }
+// One search over fake candidates with exact times, the robust measurement with min_samples=3.
+struct Race {
+    explicit Race(std::vector<test::FakeSpec> specs) : b("fake", std::move(specs)), s(b, cache), d(s.select(kP, flags("benchmark=1,min_samples=3"))) {}
+    test::FakeBackend b;
+    TuningCache cache;
+    Selector s;
+    std::shared_ptr<const Decision> d;
+};
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(racing_drops_the_slower_after_min_samples) {
@@ -129,10 +137,8 @@ BOOST_AUTO_TEST_CASE(racing_drops_the_slower_after_min_samples) {
     // every call over 1.5x the leader's slowest (early_drop), stops; at round min_samples=3
     // every candidate slower than the leader (beyond stable_rel=2%) is dropped, and the leader,
     // alone, stops too.
-    test::FakeBackend b("fake", {{"h1", {1.0}}, {"best", {0.9}}, {"far", {2.0}}, {"tie", {0.91}}});
-    TuningCache cache;
-    Selector s(b, cache);
-    const auto d = s.select(kP, flags("benchmark=1,min_samples=3"));
+    const Race r({{"h1", {1.0}}, {"best", {0.9}}, {"far", {2.0}}, {"tie", {0.91}}});
+    const auto& d = r.d;
     BOOST_TEST(d->algorithm == "best");
     BOOST_TEST(cand(*d, "far").samples_ms.size() == 1u);
     BOOST_TEST(cand(*d, "far").reason.find("stopped early: every call over 1.5x the leader's slowest call after 1 round") == 0u,
@@ -145,7 +151,7 @@ BOOST_AUTO_TEST_CASE(racing_drops_the_slower_after_min_samples) {
     BOOST_TEST(cand(*d, "best").samples_ms.size() == 4u);
     // Nothing is timed twice in a row: the rounds interleave (one call of each per round), so
     // every candidate ran its warm-up and its samples.
-    BOOST_TEST(b.runs("best") == 5);
+    BOOST_TEST(r.b.runs("best") == 5);
 }
 
 BOOST_AUTO_TEST_CASE(from_round_2_the_leaders_cold_warm_up_shields_nothing) {
@@ -153,10 +159,8 @@ BOOST_AUTO_TEST_CASE(from_round_2_the_leaders_cold_warm_up_shields_nothing) {
     // round 1 mid's calls are within 1.5x of best's slowest call (its warm-up, 2 ms); after round
     // 2 best has two samples, and mid's every call is over 1.5x their slowest (1 ms): it stops
     // then, instead of running to round min_samples=3.
-    test::FakeBackend b("fake", {{"best", {2.0, 1.0}}, {"mid", {1.7}}});
-    TuningCache cache;
-    Selector s(b, cache);
-    const auto d = s.select(kP, flags("benchmark=1,min_samples=3"));
+    const Race r({{"best", {2.0, 1.0}}, {"mid", {1.7}}});
+    const auto& d = r.d;
     BOOST_TEST(d->algorithm == "best");
     BOOST_TEST(cand(*d, "mid").samples_ms.size() == 2u);
     BOOST_TEST(cand(*d, "mid").reason.find("stopped early: every call over 1.5x the leader's slowest sample after 2 rounds") == 0u,
@@ -167,20 +171,15 @@ BOOST_AUTO_TEST_CASE(a_short_call_is_not_stopped_on_one_sample) {
     // The same race at GPU-kernel scale (ms): "far", 2x the leader but at 0.18 ms under
     // early_drop_min_ms (0.25), is not stopped after one sample (a short call's one sample is
     // jitter-bound); after round 2, with two samples, every call still over 1.5x: it stops.
-    test::FakeBackend b("fake", {{"h1", {0.1}}, {"best", {0.09}}, {"far", {0.18}}});
-    TuningCache cache;
-    Selector s(b, cache);
-    const auto d = s.select(kP, flags("benchmark=1,min_samples=3"));
+    const Race r({{"h1", {0.1}}, {"best", {0.09}}, {"far", {0.18}}});
+    const auto& d = r.d;
     BOOST_TEST(d->algorithm == "best");
     BOOST_TEST(cand(*d, "far").samples_ms.size() == 2u);
     BOOST_TEST(cand(*d, "far").reason.find("stopped early: every call over 1.5x the leader's slowest sample after 2 rounds") == 0u,
                cand(*d, "far").reason);
     // At 1.8 ms (over early_drop_min_ms) one sample is enough.
-    test::FakeBackend b2("fake", {{"h1", {1.0}}, {"best", {0.9}}, {"far", {1.8}}});
-    TuningCache cache2;
-    Selector s2(b2, cache2);
-    const auto d2 = s2.select(kP, flags("benchmark=1,min_samples=3"));
-    BOOST_TEST(cand(*d2, "far").samples_ms.size() == 1u);
+    const Race r2({{"h1", {1.0}}, {"best", {0.9}}, {"far", {1.8}}});
+    BOOST_TEST(cand(*r2.d, "far").samples_ms.size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(same_pick_ten_times_out_of_ten_under_noise_and_drift) {
@@ -305,6 +304,18 @@ std::vector<std::string> run_calls(Selector& s, const test::FakeBackend& b, cons
     return ran;
 }
 
+// A shape's decision after `calls` in-band calls under flags `f` (the incremental policy).
+struct Rotated {
+    Rotated(std::vector<test::FakeSpec> specs, const std::string& f, int calls) : b("fake", std::move(specs)), s(b, cache) {
+        run_calls(s, b, flags(f), calls);
+        d = s.select(kQ, flags(f));
+    }
+    test::FakeBackend b;
+    TuningCache cache;
+    Selector s;
+    std::shared_ptr<const Decision> d;
+};
+
 std::string joined(const std::vector<std::string>& v) {
     std::string r;
     for (const std::string& x : v) {
@@ -329,17 +340,12 @@ BOOST_AUTO_TEST_CASE(the_rotation_keeps_explore_slots_as_a_search_does) {
     // leaves, and it leaves none. Before, the rotation took s1 and s2 and never met u1.
     std::vector<test::FakeSpec> specs{{"s1", {5}}, {"s2", {4}}, {"s3", {6}}, {"u1", {1}}};
     specs[3].suggested = false;
-    test::FakeBackend b("fake", specs);
-    TuningCache cache;
-    Selector s(b, cache);
-    const FlagValues f = flags("policy=incremental,benchmark=1,benchmark_limit=2,explore_slots=1");
-    run_calls(s, b, f, 12);
-    const auto d = s.select(kQ, f);
-    BOOST_TEST(!d->provisional);
-    BOOST_TEST(d->algorithm == "u1");
-    BOOST_TEST(b.runs("s2") == 0);
-    BOOST_TEST(b.runs("s3") == 0);
-    BOOST_TEST(b.runs("u1") > 0);
+    const Rotated r(specs, "policy=incremental,benchmark=1,benchmark_limit=2,explore_slots=1", 12);
+    BOOST_TEST(!r.d->provisional);
+    BOOST_TEST(r.d->algorithm == "u1");
+    BOOST_TEST(r.b.runs("s2") == 0);
+    BOOST_TEST(r.b.runs("s3") == 0);
+    BOOST_TEST(r.b.runs("u1") > 0);
 }
 
 BOOST_AUTO_TEST_CASE(calls_rotate_in_heuristic_order_and_pin_the_clear_winner) {
@@ -380,12 +386,8 @@ BOOST_AUTO_TEST_CASE(calls_rotate_in_heuristic_order_and_pin_the_clear_winner) {
 BOOST_AUTO_TEST_CASE(a_lead_within_the_noise_keeps_the_heuristic_pick) {
     // "near" is 1% faster than h: not beyond stable_rel=2%, so the rotation ends tied (stable
     // medians within 2%) and the heuristic's pick is pinned.
-    test::FakeBackend b("fake", {{"h", {1.0}}, {"near", {0.99}}});
-    TuningCache cache;
-    Selector s(b, cache);
-    const FlagValues f = flags("policy=incremental,benchmark=1");
-    run_calls(s, b, f, 12);
-    const auto d = s.select(kQ, f);
+    const Rotated r({{"h", {1.0}}, {"near", {0.99}}}, "policy=incremental,benchmark=1", 12);
+    const auto& d = r.d;
     BOOST_TEST(!d->provisional);
     BOOST_TEST(d->algorithm == "h");
     BOOST_TEST(cand(*d, "h").reason.find("the heuristic's pick") != std::string::npos, cand(*d, "h").reason);
