@@ -144,13 +144,13 @@ double Measurement::estimate_ms(std::size_t i) const {
 
 namespace {
 
-// A trial's fastest and slowest call, its warm-up included (precondition: the warm-up was made).
+// A trial's slowest sample (precondition: it has one), and its fastest and slowest call, its
+// warm-up included (precondition: the warm-up was made).
+double slowest_sample(const Trial& t) { return *std::max_element(t.samples_ms.begin(), t.samples_ms.end()); }
 double fastest_call(const Trial& t) {
     return t.samples_ms.empty() ? t.first_ms : std::min(t.first_ms, *std::min_element(t.samples_ms.begin(), t.samples_ms.end()));
 }
-double slowest_call(const Trial& t) {
-    return t.samples_ms.empty() ? t.first_ms : std::max(t.first_ms, *std::max_element(t.samples_ms.begin(), t.samples_ms.end()));
-}
+double slowest_call(const Trial& t) { return t.samples_ms.empty() ? t.first_ms : std::max(t.first_ms, slowest_sample(t)); }
 
 }  // namespace
 
@@ -159,7 +159,8 @@ double Measurement::fastest_call_ms(std::size_t except) const {
     for (std::size_t i = 0; i < trials_.size(); ++i) {
         const Trial& t = trials_[i];
         if (i == except || !t.warmed_up || !t.status.ok()) continue;
-        if (best == 0 || fastest_call(t) < best) best = fastest_call(t);
+        const double m = fastest_call(t);
+        if (best == 0 || m < best) best = m;
     }
     return best;
 }
@@ -273,7 +274,7 @@ void Measurement::end_round() {
         // nothing), its samples alone from round 2 on, once it has two (a cold warm-up no longer
         // shields candidates 1.5x slower than every sample of the leader).
         const bool by_samples = round_ >= 2 && lead.samples_ms.size() >= 2;
-        const double lead_ref = by_samples ? *std::max_element(lead.samples_ms.begin(), lead.samples_ms.end()) : slowest_call(lead);
+        const double lead_ref = by_samples ? slowest_sample(lead) : slowest_call(lead);
         if (round_ < std::max(2, s_.min_samples) && s_.early_drop > 0 && fastest > s_.early_drop * lead_ref &&
             (round_ >= 2 || fastest >= s_.early_drop_min_ms))
             drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest {} after {} round{}", s_.early_drop,

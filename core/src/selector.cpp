@@ -56,6 +56,13 @@ Candidate evaluate(const Algorithm& a, const ConvProblem& p, const FlagValues& f
     return c;
 }
 
+// The explore-slot rule of a search and of an in-band rotation alike: of `limit` candidates,
+// `explore` are kept for ones the heuristics do not suggest, so a suggested candidate met once
+// `suggested` of them are in waits for the slots the walk leaves.
+bool waits_for_explore_slot(const Candidate& c, int suggested, int limit, int explore) {
+    return explore > 0 && c.suggested && suggested >= limit - explore;
+}
+
 bool was_eligible(Candidate::State s) {
     using S = Candidate::State;
     return s == S::not_timed || s == S::chosen_untimed || s == S::timed || s == S::out_of_memory || s == S::failed;
@@ -486,7 +493,7 @@ Decision Selector::search(const ConvProblem& p, const FlagValues& f, CandidateLi
             c.reason = limit_reason;
             continue;
         }
-        if (explore > 0 && c.suggested && suggested_timed >= limit - explore) {
+        if (waits_for_explore_slot(c, suggested_timed, limit, explore)) {
             deferred.push_back(i);
             continue;
         }
@@ -682,7 +689,7 @@ struct Rotation {
             }
             Candidate& c = list.items()[i];
             if (c.state != Candidate::State::not_timed) continue;
-            if (!waited && explore > 0 && c.suggested && suggested_entered >= limit - explore) {
+            if (!waited && waits_for_explore_slot(c, suggested_entered, limit, explore)) {
                 deferred.push_back(i);
                 continue;
             }
