@@ -3,10 +3,12 @@
 # per workload, (1) pytorch_measure.py's per-problem first-call and steady times, benchmark off and
 # on, cold and warm kernel cache, a fresh process each; (2) the whole network run for real,
 # benchmark off and on, cold and warm kernel cache, RUNS fresh processes each.
-#   bench/sim/pytorch-truth.sh OUT WORKLOAD...      WORKLOAD = net:precision:mode:batch
+#   bench/sim/pytorch-truth.sh OUT WORKLOAD...      WORKLOAD = net:precision:mode:batch[:size]
 # e.g. bench/sim/pytorch-truth.sh out resnet50:fp32:train:32 resnet50:amp:train:32
-# The problems of WORKLOAD come from bench/sim/data/<net>-<mode>-<precision>-b<batch>.json
-# (made by bench/sim/make-problems.sh). Writes OUT/<workload>-measure.json (pytorch_measure's grid)
+#      bench/sim/pytorch-truth.sh out resnet50:fp16:infer:16:160,192,224,256,288,320   (a stream:
+#      a list of batches or sizes cycles, one entry per step)
+# The problems of WORKLOAD come from bench/sim/data/<name>.json (bench/sim/workload-name.sh;
+# made by bench/sim/make-problems.sh). Writes OUT/<workload>-measure.json (pytorch_measure's grid)
 # and OUT/<workload>-runs.json (one line per network run). Environment: RUNS (default 3),
 # MEASURE_RUNS (default 2; 0 skips the per-problem measurements), ITERATIONS (default 20).
 set -euo pipefail
@@ -19,8 +21,8 @@ MEASURE_RUNS=${MEASURE_RUNS:-2}
 ITERATIONS=${ITERATIONS:-20}
 export PYTHONUNBUFFERED=1
 for w in "$@"; do
-  IFS=: read -r net precision mode batch <<<"$w"
-  name="$net-$mode-$precision-b$batch"
+  IFS=: read -r net precision mode batch size <<<"$w"
+  name=$("$here/workload-name.sh" "$w")
   problems="$here/data/$name.json"
   tf32=1
   [ "$precision" = fp32 ] && tf32=0
@@ -38,14 +40,15 @@ for w in "$@"; do
       cache=$(mktemp -d)
       for state in cold warm; do
         CUDA_CACHE_PATH=$cache python3 "$here/torch_networks.py" run --net "$net" --precision "$precision" --mode "$mode" \
-          --batch "$batch" --benchmark "$bm" --iterations "$ITERATIONS" --out "$out/run.json"
+          --batch "$batch" ${size:+--size "$size"} --benchmark "$bm" --iterations "$ITERATIONS" --out "$out/run.json"
         python3 - "$out/run.json" "$state" "$r" >>"$out/$name-runs.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 d.update(cache=sys.argv[2], run=int(sys.argv[3]))
-it = d["iterations_ms"]
+it, c = d["iterations_ms"], d.get("cycle", 1)
 print(json.dumps(d))
-print(f"   run {d['run']} bm={d['benchmark']} {d['cache']}: first {it[0]:.0f} ms, then {sorted(it[1:])[len(it[1:])//2]:.1f} ms,"
+print(f"   run {d['run']} bm={d['benchmark']} {d['cache']}: first {'cycle' if c > 1 else 'step'} {sum(it[:c]):.0f} ms, "
+      f"then {sorted(it[c:])[len(it[c:])//2]:.1f} ms per step,"
       f" setup {d['setup_s']:.1f} s", file=sys.stderr)
 PY
       done

@@ -9,12 +9,17 @@ cold and warm kernel cache, several fresh processes each):
     --pytorch-measured OUT/<w>-measure.json --kernel-cache C --iterations N --json`, plus the
     non-convolution part of a step (`other_ms`), which a user's capture measures: here the
     steady step time of the FIRST benchmark-off run minus the predicted steady convolution time
-    of `off` (one number per workload, the same for every setting and cache state);
-  * the measurement: per run, the measured steps plus (N - measured steps) x that run's median
-    step; the median over runs and their range;
+    of `off` (one number per workload and position in its cycle of shapes, the same for every
+    setting and cache state);
+  * the measurement: per run, the measured steps, then for the steps past them the steady step
+    of their position in the cycle (the median over the cycles after the first); the median over
+    runs and their range;
   * break-even: the iteration from which benchmark on's cumulative time stays at or below off's,
     predicted (from the simulated per-iteration totals + other_ms) and measured (from the
-    medians of the runs' first steps and steady steps).
+    per-iteration medians over the runs of each setting).
+
+A workload whose runs change shape (a `cycle` > 1: a stream from torch_networks.py --batch or
+--size lists) is simulated from <w>.trace, its cycle one iteration per step.
 
     bench/sim/pytorch_fidelity.py --cli build/cpu/tools/convtune --results bench/sim/results/h200 \
         --problems bench/sim/data --iterations 100,1000 --out fidelity.md
@@ -43,12 +48,21 @@ def load_runs(path):
     return runs
 
 
+def steady_cycle(run):
+    """Per position of the run's cycle of shapes (1 for a fixed shape): the median of that
+    position's steps after the first cycle."""
+    it, c = run["iterations_ms"], run.get("cycle", 1)
+    return [statistics.median(it[c + i::c]) for i in range(c)]
+
+
+def measured_series(run, n):
+    """The run's first n steps: those measured, then each position's steady step."""
+    it, cyc = run["iterations_ms"], steady_cycle(run)
+    return [it[i] if i < len(it) else cyc[i % len(cyc)] for i in range(n)]
+
+
 def measured_total(run, n):
-    it = run["iterations_ms"]
-    steady = statistics.median(it[1:])
-    if n <= len(it):
-        return sum(it[:n])
-    return sum(it) + (n - len(it)) * steady
+    return sum(measured_series(run, n))
 
 
 def simulate(cli, trace, measure, cache, n):
@@ -67,22 +81,19 @@ def simulate(cli, trace, measure, cache, n):
     return out
 
 
-def break_even(first0, steady0, first1, steady1):
-    if steady1 >= steady0:
-        return None
-    return max(1, int((first1 - first0) / (steady0 - steady1)) + 2)
-
-
-def predicted_break_even(per0, per1, other):
+def break_even(per0, per1, other=None):
+    """The iteration from which setting 1's cumulative time stays at or below setting 0's, over
+    the per-iteration series per0 and per1 (plus other[i mod len(other)] each, when given), or
+    projected past their end with the steady gain of their second halves; None when never."""
+    other = other or [0.0]
     c0 = c1 = 0.0
     last_above = 0
     for i, (a, b) in enumerate(zip(per0, per1)):
-        c0 += a + other
-        c1 += b + other
+        c0 += a + other[i % len(other)]
+        c1 += b + other[i % len(other)]
         if c1 > c0:
             last_above = i + 1
     if last_above == len(per0):
-        # not reached: project with the steady gain of the second half
         h = len(per0) // 2
         gain = statistics.mean(per0[h:]) - statistics.mean(per1[h:])
         return None if gain <= 0 else int(len(per0) + (c1 - c0) / gain) + 1
@@ -99,10 +110,11 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
     ns = [int(x) for x in a.iterations.split(",")]
-    lines = ["| workload | cache | setting | N | predicted | predicted range | measured median | measured range | error | in range |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| workload | cache | setting | N | predicted | predicted range | measured median | measured range | measured spread | error | "
+             "in range | inside measured |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     be_lines = ["| workload | cache | predicted break-even | measured break-even | error |", "|---|---|---:|---:|---:|"]
-    worst, outside = 0.0, 0
+    worst, outside, off_runs, cases, same, decided = 0.0, 0, 0, 0, 0, 0
     tmp = tempfile.mkdtemp()
     for measure in sorted(glob.glob(os.path.join(a.results, "*-measure.json"))):
         w = os.path.basename(measure)[: -len("-measure.json")]
@@ -111,44 +123,70 @@ def main():
             print(f"pytorch_fidelity: {w}: no network runs, skipped", file=sys.stderr)
             continue
         runs = load_runs(runs_path)
+        missing = [f"benchmark={bm} {c}" for bm in (0, 1) for c in ("cold", "warm")
+                   if not any(r["benchmark"] == bm and r["cache"] == c for r in runs)]
+        if missing:
+            print(f"pytorch_fidelity: {w}: no network runs with {', '.join(missing)}, skipped", file=sys.stderr)
+            continue
         with open(os.path.join(a.problems, w + ".json")) as f:
             problems = json.load(f)
-        trace = os.path.join(tmp, w + ".trace")
-        with open(trace, "w") as f:
-            f.write("# convtune-trace 1\n" + "\n".join(p["key"] for p in problems) + "\n")
-        # other_ms: the first off run's steady step minus off's predicted steady convolutions.
+        trace = os.path.join(a.problems, w + ".trace")  # a stream of changing shapes: one iteration per step of its cycle
+        if not os.path.exists(trace):
+            trace = os.path.join(tmp, w + ".trace")
+            with open(trace, "w") as f:
+                f.write("# convtune-trace 1\n" + "\n".join(p["key"] for p in problems) + "\n")
+        cycle = runs[0].get("cycle", 1)
+        # other_ms, per position of the cycle: the first off run's steady step there minus off's
+        # predicted steady convolutions there (what a user's capture of their own steps measures).
         first_off = next(r for r in runs if r["benchmark"] == 0)
-        probe = simulate(a.cli, trace, measure, first_off["cache"], 2)
-        other = statistics.median(first_off["iterations_ms"][1:]) - probe["off"]["per"][1]
+        probe = simulate(a.cli, trace, measure, first_off["cache"], 2 * cycle)
+        other = [m - p for m, p in zip(steady_cycle(first_off), probe["off"]["per"][cycle:])]
+
+        def plus_other(x, n):
+            return x + sum(other[i % cycle] for i in range(n))
+
         for cache in ("cold", "warm"):
             sel = {bm: [r for r in runs if r["benchmark"] == bm and r["cache"] == cache] for bm in (0, 1)}
             sims = {n: simulate(a.cli, trace, measure, cache, n) for n in ns}
             for n in ns:
                 sim = sims[n]
+                pred_of, med_of = {}, {}
                 for bm in (0, 1):
                     s = sim[SETTING_OF[bm]]
-                    pred = s["total"] + n * other
-                    lo, hi = s["lo"] + n * other, s["hi"] + n * other
+                    pred = plus_other(s["total"], n)
+                    lo, hi = plus_other(s["lo"], n), plus_other(s["hi"], n)
                     meas = [measured_total(r, n) for r in sel[bm]]
                     med = statistics.median(meas)
+                    pred_of[bm], med_of[bm] = pred, med
                     err = (pred - med) / med
                     inside = all(lo * (1 - 1e-9) <= m <= hi * (1 + 1e-9) for m in meas)
                     worst = max(worst, abs(err))
                     outside += 0 if inside else 1
+                    # the prediction against the span of the real runs themselves: outside it, the
+                    # error is larger than the difference between identical PyTorch processes
+                    spanned = min(meas) <= pred <= max(meas)
+                    off_runs += 0 if spanned else 1
+                    cases += 1
                     lines.append(f"| {w} | {cache} | {SETTING_OF[bm]} | {n} | {pred / 1e3:.2f} s | {lo / 1e3:.2f}-{hi / 1e3:.2f} s | "
-                                 f"{med / 1e3:.2f} s | {min(meas) / 1e3:.2f}-{max(meas) / 1e3:.2f} s | {100 * err:+.1f}% | "
-                                 f"{'yes' if inside else 'no'} |")
-            sim = sims[max(ns)]
-            pbe = predicted_break_even(sim["off"]["per"], sim["pytorch"]["per"], other)
-            med = lambda xs: statistics.median(xs)
-            mbe = break_even(med([r["iterations_ms"][0] for r in sel[0]]), med([med(r["iterations_ms"][1:]) for r in sel[0]]),
-                             med([r["iterations_ms"][0] for r in sel[1]]), med([med(r["iterations_ms"][1:]) for r in sel[1]]))
+                                 f"{med / 1e3:.2f} s | {min(meas) / 1e3:.2f}-{max(meas) / 1e3:.2f} s | "
+                                 f"{100 * (max(meas) / min(meas) - 1):.0f}% | {100 * err:+.1f}% | "
+                                 f"{'yes' if inside else 'no'} | {'yes' if spanned else 'no'} |")
+                same += (pred_of[1] < pred_of[0]) == (med_of[1] < med_of[0])
+                decided += 1
+            n = max(ns)
+            sim = sims[n]
+            pbe = break_even(sim["off"]["per"], sim["pytorch"]["per"], other)
+            # measured: per iteration, the median over the runs of each setting
+            series = {bm: [statistics.median(x) for x in zip(*(measured_series(r, n) for r in sel[bm]))] for bm in (0, 1)}
+            mbe = break_even(series[0], series[1])
             e = "-" if not (pbe and mbe) else f"{100 * (pbe - mbe) / mbe:+.0f}%"
             be_lines.append(f"| {w} | {cache} | {pbe or 'never'} | {mbe or 'never'} | {e} |")
-        print(f"pytorch_fidelity: {w}: other_ms {other:.1f}", file=sys.stderr)
+        print(f"pytorch_fidelity: {w}: other_ms {', '.join(f'{o:.1f}' for o in other)}", file=sys.stderr)
     text = ("Totals (predicted = simulate's total + N x other_ms):\n\n" + "\n".join(lines) +
             "\n\nBreak-even of benchmark=True against benchmark=False:\n\n" + "\n".join(be_lines) +
-            f"\n\nworst error {100 * worst:.1f}% (tolerance {100 * a.tolerance:.0f}%); measured runs outside the predicted range: {outside}\n")
+            f"\n\nworst error {100 * worst:.1f}% (tolerance {100 * a.tolerance:.0f}%); measured runs outside the predicted range: {outside}; "
+            f"predictions outside the span of the measured runs: {off_runs} of {cases}; "
+            f"the faster setting predicted is the faster one measured (medians) in {same} of {decided} (workload, cache, N) cases\n")
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)

@@ -8,7 +8,10 @@
 `run` builds the network on the GPU and runs --iterations steps (a training step: forward, loss,
 backward, SGD update; an inference step: forward under no_grad), synchronising after each, and
 writes every step's wall time, the process's time to the first step's start and the flags. Run
-one process per setting: PyTorch's algorithm cache lives for the process.
+one process per setting: PyTorch's algorithm cache lives for the process. A stream of changing
+shapes: `--batch 1,2,4,8,16,32` and/or `--size 160,192,224` cycle, step i taking the (i mod
+length)-th of each list (the inputs made before the first step); `cycle` in the output is the
+length of that cycle (1 for a fixed shape).
 
 `trace` runs one step on the CPU under convtune's capture (capture.py, standalone or from the
 installed package) and writes the convolutions as a trace file (the batch of a trace is one
@@ -100,6 +103,17 @@ def step_fn(model, precision, mode, x, target):
     return step
 
 
+def int_list(text):
+    """'32' -> [32]; '1,2,4' -> [1, 2, 4]."""
+    try:
+        values = [int(v) for v in str(text).split(",")]
+    except ValueError:
+        sys.exit(f"torch_networks: '{text}' is not a number or a comma-separated list of numbers")
+    if not values or min(values) < 1:
+        sys.exit(f"torch_networks: '{text}': every value must be 1 or more")
+    return values
+
+
 def cmd_run(a):
     t_start = time.time()
     torch.backends.cudnn.benchmark = bool(a.benchmark)
@@ -108,23 +122,30 @@ def cmd_run(a):
     model, (c, h, w) = build(a.net, a.precision, "cuda")
     model.train(a.mode == "train")
     dtype = torch.float16 if a.precision == "fp16" else torch.float32
-    x = torch.randn(a.batch, c, a.size or h, a.size or w, device="cuda", dtype=dtype)
-    if a.precision in ("amp", "fp16"):
-        x = x.contiguous(memory_format=torch.channels_last)
     classes = 2 if a.net == "unet" else 1000
-    tshape = (a.batch, a.size or h, a.size or w) if a.net == "unet" else (a.batch,)
-    target = torch.randint(0, classes, tshape, device="cuda")
-    step = step_fn(model, a.precision, a.mode, x, target)
+    batches, sizes = int_list(a.batch), int_list(a.size) if a.size else [h]
+    cycle = max(len(batches), len(sizes))
+    if cycle % len(batches) or cycle % len(sizes):
+        sys.exit("torch_networks: --batch and --size lists must have lengths that divide the longer one")
+    steps = []
+    for i in range(cycle):
+        n, s = batches[i % len(batches)], sizes[i % len(sizes)]
+        x = torch.randn(n, c, s, s, device="cuda", dtype=dtype)
+        if a.precision in ("amp", "fp16"):
+            x = x.contiguous(memory_format=torch.channels_last)
+        target = torch.randint(0, classes, (n, s, s) if a.net == "unet" else (n,), device="cuda")
+        steps.append(step_fn(model, a.precision, a.mode, x, target))
     torch.cuda.synchronize()
     t_ready = time.time()
     times = []
-    for _ in range(a.iterations):
+    for i in range(a.iterations):
         t0 = time.perf_counter()
-        step()
+        steps[i % cycle]()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
-    doc = dict(format="convtune-torch-run", version=1, net=a.net, precision=a.precision, mode=a.mode, batch=a.batch,
-               size=a.size or h, benchmark=a.benchmark, iterations_ms=times, setup_s=t_ready - t_start,
+    doc = dict(format="convtune-torch-run", version=1, net=a.net, precision=a.precision, mode=a.mode,
+               batch=batches[0] if len(batches) == 1 else batches, size=sizes[0] if len(sizes) == 1 else sizes, cycle=cycle,
+               benchmark=a.benchmark, iterations_ms=times, setup_s=t_ready - t_start,
                import_s=t_start - T_IMPORT, torch=torch.__version__, cudnn=torch.backends.cudnn.version(),
                device=torch.cuda.get_device_name(), cuda_cache="set" if os.environ.get("CUDA_CACHE_PATH") else "default")
     text = json.dumps(doc)
@@ -154,7 +175,7 @@ def load_capture():
 def cmd_trace(a):
     capture = load_capture()
     model, (c, h, w) = build(a.net, "fp32", a.device)
-    x = torch.randn(a.batch, c, a.size or h, a.size or w, device=a.device)
+    x = torch.randn(int(a.batch), c, int(a.size or h), int(a.size or w), device=a.device)
     capture.capture(model, (x,), train=a.mode == "train", iterations=1, path=a.output)
     print(f"torch_networks: {a.net} {a.mode} batch {a.batch} -> {a.output}", file=sys.stderr)
 
@@ -167,8 +188,8 @@ def main():
     for p in (r, t):
         p.add_argument("--net", choices=sorted(NETWORKS), required=True)
         p.add_argument("--mode", choices=["train", "infer"], default="train")
-        p.add_argument("--batch", type=int, default=32)
-        p.add_argument("--size", type=int, help="input height and width (default: the network's)")
+        p.add_argument("--batch", default="32", help="batch size (run: or a comma-separated list that cycles)")
+        p.add_argument("--size", help="input height and width (default: the network's; run: or a list that cycles)")
     r.add_argument("--precision", choices=["fp32", "tf32", "amp", "fp16"], default="fp32")
     r.add_argument("--benchmark", type=int, choices=[0, 1], required=True)
     r.add_argument("--iterations", type=int, default=30)

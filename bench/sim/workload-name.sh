@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The file name of a fidelity workload: net:precision:mode:batch[:size] -> net-mode-precision-bBATCH[-sSIZE],
+# a list's commas written as '_' (resnet50:fp16:infer:16:160,224 -> resnet50-infer-fp16-b16-s160_224).
+set -euo pipefail
+IFS=: read -r net precision mode batch size <<<"$1"
+echo "$net-$mode-$precision-b${batch//,/_}${size:+-s${size//,/_}}"
