@@ -2,7 +2,7 @@
 """convtune's search over a network's problems in one process, against PyTorch's benchmark=True
 first calls of the same problems (docs/benchmarks-gpu.md, "Search cost in one process").
 
-    search_cost.py run --cli gpu-pkg/bin/convtune --out OUT [--runs fp32=10,tf32=3,amp=3]
+    search_cost.py run --cli gpu-pkg/bin/convtune --out OUT [--runs fp32=10,tf32=3,amp=3] [--probe]
     search_cost.py summarize OUT [--recording REC.json.gz]
 
 `run` (on the GPU machine, from the repository's root): for each precision, the distinct problems
@@ -32,6 +32,11 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "sim", "data")
 TF32 = {"fp32": 0, "tf32": 1, "amp": 1}
+# With --probe, each convtune process first searches this problem, outside every network: the same
+# start-up convolution pytorch_measure.py runs (float32, 1x5x13x11 input, 7 3x3 filters) before it
+# times PyTorch's first calls, so both sides' per-problem sums leave out the process's first use
+# of cuDNN in the same way. Its search is reported apart, as start-up.
+PROBE = "dir=fwd,dtype=f32,layout=nchw,n=1,c=5,k=7,g=1,in=13x11,ker=3x3,stride=1x1,dil=1x1,pad=0x0,pad_end=0x0"
 
 
 def run(a):
@@ -42,7 +47,7 @@ def run(a):
         with open(problems) as f:
             keys = list(dict.fromkeys(p["key"] for p in json.load(f)))
         with tempfile.TemporaryDirectory() as cache, tempfile.NamedTemporaryFile("w", suffix=".shapes") as shapes:
-            shapes.write("\n".join(keys) + "\n")
+            shapes.write("\n".join(([PROBE] if a.probe else []) + keys) + "\n")
             shapes.flush()
             for r in range(1, int(n) + 1):
                 out = os.path.join(a.out, "tune", f"{prec}-{r}.json")
@@ -64,6 +69,13 @@ def pytorch_first_calls(path):
     with open(path) as f:
         m = json.load(f)
     return {(x["setting"]["benchmark"], x["cache"]): sum(p["first_ms"] for p in x["problems"]) for x in m["measurements"]}
+
+
+def pytorch_startup(path):
+    """cache -> startup_ms of the benchmark=True measurement."""
+    with open(path) as f:
+        m = json.load(f)
+    return {x["cache"]: x.get("startup_ms", float("nan")) for x in m["measurements"] if x["setting"]["benchmark"]}
 
 
 def same_day_repeatability(prec, runs):
@@ -103,7 +115,13 @@ def summarize(a):
         r = 1
         while os.path.exists(os.path.join(a.out, "tune", f"{prec}-{r}.json")):
             with open(os.path.join(a.out, "tune", f"{prec}-{r}.json")) as f:
-                runs.append(json.load(f))
+                x = json.load(f)
+            probe = [p for p in x["problems"] if p["problem"] == PROBE]
+            if probe:  # a --probe run: the start-up search apart, the network's problems alone
+                x["problems"] = [p for p in x["problems"] if p["problem"] != PROBE]
+                x["startup_search_ms"] = sum(p["search_ms"] for p in probe)
+                x["total_search_ms"] -= x["startup_search_ms"]
+            runs.append(x)
             r += 1
         pt_path = os.path.join(a.out, f"pt-{prec}.json")
         if not runs or not os.path.exists(pt_path):
@@ -115,6 +133,11 @@ def summarize(a):
         print(f"| {prec} | {cold:.0f} ms | {wm:.0f} ms ({min(warm):.0f}-{max(warm):.0f}, {len(warm)}) | {pt[(1, 'cold')]:.0f} ms | "
               f"{pt[(1, 'warm')]:.0f} ms | {wm / pt[(1, 'warm')]:.2f} ({min(warm) / pt[(1, 'warm')]:.2f}-{max(warm) / pt[(1, 'warm')]:.2f}) | "
               f"{cold / pt[(1, 'cold')]:.2f} |")
+        if "startup_search_ms" in runs[0]:
+            st = [x["startup_search_ms"] for x in runs]
+            picks_lines.append(f"{prec}: start-up probe searched first in every run and left out above: {statistics.median(st):.0f} ms "
+                               f"({min(st):.0f}-{max(st):.0f}); PyTorch's start-up with benchmark=True (its probe, left out of its "
+                               f"first calls): " + ", ".join(f"{c} {v:.0f} ms" for c, v in pytorch_startup(pt_path).items()))
         if len(runs) >= 3:
             repeat_lines.append(same_day_repeatability(prec, runs))
         if rec is None or runs[0]["problems"][0]["problem"].find("dtype=f32") < 0:
@@ -153,6 +176,8 @@ def main():
     r.add_argument("--out", required=True)
     r.add_argument("--runs", default="fp32=10,tf32=3,amp=3")
     r.add_argument("--skip-pytorch", action="store_true", help="convtune's runs only (PyTorch's measured in another folder)")
+    r.add_argument("--probe", action="store_true", help="search PyTorch's start-up convolution first in each convtune process "
+                   "and leave it out of the search time (as pytorch_measure.py leaves it out of PyTorch's first calls)")
     s = sub.add_parser("summarize")
     s.add_argument("out")
     s.add_argument("--recording")
