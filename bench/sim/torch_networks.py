@@ -116,6 +116,9 @@ def int_list(text):
 
 def cmd_run(a):
     t_start = time.time()
+    batches, sizes = int_list(a.batch), int_list(a.size) if a.size else None  # checked before the GPU is touched
+    if max(len(batches), len(sizes or [0])) % min(len(batches), len(sizes or [0])):
+        sys.exit("torch_networks: --batch and --size lists must have lengths that divide the longer one")
     torch.backends.cudnn.benchmark = bool(a.benchmark)
     torch.backends.cudnn.allow_tf32 = a.precision != "fp32"
     torch.backends.cuda.matmul.allow_tf32 = a.precision != "fp32"
@@ -123,10 +126,8 @@ def cmd_run(a):
     model.train(a.mode == "train")
     dtype = torch.float16 if a.precision == "fp16" else torch.float32
     classes = 2 if a.net == "unet" else 1000
-    batches, sizes = int_list(a.batch), int_list(a.size) if a.size else [h]
+    sizes = sizes or [h]
     cycle = max(len(batches), len(sizes))
-    if cycle % len(batches) or cycle % len(sizes):
-        sys.exit("torch_networks: --batch and --size lists must have lengths that divide the longer one")
     steps = []
     for i in range(cycle):
         n, s = batches[i % len(batches)], sizes[i % len(sizes)]
