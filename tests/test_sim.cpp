@@ -8,9 +8,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "convtune/error.hpp"
@@ -1095,6 +1097,43 @@ BOOST_AUTO_TEST_CASE(leave_one_out_reproduces_measured_problems_within_the_state
     }
 }
 
+// The estimates of `b` for the problems of `truth` (those `keep` accepts), each from the same
+// layer at another batch size, against the medians measured for them: per algorithm the absolute
+// log error, how many lie inside the stated range, and the errors of the heuristic's picks.
+struct EstimateErrors {
+    std::vector<double> err, pick;
+    int inside = 0;
+    double coverage() const { return static_cast<double>(inside) / static_cast<double>(err.size()); }
+    std::string text() const {
+        std::ostringstream s;
+        s << err.size() << " medians, median error " << 100 * (std::exp(median(err)) - 1) << "%, inside the stated range "
+          << 100 * coverage() << "%";
+        if (!pick.empty()) s << "; the heuristic's picks (" << pick.size() << "): median error " << 100 * (std::exp(median(pick)) - 1) << "%";
+        return s.str();
+    }
+};
+
+EstimateErrors estimate_errors(ReplayBackend& b, const Recording& truth, const std::function<bool(const ConvProblem&)>& keep) {
+    EstimateErrors out;
+    for (const ProblemRecord& t : truth.problems) {
+        if (!keep(t.problem)) continue;
+        const ReplayBackend::Estimate* e = b.estimate(t.problem);
+        BOOST_REQUIRE(e);
+        BOOST_REQUIRE(e->record);
+        BOOST_TEST(e->basis == "same layer");
+        for (const AlgorithmRecord& a : t.algorithms) {
+            if (!a.supported || a.status != Status::Code::ok || a.samples_ms.empty() || !e->sigma.count(a.id)) continue;
+            const AlgorithmRecord* est = e->record->find(a.id);
+            if (!est || est->samples_ms.empty()) continue;
+            const double d = std::abs(std::log(median(est->samples_ms) / median(a.samples_ms)));
+            out.err.push_back(d);
+            out.inside += d <= PerfModel::kSigmas * e->sigma.at(a.id) + 1e-9;
+            if (!t.heuristic.empty() && a.id == t.heuristic.front()) out.pick.push_back(d);
+        }
+    }
+    return out;
+}
+
 // Across batch sizes, on the recordings that have two (CPU and oneDNN, batch 1 and 2): the batch-1
 // problems estimated from the batch-2 ones alone (the same layer at half the work). At least 85%
 // of the medians must lie inside the stated range (measured: 95% and 87%; docs/simulation.md says
@@ -1106,26 +1145,10 @@ BOOST_AUTO_TEST_CASE(batch_1_from_batch_2_lies_within_the_stated_range) {
         std::erase_if(b2.problems, [](const ProblemRecord& q) { return q.problem.n != 2; });
         BOOST_REQUIRE(!b2.problems.empty());
         ReplayBackend b(b2, 1, ReplayBackend::Estimation::any);
-        std::vector<double> err;
-        int inside = 0;
-        for (const ProblemRecord& truth : full.problems) {
-            if (truth.problem.n != 1) continue;
-            const ReplayBackend::Estimate* e = b.estimate(truth.problem);
-            BOOST_REQUIRE(e);
-            BOOST_REQUIRE(e->record);
-            BOOST_TEST(e->basis == "same layer");
-            for (const AlgorithmRecord& a : truth.algorithms) {
-                if (!a.supported || a.status != Status::Code::ok || a.samples_ms.empty() || !e->sigma.count(a.id)) continue;
-                const double d = std::abs(std::log(median(e->record->find(a.id)->samples_ms) / median(a.samples_ms)));
-                err.push_back(d);
-                inside += d <= PerfModel::kSigmas * e->sigma.at(a.id) + 1e-9;
-            }
-        }
-        BOOST_REQUIRE(err.size() > 50u);
-        const double coverage = static_cast<double>(inside) / static_cast<double>(err.size());
-        BOOST_TEST_MESSAGE(file << ": " << err.size() << " batch-1 medians, median error " << 100 * (std::exp(median(err)) - 1)
-                                << "%, inside the stated range " << 100 * coverage << "%");
-        BOOST_TEST(coverage >= 0.85);
+        const EstimateErrors e = estimate_errors(b, full, [](const ConvProblem& p) { return p.n == 1; });
+        BOOST_REQUIRE(e.err.size() > 50u);
+        BOOST_TEST_MESSAGE(file << ": batch 1, " << e.text());
+        BOOST_TEST(e.coverage() >= 0.85);
     }
 }
 
@@ -1142,30 +1165,10 @@ BOOST_AUTO_TEST_CASE(h200_batch_1_and_128_from_batch_32_against_their_recordings
     // too narrow for a 32x step down (docs/simulation.md says why)
     for (const auto& [file, least] : {std::pair{"/h200/resnet50_f16_nhwc_infer_b1.json.gz", 0.65},
                                       std::pair{"/h200/resnet50_f16_nhwc_infer_b128.json.gz", 0.85}}) {
-        const Recording truth_rec = Recording::load(std::string(kLibrary) + file);
-        std::vector<double> err, err_pick;
-        int inside = 0;
-        for (const ProblemRecord& truth : truth_rec.problems) {
-            const ReplayBackend::Estimate* e = b.estimate(truth.problem);
-            BOOST_REQUIRE(e);
-            BOOST_REQUIRE(e->record);
-            BOOST_TEST(e->basis == "same layer");
-            for (const AlgorithmRecord& a : truth.algorithms) {
-                if (!a.supported || a.status != Status::Code::ok || a.samples_ms.empty() || !e->sigma.count(a.id)) continue;
-                const AlgorithmRecord* est = e->record->find(a.id);
-                if (!est || est->samples_ms.empty()) continue;
-                const double d = std::abs(std::log(median(est->samples_ms) / median(a.samples_ms)));
-                err.push_back(d);
-                inside += d <= PerfModel::kSigmas * e->sigma.at(a.id) + 1e-9;
-                if (!truth.heuristic.empty() && a.id == truth.heuristic.front()) err_pick.push_back(d);
-            }
-        }
-        BOOST_REQUIRE(err.size() > 100u);
-        const double coverage = static_cast<double>(inside) / static_cast<double>(err.size());
-        BOOST_TEST_MESSAGE(file << ": " << err.size() << " medians, median error " << 100 * (std::exp(median(err)) - 1)
-                                << "%, inside the stated range " << 100 * coverage << "%; the heuristic's picks ("
-                                << err_pick.size() << "): median error " << 100 * (std::exp(median(err_pick)) - 1) << "%");
-        BOOST_TEST(coverage >= least);
+        const EstimateErrors e = estimate_errors(b, Recording::load(std::string(kLibrary) + file), [](const ConvProblem&) { return true; });
+        BOOST_REQUIRE(e.err.size() > 100u);
+        BOOST_TEST_MESSAGE(file << ": " << e.text());
+        BOOST_TEST(e.coverage() >= least);
     }
 }
 
