@@ -25,33 +25,25 @@ for w in "$@"; do
   IFS=, read -r -a batches <<<"$batch"
   IFS=, read -r -a sizes <<<"${size:-0}"
   cycle=$(( ${#batches[@]} > ${#sizes[@]} ? ${#batches[@]} : ${#sizes[@]} ))
-  echo "# convtune-trace 1" >"$tmp/stream.trace"
   for ((i = 0; i < cycle; i++)); do
     b=${batches[i % ${#batches[@]}]}
     s=${sizes[i % ${#sizes[@]}]}
-    [ -f "$tmp/s$s.trace" ] || python3 "$here/torch_networks.py" trace --net "$net" --mode "$mode" --batch 2 \
-      $([ "$s" = 0 ] || echo --size "$s") -o "$tmp/s$s.trace"
-    [ "$i" -eq 0 ] || echo "# iteration" >>"$tmp/stream.trace"
-    grep -v '^#' "$tmp/s$s.trace" | sed "s/,n=2,/,n=$b,/" >>"$tmp/stream.trace"
+    [ -f "$tmp/$net-$mode-s$s.trace" ] || python3 "$here/torch_networks.py" trace --net "$net" --mode "$mode" --batch 2 \
+      $([ "$s" = 0 ] || echo --size "$s") -o "$tmp/$net-$mode-s$s.trace"
+    sed "s/,n=2,/,n=$b,/" "$tmp/$net-$mode-s$s.trace" >"$tmp/step.trace"
+    "$cli" parse --json "${over[@]}" "$tmp/step.trace" >"$tmp/step$i.json"
   done
-  "$cli" parse --json "${over[@]}" "$tmp/stream.trace" | python3 -c 'import json,sys; json.dump(json.load(sys.stdin), sys.stdout, separators=(",", ":")); print()' \
-    >"$here/data/$name.json"
-  if [ "$cycle" -gt 1 ]; then
-    python3 - "$here/data/$name.json" "$tmp/stream.trace" "$here/data/$name.trace" <<'PY'
+  # The steps' problems in order; a stream also gets its trace, the parsed keys step by step.
+  python3 - "$here/data/$name.json" "$here/data/$name.trace" "$cycle" "$tmp" <<'PY'
 import json, sys
-# the stream's trace in the precision's dtype and layout: the parsed keys, iteration by iteration
-keys = iter(p["key"] for p in json.load(open(sys.argv[1])))
-out = ["# convtune-trace 1"]
-for line in open(sys.argv[2]):
-    line = line.strip()
-    if line == "# iteration":
-        out.append(line)
-    elif line and not line.startswith("#"):
-        reps = int(line.rsplit(" x", 1)[1]) if " x" in line else 1
-        for _ in range(reps):
-            out.append(next(keys))
-open(sys.argv[3], "w").write("\n".join(out) + "\n")
+out, trace, cycle = sys.argv[1], sys.argv[2], int(sys.argv[3])
+steps = [json.load(open(f"{sys.argv[4]}/step{i}.json")) for i in range(cycle)]
+with open(out, "w") as f:
+    json.dump([p for step in steps for p in step], f, separators=(",", ":"))
+    f.write("\n")
+if cycle > 1:
+    with open(trace, "w") as f:
+        f.write("# convtune-trace 1\n" + "# iteration\n".join("".join(p["key"] + "\n" for p in step) for step in steps))
 PY
-  fi
   echo "make-problems: $name.json$([ "$cycle" -gt 1 ] && echo " and $name.trace")"
 done
