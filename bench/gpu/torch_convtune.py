@@ -13,7 +13,9 @@ with benchmark=True, policy convtune); each with a cold CUDA kernel cache (CUDA_
 empty folder) and a warm one (the folder the previous run of that setting filled).
 
 Per run: the first iteration's wall time (forward, backward, optimizer step, synchronised),
-the steady ms per iteration (median of the iterations after the first 5) and the totals over 300
+the steady ms per iteration (median of the iterations after the first 5), the host's time to
+issue a steady iteration before its final synchronisation (the same median; near the steady
+time when the step is bound by the CPU) and the totals over 300
 and 1000 iterations, extrapolated as: the measured iterations, then the steady time for the rest.
 convtune runs also report convtune.torch.stats() (calls per direction, decision sources, search
 time, fallbacks by reason). Written for the H200; not run on a machine without a GPU.
@@ -75,7 +77,7 @@ def child(a):
             return time.perf_counter()
         return t
 
-    times = []
+    times, issued = [], []
     for _ in range(a.iterations):
         torch.cuda.synchronize()
         t0 = t = time.perf_counter()
@@ -88,11 +90,14 @@ def child(a):
         scaler.step(opt)
         scaler.update()
         phase("step", t)
+        issued.append((time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
     steady = statistics.median(times[5:])
+    # issue: the host's time to hand the step to the GPU (the step's time before its final
+    # synchronisation); a step whose issue time is close to its whole time is bound by the CPU.
     out = {"config": a.config, "setting": a.setting, "kernel_cache": a.kernel_cache, "first_ms": times[0], "steady_ms": steady,
-           "measured_ms": times}
+           "steady_issue_ms": statistics.median(issued[5:]), "measured_ms": times, "issued_ms": issued}
     for n in (300, 1000):
         out[f"total_{n}_ms"] = sum(times[:n]) + max(0, n - len(times)) * steady
     if a.setting.startswith("convtune"):
@@ -126,7 +131,7 @@ def summary(results):
     rows = []
     for (config, setting, kc), rs in groups.items():
         stats = {}
-        for k in ("first_ms", "steady_ms", "total_300_ms", "total_1000_ms"):
+        for k in ("first_ms", "steady_ms", "steady_issue_ms", "total_300_ms", "total_1000_ms"):
             v = [r[k] for r in rs]
             stats[k] = {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": len(v)}
         rows.append({"config": config, "setting": setting, "kernel_cache": kc, "stats": stats})
@@ -187,7 +192,7 @@ def main():
                         if "failed" in r:
                             continue
                         print(f"{config:18} {setting:14} kernel cache {kc:4} (run {rep + 1}/{a.runs}): first {r['first_ms']:8.0f} ms, "
-                              f"steady {r['steady_ms']:7.2f} ms, 300 it {r['total_300_ms'] / 1e3:6.1f} s, "
+                              f"steady {r['steady_ms']:7.2f} ms (issued in {r['steady_issue_ms']:6.2f}), 300 it {r['total_300_ms'] / 1e3:6.1f} s, "
                               f"1000 it {r['total_1000_ms'] / 1e3:6.1f} s", flush=True)
     if a.runs > 1:
         print("median (min-max) over the runs:")

@@ -182,6 +182,7 @@ def test_flags_reach_convolutions_in_cpp(tmp_path):
     code = """
 import numpy as np, convtune, convtune.backends.cudnn as cudnn
 cudnn.benchmark = {bench}
+cudnn.min_samples = 1; cudnn.max_samples = 2  # fewer than three samples: stored whatever the noise (docs/autotuning.md)
 cudnn.search_budget_ms = 50.0
 x = np.ones((1, 4, 12, 12), np.float32); w = np.ones((8, 4, 3, 3), np.float32)
 y = convtune.conv(x, w, padding=1)
@@ -354,6 +355,7 @@ def test_thread_scoped_flags_reach_convolutions(tmp_path):
     code = """
 import threading, numpy as np, convtune, convtune.backends.cudnn as cudnn
 cudnn.search_budget_ms = 50.0
+cudnn.min_samples = 1; cudnn.max_samples = 2  # fewer than three samples: stored whatever the noise
 inside, done = threading.Event(), threading.Event()
 def worker():
     with cudnn.flags(benchmark=True, scope="thread"):
