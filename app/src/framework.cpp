@@ -92,7 +92,7 @@ FrameworkResult run_framework(Context& ctx, const FrameworkCall& c) {
         return r;
     }
     const ConvProblem& p = std::get<ConvProblem>(problem);
-    r.problem = p.to_string();
+    r.problem = p;
     const ConvTensors t{{reinterpret_cast<void*>(c.x.data), c.x.bytes},
                         {reinterpret_cast<void*>(c.w.data), c.w.bytes},
                         {reinterpret_cast<void*>(c.y.data), c.y.bytes}};

@@ -23,10 +23,18 @@ CacheKey CacheKey::of(const Backend& b, const ConvProblem& p, const FlagValues& 
 }
 
 std::string CacheKey::to_string() const {
-    std::string k = backend + "|" + problem.to_string() + "|det=" + (deterministic ? "1" : "0") + "|tf32=" + (allow_tf32 ? "1" : "0");
-    if (benchmark) k += std::string("|bench=") + (*benchmark ? "1" : "0");
+    // Built on every framework call (the in-memory cache's key): appends, no temporaries.
+    std::string k;
+    k.reserve(224);
+    k += backend;
+    k += '|';
+    k += problem.to_string();
+    k += deterministic ? "|det=1" : "|det=0";
+    k += allow_tf32 ? "|tf32=1" : "|tf32=0";
+    if (benchmark) k += *benchmark ? "|bench=1" : "|bench=0";
     if (workspace_limit) k += "|ws=" + std::to_string(*workspace_limit);
-    k += "|policy=" + std::string(convtune::to_string(policy));
+    k += "|policy=";
+    k += convtune::to_string(policy);
     return k;
 }
 

@@ -4,7 +4,6 @@
 #include <charconv>
 #include <limits>
 #include <numeric>
-#include <sstream>
 
 #include "convtune/error.hpp"
 
@@ -183,12 +182,18 @@ std::optional<std::string> ConvProblem::check() const {
         if (v >= (int64_t{1} << 31)) return fail(name, "must be below 2^31 (got " + std::to_string(v) + ")");
     // Element and byte counts of every tensor must fit in int64 (and thus in size_t).
     const auto bytes = static_cast<int64_t>(size_of(DataType::f64));
-    struct T { const char* name; std::vector<int64_t> dims; };
-    for (const T& t : {T{"x", x_dims()}, T{"w", w_dims()}, T{"y", y_dims()}}) {
+    // (No dims vectors: this runs on every framework call.)
+    auto fits = [&](int64_t a, int64_t b, auto dim) {
         int64_t acc = bytes;
-        for (int64_t d : t.dims)
-            if (!mul_ok(acc, d)) return fail(t.name, "element count overflows a 64-bit size");
-    }
+        if (!mul_ok(acc, a) || !mul_ok(acc, b)) return false;
+        for (int i = 0; i < spatial_dims; ++i)
+            if (!mul_ok(acc, dim(static_cast<std::size_t>(i)))) return false;
+        return true;
+    };
+    const char* const overflow = "element count overflows a 64-bit size";
+    if (!fits(n, c, [&](std::size_t u) { return in[u]; })) return fail("x", overflow);
+    if (!fits(k, c_per_group(), [&](std::size_t u) { return kernel[u]; })) return fail("w", overflow);
+    if (!fits(n, k, [&](std::size_t u) { return out(static_cast<int>(u)); })) return fail("y", overflow);
     int64_t m = 2;
     for (int64_t v : {n, k, c_per_group(), out_spatial(), kernel_spatial()})
         if (!mul_ok(m, v)) return fail("n", "operation count overflows a 64-bit size");
@@ -206,13 +211,20 @@ void ConvProblem::validate() const {
 
 namespace {
 
-std::string join_dims(const Dims& d, int nd) {
-    std::string s;
+// Appends the decimal text of v (the canonical text is built on every framework call: no streams).
+void append_int(std::string& s, int64_t v) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    s.append(buf, r.ptr);
+}
+
+// Appends ",<key>=<d0>x<d1>..." for the first nd dims.
+void append_dims(std::string& s, std::string_view key, const Dims& d, int nd) {
+    s += key;
     for (int i = 0; i < nd; ++i) {
         if (i) s += 'x';
-        s += std::to_string(d[static_cast<std::size_t>(i)]);
+        append_int(s, d[static_cast<std::size_t>(i)]);
     }
-    return s;
 }
 
 int64_t parse_int(std::string_view key, std::string_view v) {
@@ -252,13 +264,25 @@ std::string_view trim(std::string_view s) {
 }  // namespace
 
 std::string ConvProblem::to_string() const {
-    std::ostringstream o;
-    o << "dir=" << convtune::to_string(direction) << ",dtype=" << convtune::to_string(dtype)
-      << ",layout=" << layout_name(layout, spatial_dims) << ",n=" << n << ",c=" << c << ",k=" << k << ",g=" << groups
-      << ",in=" << join_dims(in, spatial_dims) << ",ker=" << join_dims(kernel, spatial_dims)
-      << ",stride=" << join_dims(stride, spatial_dims) << ",dil=" << join_dims(dilation, spatial_dims)
-      << ",pad=" << join_dims(pad_begin, spatial_dims) << ",pad_end=" << join_dims(pad_end, spatial_dims);
-    return o.str();
+    std::string s;
+    s.reserve(160);
+    s += "dir=";
+    s += convtune::to_string(direction);
+    s += ",dtype=";
+    s += convtune::to_string(dtype);
+    s += ",layout=";
+    s += layout_name(layout, spatial_dims);
+    for (auto [key, v] : {std::pair{",n=", n}, {",c=", c}, {",k=", k}, {",g=", groups}}) {
+        s += key;
+        append_int(s, v);
+    }
+    append_dims(s, ",in=", in, spatial_dims);
+    append_dims(s, ",ker=", kernel, spatial_dims);
+    append_dims(s, ",stride=", stride, spatial_dims);
+    append_dims(s, ",dil=", dilation, spatial_dims);
+    append_dims(s, ",pad=", pad_begin, spatial_dims);
+    append_dims(s, ",pad_end=", pad_end, spatial_dims);
+    return s;
 }
 
 ConvProblem ConvProblem::parse(std::string_view text) {

@@ -314,7 +314,7 @@ py::dict run_framework(Context& ctx, const std::string& direction, const std::st
     d["ran"] = r.ran;
     d["fallback"] = r.fallback;
     d["detail"] = r.detail;
-    d["problem"] = r.problem;
+    d["problem"] = r.problem ? r.problem->to_string() : std::string();
     d["algorithm"] = r.algorithm;
     d["source"] = r.source;
     d["search_ms"] = r.search_ms;

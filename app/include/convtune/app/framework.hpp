@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -50,7 +51,7 @@ struct FrameworkResult {
     // can run it under the flags), "failed" (every eligible algorithm failed or ran out of
     // memory); `detail` says more.
     std::string fallback, detail;
-    std::string problem;    // the canonical problem, when there was one
+    std::optional<ConvProblem> problem;  // the problem, when there was one (its text: problem->to_string())
     std::string algorithm;  // what ran
     std::string source;     // where the decision came from: memory, database, search, heuristic, ...
     double search_ms = 0;   // time this call spent searching
