@@ -6,7 +6,8 @@
    --max-iterations``, in its own process: the script is ended once they are done) with each
    iteration's wall time;
 2. measures PyTorch itself on this GPU for those problems (``pytorch_measure.py grid``: benchmark
-   off and on, cold and warm CUDA kernel cache, a fresh process each);
+   off and on, cold and warm CUDA kernel cache, a fresh process each; only cold with
+   ``--kernel-cache cold``);
 3. where this convtune has the cuDNN backend, records convtune's own algorithms on the same
    problems (``convtune record``), so that convtune's policies are compared too;
 4. simulates N iterations (default 1000) with ``convtune simulate`` and prints the report, the
@@ -73,8 +74,9 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iterations", "-n", type=int, default=1000, help="iterations your job runs (default %(default)s)")
     ap.add_argument("--capture-iterations", type=int, default=3, help="iterations of the script to capture (default %(default)s)")
-    ap.add_argument("--kernel-cache", choices=["cold", "warm", "both"], default="both",
-                    help="the CUDA kernel cache your job starts with: cold (e.g. a fresh container), warm, or both (default)")
+    ap.add_argument("--kernel-cache", choices=["cold", "warm", "both"],
+                    help="the CUDA kernel cache your job starts with: cold (e.g. a fresh container), warm, or both (default; "
+                         "CUDA only: PyTorch's CPU convolutions have none)")
     ap.add_argument("--runs", type=int, default=2, help="fresh processes per PyTorch setting and cache state (default %(default)s)")
     ap.add_argument("--cli", help="the convtune executable (default: $CONVTUNE_CLI, then PATH)")
     ap.add_argument("--plot", help="write the plot of the cumulative time here (SVG)")
@@ -97,6 +99,14 @@ def main(argv=None):
         ap.error(f"PyTorch is not importable: {e}")
     if a.device == "cuda" and not torch.cuda.is_available():
         ap.error("no CUDA GPU is visible to PyTorch: advise measures this GPU, so it needs one")
+    if a.device == "cpu" and a.kernel_cache:
+        ap.error("--kernel-cache: the CUDA kernel cache does not apply to --device cpu")
+    # The cache states measured: a warm measurement needs the cold one before it (it is the second
+    # process on the cache folder the cold one filled); on the CPU one fresh process per setting.
+    states = ["cold", "warm"] if a.kernel_cache in (None, "both") else [a.kernel_cache]
+    caches = ["cold"] if a.device == "cpu" or states == ["cold"] else ["cold", "warm"]
+    if a.device == "cpu":
+        states = ["cold"]
 
     work = a.keep or tempfile.mkdtemp(prefix="convtune-advise-")
     os.makedirs(work, exist_ok=True)
@@ -113,7 +123,6 @@ def main(argv=None):
         with open(problems) as f:
             n = len({p["key"] for p in json.load(f)})
         flags = _trace_flags(trace)
-        caches = ["cold", "warm"]
         procs = 2 * a.runs * len(caches)
         # A fresh process costs a few seconds; a problem's first call with benchmark on about
         # 40 ms warm (fp32) to 400 ms cold (fp16, runtime-compiled kernels).
@@ -129,17 +138,19 @@ def main(argv=None):
             _run([cli, "record", "--backend", "cudnn", "--stream", "trace:" + trace, "--progress", "--out", recording],
                  "convtune recording")
             replay = ["--replay", recording]
+        elif a.device == "cpu":
+            _say("step 3/4: skipped on --device cpu: only PyTorch's own settings are compared")
         else:
             _say("step 3/4: skipped: this convtune has no usable cuDNN backend, so only PyTorch's own settings are compared")
         _say("step 4/4: simulating")
-        states = caches if a.kernel_cache == "both" else [a.kernel_cache]
         for state in states:
             cmd = [cli, "simulate", "--stream", "trace:" + trace, "--iterations", str(a.iterations),
                    "--pytorch-measured", measured, "--kernel-cache", state] + replay
             if a.plot:
                 root, ext = os.path.splitext(a.plot)
                 cmd += ["--plot", a.plot if len(states) == 1 else f"{root}-{state}{ext or '.svg'}"]
-            print(f"\n== {state} CUDA kernel cache ==", flush=True)
+            print("\n== PyTorch's CPU convolutions (no kernel cache) ==" if a.device == "cpu" else f"\n== {state} CUDA kernel cache ==",
+                  flush=True)
             _run(cmd, f"simulation ({state} kernel cache)")
     finally:
         if not a.keep:

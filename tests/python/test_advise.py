@@ -30,23 +30,22 @@ def test_advise_runs_the_whole_pipeline(cli, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     keep = tmp_path / "kept"
-    r = advise(cli, "--device", "cpu", "--runs", "1", "--iterations", "50", "--capture-iterations", "2", "--keep", keep,
-               "--kernel-cache", "warm", script)
+    r = advise(cli, "--device", "cpu", "--runs", "1", "--iterations", "50", "--capture-iterations", "2", "--keep", keep, script)
     assert r.returncode == 0, r.stderr
     assert "the script ran to its end" not in r.stdout
     for step in ("step 1/4", "step 2/4", "step 3/4", "step 4/4"):
         assert step in r.stderr
-    # The report: both measured rows, and a recommendation.
-    assert "measured: PyTorch itself" in r.stdout
+    # The report, once (the CPU has no kernel cache): both measured rows, and a recommendation.
+    assert r.stdout.count("== PyTorch's CPU convolutions (no kernel cache) ==") == 1 and "CUDA kernel cache" not in r.stdout
+    assert r.stdout.count("measured: PyTorch itself") == 2
     assert "recommendation:" in r.stdout
     # The measurements cover exactly the captured problems (5 distinct: 2 forward, 1 bwd_data, 2 bwd_filter - the
-    # first layer has no bwd_data), with both settings, one run each, cold then warm.
+    # first layer has no bwd_data), with both settings, one fresh process each.
     problems = json.loads((keep / "problems.json").read_text())
     grid = json.loads((keep / "pytorch.json").read_text())
     keys = {p["key"] for p in problems}
     assert len(keys) == 5
-    assert sorted((m["name"], m["cache"]) for m in grid["measurements"]) == [("bm0", "cold"), ("bm0", "warm"),
-                                                                              ("bm1", "cold"), ("bm1", "warm")]
+    assert sorted((m["name"], m["cache"]) for m in grid["measurements"]) == [("bm0", "cold"), ("bm1", "cold")]
     for m in grid["measurements"]:
         assert {p["key"] for p in m["problems"]} == keys
     walls = [line for line in (keep / "script.trace").read_text().splitlines() if line.startswith("# iteration")]
@@ -60,6 +59,8 @@ def test_advise_refusals(cli, tmp_path):
     script.write_text(SCRIPT)
     r = advise(cli, "--device", "cpu", "--runs", "0", script)
     assert r.returncode == 2 and "--runs" in r.stderr
+    r = advise(cli, "--device", "cpu", "--kernel-cache", "cold", script)
+    assert r.returncode == 2 and "--kernel-cache: the CUDA kernel cache does not apply to --device cpu" in r.stderr
     env = dict(os.environ, CONVTUNE_CLI="", PATH="/nonexistent")
     r = subprocess.run([sys.executable, "-m", "convtune.advise", "--device", "cpu", str(script)], capture_output=True, text=True,
                        env=env, timeout=120)
