@@ -100,7 +100,8 @@ PerfModel::PerfModel(const Recording& r, const ConvProblem* leave_out) {
     pooled_ = fit(pooled);
 }
 
-std::optional<Prediction> PerfModel::predict(const std::string& id, const ConvProblem& p, const ProblemRecord& neighbour, bool same_layer) const {
+std::optional<Prediction> PerfModel::predict(const std::string& id, const ConvProblem& p, const ProblemRecord& neighbour, bool same_layer,
+                                             const ProblemRecord* partner) const {
     const AlgorithmRecord* a = neighbour.find(id);
     if (!a || !timed(*a)) return std::nullopt;
     const double mn = median(a->samples_ms);
@@ -130,6 +131,23 @@ std::optional<Prediction> PerfModel::predict(const std::string& id, const ConvPr
         out.basis = "no fit (linear in multiply-adds, factor 2 assumed)";
     } else {
         out.ms = std::exp(y);
+    }
+    if (const AlgorithmRecord* b = same_layer && partner ? partner->find(id) : nullptr; b && timed(*b) && mn > 0) {
+        const double m1 = static_cast<double>(std::max<int64_t>(neighbour.problem.macs(), 1));
+        const double m2 = static_cast<double>(std::max<int64_t>(partner->problem.macs(), 1));
+        const double m = static_cast<double>(std::max<int64_t>(p.macs(), 1));
+        const double t1 = mn, t2 = median(b->samples_ms);
+        if (m1 != m2 && t2 > 0) {
+            const double slope = (t2 - t1) / (m2 - m1), fixed = t1 - slope * m1;
+            if (slope > 0 && fixed >= 0) {
+                out.ms = fixed + slope * m;
+                out.basis = "two sizes of the layer (fixed + linear in the work)";
+            } else {
+                const double beta = std::clamp(std::log(t2 / t1) / std::log(m2 / m1), 0.0, 1.5);
+                out.ms = t1 * std::pow(m / m1, beta);
+                out.basis = "two sizes of the layer (power law)";
+            }
+        }
     }
     out.floor_ms = floor_;
     if (out.ms < out.floor_ms) out.ms = out.floor_ms, out.floored = true;

@@ -115,6 +115,23 @@ const ReplayBackend::Estimate& ReplayBackend::unrecorded(const ConvProblem& p) c
     if (!near || (estimation_ == Estimation::same_layer && best_level != 0)) return e;
     e.neighbour = near->problem.to_string();
     e.basis = kBasis[best_level];
+    // A second size of the same layer, for the layer's own scaling (PerfModel::predict): one on the
+    // other side of p's work from the neighbour where there is one (an interpolation), else the
+    // nearest other size.
+    const ProblemRecord* partner = nullptr;
+    if (best_level == 0) {
+        const double x = std::log(macs), x_near = std::log(static_cast<double>(std::max<int64_t>(near->problem.macs(), 1)));
+        bool bracket = false;
+        double nearest = std::numeric_limits<double>::infinity();
+        for (const ProblemRecord& r : recording_.problems) {
+            if (&r == near || level(r) != 0 || r.problem.macs() == near->problem.macs()) continue;
+            const double xr = std::log(static_cast<double>(std::max<int64_t>(r.problem.macs(), 1)));
+            const bool other_side = (xr - x) * (x_near - x) < 0;
+            const double d = log_ratio(r);
+            if ((other_side && !bracket) || (other_side == bracket && d < nearest)) partner = &r, bracket = other_side, nearest = d;
+        }
+        if (partner) e.partner = partner->problem.to_string();
+    }
     e.extrapolation = std::exp(std::isfinite(nearest_same_type) ? nearest_same_type : nearest_dir);
     auto est = std::make_unique<ProblemRecord>(*near);
     est->problem = p;
@@ -123,7 +140,7 @@ const ReplayBackend::Estimate& ReplayBackend::unrecorded(const ConvProblem& p) c
     for (AlgorithmRecord& a : est->algorithms) {
         if (!a.supported) continue;
         a.workspace = static_cast<std::size_t>(std::llround(static_cast<double>(a.workspace) * ratio));
-        const auto pred = model_.predict(a.id, p, *near, best_level == 0);
+        const auto pred = model_.predict(a.id, p, *near, best_level == 0, partner);
         if (!pred) continue;  // failed or out of memory on the neighbour: it fails here too
         const double m = median(a.samples_ms);
         const double scale = m > 0 ? pred->ms / m : 1;

@@ -18,6 +18,17 @@
 // independent). The range a prediction states is
 // exp(+-kSigmas * sigma_pred) around it.
 //
+// The same layer recorded at two sizes (two batch sizes, say) says more than any fit across
+// layers: a convolution's time is about a fixed part (launch, tail, the GPU not yet full) plus a
+// part linear in the work. So when a same-layer anchor has a partner (the same layer at another
+// multiply-add count), the time of each algorithm timed at both is the line through the two,
+// t = a + b * MACs, where that line has a >= 0 and b > 0; otherwise (the time grew faster than
+// the work, or not at all between the two: noise) the power law through them, its exponent
+// clamped to [0, 1.5]. Measured against the H200 library's ResNet-50 f16 inference at batch 1,
+// 32 and 128, each estimated from the other two (tests/test_sim.cpp, docs/simulation.md): median
+// errors 28%, 7% and 11%, against 76% and 42% for batch 1 and 128 from batch 32 by the slope.
+// The stated uncertainty stays the fit's (from the nearer anchor).
+//
 // No prediction is below the launch floor: the smallest time the recording measured for any
 // algorithm on its device (no kernel was ever seen to take less). Not per family: a family's
 // smallest time in a recording of large problems is no floor (cuDNN's engine 0 never took less
@@ -43,7 +54,8 @@ struct Prediction {
     double sigma = 0;       // standard deviation of log(ms)
     double floor_ms = 0;    // the launch floor
     bool floored = false;   // the fit or the scaling fell below the floor and was raised to it
-    std::string basis;      // "family fit", "pooled fit" or "no fit (linear in multiply-adds, factor 2 assumed)"
+    std::string basis;      // "family fit", "pooled fit", "no fit (linear in multiply-adds, factor 2 assumed)", or
+                            // "two sizes of the layer (...)" (see above)
 };
 
 class PerfModel {
@@ -61,7 +73,9 @@ public:
     // ran): its direction and type pick the group; when same_layer, the neighbour's own median
     // anchors the fit's slope, else the algorithm's fitted intercept does. nullopt when the
     // neighbour has no successful timing of `id`.
-    std::optional<Prediction> predict(const std::string& id, const ConvProblem& p, const ProblemRecord& neighbour, bool same_layer) const;
+    // `partner`: the same layer recorded at another size (only with same_layer; see above).
+    std::optional<Prediction> predict(const std::string& id, const ConvProblem& p, const ProblemRecord& neighbour, bool same_layer,
+                                      const ProblemRecord* partner = nullptr) const;
 
     // The launch floor (0 when the recording has no time at all).
     double floor_ms() const { return floor_; }

@@ -87,6 +87,9 @@ public:
     struct Estimate {
         std::unique_ptr<ProblemRecord> record;  // nullptr: unanswerable
         std::string neighbour;                  // the recorded problem support was assumed from
+        // The same layer recorded at a second size (batch or input), when the recording has one:
+        // the times follow the layer's own scaling between the two (PerfModel::predict).
+        std::string partner;
         std::string basis;                      // which preference level found it (see above)
         std::map<std::string, double> sigma;    // per algorithm: standard deviation of log(time)
         // Multiply-adds of p against the nearest recorded problem of its direction and type
