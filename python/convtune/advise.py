@@ -101,12 +101,14 @@ def main(argv=None):
         ap.error("no CUDA GPU is visible to PyTorch: advise measures this GPU, so it needs one")
     if a.device == "cpu" and a.kernel_cache:
         ap.error("--kernel-cache: the CUDA kernel cache does not apply to --device cpu")
-    # The cache states measured: a warm measurement needs the cold one before it (it is the second
-    # process on the cache folder the cold one filled); on the CPU one fresh process per setting.
-    states = ["cold", "warm"] if a.kernel_cache in (None, "both") else [a.kernel_cache]
-    caches = ["cold"] if a.device == "cpu" or states == ["cold"] else ["cold", "warm"]
+    # states: the cache states reported; caches: those measured. A warm measurement needs the cold
+    # one before it (it is the second process on the cache folder the cold one filled); on the CPU
+    # one fresh process per setting.
     if a.device == "cpu":
-        states = ["cold"]
+        states = caches = ["cold"]
+    else:
+        states = [a.kernel_cache] if a.kernel_cache in ("cold", "warm") else ["cold", "warm"]
+        caches = ["cold"] if states == ["cold"] else ["cold", "warm"]
 
     work = a.keep or tempfile.mkdtemp(prefix="convtune-advise-")
     os.makedirs(work, exist_ok=True)

@@ -76,7 +76,8 @@ std::string pooled_key(const std::string& id, const ConvProblem& p) {
 
 bool timed(const AlgorithmRecord& a) { return a.supported && a.status == Status::Code::ok && !a.samples_ms.empty(); }
 
-double log_macs(const ConvProblem& p) { return std::log(static_cast<double>(std::max<int64_t>(p.macs(), 1))); }
+double work(const ConvProblem& p) { return static_cast<double>(std::max<int64_t>(p.macs(), 1)); }
+double log_macs(const ConvProblem& p) { return std::log(work(p)); }
 
 }  // namespace
 
@@ -126,16 +127,14 @@ std::optional<Prediction> PerfModel::predict(const std::string& id, const ConvPr
     };
     if (!from(groups_.count(group_key(id, neighbour.problem)) ? groups_.at(group_key(id, neighbour.problem)) : Fit{}, id, "family fit") &&
         !from(pooled_, pooled_key(id, neighbour.problem), "pooled fit")) {
-        out.ms = mn * static_cast<double>(std::max<int64_t>(p.macs(), 1)) / static_cast<double>(std::max<int64_t>(neighbour.problem.macs(), 1));
+        out.ms = mn * work(p) / work(neighbour.problem);
         out.sigma = kAssumedSigma;
         out.basis = "no fit (linear in multiply-adds, factor 2 assumed)";
     } else {
         out.ms = std::exp(y);
     }
     if (const AlgorithmRecord* b = same_layer && partner ? partner->find(id) : nullptr; b && timed(*b) && mn > 0) {
-        const double m1 = static_cast<double>(std::max<int64_t>(neighbour.problem.macs(), 1));
-        const double m2 = static_cast<double>(std::max<int64_t>(partner->problem.macs(), 1));
-        const double m = static_cast<double>(std::max<int64_t>(p.macs(), 1));
+        const double m1 = work(neighbour.problem), m2 = work(partner->problem), m = work(p);
         const double t1 = mn, t2 = median(b->samples_ms);
         if (m1 != m2 && t2 > 0) {
             const double slope = (t2 - t1) / (m2 - m1), fixed = t1 - slope * m1;

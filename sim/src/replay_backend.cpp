@@ -90,7 +90,9 @@ const ReplayBackend::Estimate& ReplayBackend::unrecorded(const ConvProblem& p) c
     if (auto it = estimated_.find(key); it != estimated_.end()) return it->second;
     Estimate& e = estimated_[key];  // an entry without a record remembers "unanswerable"
     const double macs = static_cast<double>(std::max<int64_t>(p.macs(), 1));
-    auto log_ratio = [&](const ProblemRecord& r) { return std::abs(std::log(macs / static_cast<double>(std::max<int64_t>(r.problem.macs(), 1)))); };
+    auto log_work = [](const ConvProblem& q) { return std::log(static_cast<double>(std::max<int64_t>(q.macs(), 1))); };
+    const double x = log_work(p);
+    auto log_ratio = [&](const ProblemRecord& r) { return std::abs(x - log_work(r.problem)); };
     // The preference level of r as p's neighbour (lower is better; 4 = not a neighbour).
     auto level = [&](const ProblemRecord& r) {
         const ConvProblem& q = r.problem;
@@ -120,14 +122,14 @@ const ReplayBackend::Estimate& ReplayBackend::unrecorded(const ConvProblem& p) c
     // nearest other size.
     const ProblemRecord* partner = nullptr;
     if (best_level == 0) {
-        const double x = std::log(macs), x_near = std::log(static_cast<double>(std::max<int64_t>(near->problem.macs(), 1)));
+        const double x_near = log_work(near->problem);
         bool bracket = false;
         double nearest = std::numeric_limits<double>::infinity();
         for (const ProblemRecord& r : recording_.problems) {
             if (&r == near || level(r) != 0 || r.problem.macs() == near->problem.macs()) continue;
-            const double xr = std::log(static_cast<double>(std::max<int64_t>(r.problem.macs(), 1)));
+            const double xr = log_work(r.problem);
             const bool other_side = (xr - x) * (x_near - x) < 0;
-            const double d = log_ratio(r);
+            const double d = std::abs(xr - x);
             if ((other_side && !bracket) || (other_side == bracket && d < nearest)) partner = &r, bracket = other_side, nearest = d;
         }
         if (partner) e.partner = partner->problem.to_string();
