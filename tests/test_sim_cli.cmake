@@ -83,6 +83,9 @@ if(est LESS 1 OR NOT assumed EQUAL est OR extrap LESS 1 OR range_lo STREQUAL "")
 endif()
 expect_rc(2 simulate --workload resnet50 --shapes-dir ${SHAPES} --replay h100 --iterations 2)
 expect_match(LAST_ERR "--replay: 'h100' is neither a recording file nor a name in the recording library \\(names: h200;")
+# A recording holds one kernel-cache state: --kernel-cache applies to PyTorch's measurements only.
+expect_rc(2 simulate --workload resnet50 --shapes-dir ${SHAPES} --replay h200 --kernel-cache cold --iterations 2)
+expect_match(LAST_ERR "--kernel-cache: applies with --pytorch-measured only")
 
 # Record a small workload live on the CPU, then replay it; a trace runs live.
 expect_rc(0 record --backend cpu --workload ${DATA}/tiny.workload --samples 1 --out ${W}/tiny.json)

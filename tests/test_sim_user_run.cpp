@@ -142,6 +142,32 @@ BOOST_AUTO_TEST_CASE(trace_flag_lines_are_checked) {
     BOOST_TEST(d.iterations[0][0].flags == -1);
 }
 
+// A trace says how its wall times were taken; a newer format and absurd wall times are refused.
+BOOST_AUTO_TEST_CASE(trace_timing_version_and_wall_bound) {
+    const TraceData d = parse_trace_data(std::string("# convtune-trace 1\n# timing plain benchmark=1 kernel_cache=cold\n") + kP + "\n");
+    BOOST_TEST((d.timing.source == TraceTiming::Source::plain));
+    BOOST_TEST(d.timing.benchmark.value_or(false));
+    BOOST_TEST(d.timing.kernel_cache == "cold");
+    BOOST_TEST((parse_trace_data(std::string("# timing capture\n") + kP + "\n").timing.source == TraceTiming::Source::capture));
+    BOOST_TEST((parse_trace_data(std::string(kP) + "\n").timing.source == TraceTiming::Source::unknown));
+    const auto refused = [](const std::string& text, const std::string& what) {
+        try {
+            parse_trace_data(text);
+        } catch (const ParseError& e) {
+            return std::string(e.what()).find(what) != std::string::npos;
+        }
+        return false;
+    };
+    BOOST_TEST(refused(std::string("# convtune-trace 2\n") + kP + "\n", "line 1: trace format version 2 is newer"));
+    BOOST_TEST(refused(std::string("# convtune-trace x\n") + kP + "\n", "line 1: '# convtune-trace' must be followed"));
+    BOOST_TEST(refused(std::string("# timing plain\n") + kP + "\n", "line 1: '# timing': a plain timing must say its benchmark"));
+    BOOST_TEST(refused(std::string("# timing sideways\n") + kP + "\n", "expected 'plain' or 'capture'"));
+    BOOST_TEST(refused(std::string("# timing capture benchmark=1\n") + kP + "\n", "unknown field 'benchmark=1'"));
+    BOOST_TEST(refused(std::string("# convtune-trace 1\n# iteration 1 wall_ms 1e308\n") + kP + "\n", "line 2: wall_ms '1e308'"));
+    BOOST_TEST(refused(std::string("# iteration 1 wall_ms 1e9\n") + kP + "\n", "line 1: wall_ms '1e9'"));
+    BOOST_TEST(!refused(std::string("# iteration 1 wall_ms 999999999\n") + kP + "\n", "wall_ms"));
+}
+
 // The app layer with the fake backend registered under its own name.
 FakeBackend& registered() {
     static FakeBackend b("fake-user-run", tc_plain());
@@ -244,6 +270,7 @@ BOOST_AUTO_TEST_CASE(step_time_outside_convolutions_is_carried_into_every_settin
     BOOST_TEST(r.comparisons[1].saving == -15.0 / (15 + other), tt::tolerance(1e-9));
     const nlohmann::json j = to_json(r, {});
     BOOST_TEST(j["step_time"]["totals"] == "step");
+    BOOST_TEST(j["step_time"]["timing"] == "unknown");
     BOOST_TEST(j["settings"][0]["other_ms"].get<double>() == other, tt::tolerance(1e-9));
     BOOST_TEST(j["settings"][0]["per_iteration"][1]["other_ms"].get<double>() == 27.0, tt::tolerance(1e-9));
     BOOST_TEST(to_csv(r).find(",other_ms\n") != std::string::npos);

@@ -67,8 +67,11 @@ SimulateReport simulate(const SimulateRequest& r) {
         if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw InvalidRequest("plot", "cannot write in the folder of '" + r.plot + "'");
     }
 
-    if (r.kernel_cache != "cold" && r.kernel_cache != "warm")
+    if (!r.kernel_cache.empty() && r.kernel_cache != "cold" && r.kernel_cache != "warm")
         throw InvalidRequest("kernel_cache", "'" + r.kernel_cache + "' is neither cold nor warm");
+    if (!r.kernel_cache.empty() && r.measured.empty())
+        throw InvalidRequest("kernel_cache", "applies with {measured} only: PyTorch's measurements hold both kernel-cache states, "
+                                             "a recording holds the one it was made in");
     std::optional<sim::PyTorchMeasurements> measured;
     if (!r.measured.empty()) measured = sim::PyTorchMeasurements::load(r.measured);
     const bool measured_only = measured && r.replay.empty() && r.backend.empty();
@@ -95,7 +98,7 @@ SimulateReport simulate(const SimulateRequest& r) {
     so.seed = r.workload.seed;
     so.min_saving = r.min_saving;
     if (measured) so.measured = &*measured;
-    so.kernel_cache = r.kernel_cache;
+    so.kernel_cache = r.kernel_cache.empty() ? "warm" : r.kernel_cache;
     so.progress = r.progress;
     SimulateReport rep;
     rep.result = measured_only ? sim::simulate_measured(stream, so) : sim::simulate(*backend, stream, so);

@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# PyTorch's real behaviour on this GPU, for the simulator's fidelity benchmark (docs/simulation.md):
-# per workload, (1) pytorch_measure.py's per-problem first-call and steady times, benchmark off and
-# on, cold and warm kernel cache, a fresh process each; (2) the whole network run for real,
-# benchmark off and on, cold and warm kernel cache, RUNS fresh processes each.
+# PyTorch's real behaviour on this GPU, for the simulator's fidelity benchmark and the library of
+# PyTorch's measured costs (docs/simulation.md). Per workload, on the GPU machine (PyTorch only;
+# no convtune build needed):
+#   (1) the advise way: the network's run captured by convtune.capture on this GPU, its steps timed
+#       in a plain run (nothing intercepted, benchmark off, an empty CUDA kernel cache):
+#       OUT/<workload>.trace;
+#   (2) pytorch_measure.py's per-problem first-call and steady times for the trace's problems,
+#       benchmark off and on, cold and warm kernel cache, a fresh process each: OUT/<workload>-measure.json;
+#   (3) the whole network run for real, benchmark off and on, cold and warm kernel cache, RUNS fresh
+#       processes each: OUT/<workload>-runs.json (one line per run).
 #   bench/sim/pytorch-truth.sh OUT WORKLOAD...      WORKLOAD = net:precision:mode:batch[:size]
-# e.g. bench/sim/pytorch-truth.sh out resnet50:fp32:train:32 resnet50:amp:train:32
+# e.g. bench/sim/pytorch-truth.sh out resnet50:fp32:train:32 convnext_tiny:tf32:train:32
 #      bench/sim/pytorch-truth.sh out resnet50:fp16:infer:16:160,192,224,256,288,320   (a stream:
 #      a list of batches or sizes cycles, one entry per step)
-# The problems of WORKLOAD come from bench/sim/data/<name>.json (bench/sim/workload-name.sh;
-# made by bench/sim/make-problems.sh). Writes OUT/<workload>-measure.json (pytorch_measure's grid)
-# and OUT/<workload>-runs.json (one line per network run). Environment: RUNS (default 3),
-# MEASURE_RUNS (default 2; 0 skips the per-problem measurements), ITERATIONS (default 20).
+# Environment: RUNS (default 3), MEASURE_RUNS (default 2; 0 skips (2)), ITERATIONS (default 20),
+# STEPS (1) and (3) only where set to "runs" (default all three).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+capture=$here/../../python/convtune/capture.py
+measure=$here/../../python/convtune/pytorch_measure.py
 out=$1
 shift
 mkdir -p "$out"
@@ -23,13 +29,20 @@ export PYTHONUNBUFFERED=1
 for w in "$@"; do
   IFS=: read -r net precision mode batch size <<<"$w"
   name=$("$here/workload-name.sh" "$w")
-  problems="$here/data/$name.json"
+  args=(--net "$net" --precision "$precision" --mode "$mode" --batch "$batch" ${size:+--size "$size"})
   tf32=1
   [ "$precision" = fp32 ] && tf32=0
-  if [ "$MEASURE_RUNS" -gt 0 ]; then
-  echo "== $name: per-problem measurements ($(python3 -c "import json;print(len(json.load(open('$problems'))))") calls)"
-  python3 "$here/../../python/convtune/pytorch_measure.py" grid --problems "$problems" --allow-tf32 $tf32 \
-    --runs "$MEASURE_RUNS" --out "$out/$name-measure.json"
+  IFS=, read -r -a nb <<<"$batch"
+  IFS=, read -r -a ns <<<"${size:-0}"
+  cycle=$(( ${#nb[@]} > ${#ns[@]} ? ${#nb[@]} : ${#ns[@]} ))
+  if [ "${STEPS:-all}" != runs ]; then
+    echo "== $name: capture, steps timed in a plain run"
+    python3 "$capture" --max-iterations $((2 * cycle + 4)) --timing plain --cold-kernel-cache -o "$out/$name.trace" \
+      "$here/torch_networks.py" run "${args[@]}" --benchmark 0 --iterations 100000
+    if [ "$MEASURE_RUNS" -gt 0 ]; then
+      echo "== $name: per-problem measurements"
+      python3 "$measure" grid --problems "$out/$name.trace" --allow-tf32 $tf32 --runs "$MEASURE_RUNS" --out "$out/$name-measure.json"
+    fi
   fi
   echo "== $name: network runs"
   : >"$out/$name-runs.json"
@@ -39,8 +52,8 @@ for w in "$@"; do
     for bm in $order; do
       cache=$(mktemp -d)
       for state in cold warm; do
-        CUDA_CACHE_PATH=$cache python3 "$here/torch_networks.py" run --net "$net" --precision "$precision" --mode "$mode" \
-          --batch "$batch" ${size:+--size "$size"} --benchmark "$bm" --iterations "$ITERATIONS" --out "$out/run.json"
+        CUDA_CACHE_PATH=$cache python3 "$here/torch_networks.py" run "${args[@]}" --benchmark "$bm" --iterations "$ITERATIONS" \
+          --out "$out/run.json"
         python3 - "$out/run.json" "$state" "$r" >>"$out/$name-runs.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -76,9 +76,25 @@ def simulate(cli, trace, measure, cache, n):
     for s in doc["settings"]:
         if s.get("failure"):
             sys.exit(f"pytorch_fidelity: {s['name']} failed: {s['failure']}")
-        per = [x["search_ms"] + x["exec_ms"] for x in s["per_iteration"]]
+        per = [x["search_ms"] + x["exec_ms"] + x.get("other_ms", 0.0) for x in s["per_iteration"]]
         out[s["name"]] = dict(total=s["total_ms"], per=per, lo=s["range_ms"][0], hi=s["range_ms"][1])
     return out
+
+
+def legacy_trace(a, w, tmp):
+    """A workload without its own capture: its problems (bench/sim/make-problems.sh) as a trace,
+    or the stream trace beside them (changing shapes: one iteration per step of its cycle)."""
+    if not a.problems:
+        sys.exit(f"pytorch_fidelity: {w}: no {w}.trace with a plain timing in --results; give --problems")
+    trace = os.path.join(a.problems, w + ".trace")
+    if os.path.exists(trace):
+        return trace
+    with open(os.path.join(a.problems, w + ".json")) as f:
+        problems = json.load(f)
+    trace = os.path.join(tmp, w + ".trace")
+    with open(trace, "w") as f:
+        f.write("# convtune-trace 1\n" + "\n".join(p["key"] for p in problems) + "\n")
+    return trace
 
 
 def break_even(per0, per1, other=None):
@@ -104,7 +120,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", required=True)
     ap.add_argument("--results", required=True, help="folder with <w>-measure.json and <w>-runs.json")
-    ap.add_argument("--problems", required=True, help="folder with <w>.json (bench/sim/make-problems.sh)")
+    ap.add_argument("--problems", help="folder with <w>.json (bench/sim/make-problems.sh), for results without their own "
+                    "<w>.trace")
     ap.add_argument("--iterations", default="100,1000")
     ap.add_argument("--tolerance", type=float, default=0.15)
     ap.add_argument("--out")
@@ -114,6 +131,8 @@ def main():
              "in range | inside measured |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     be_lines = ["| workload | cache | predicted break-even | measured break-even | error |", "|---|---|---:|---:|---:|"]
+    diff_lines = ["| workload | cache | N | predicted on-off | measured on-off | ratio |", "|---|---|---:|---:|---:|---:|"]
+    plain_timed, ratios = [], []
     worst, outside, off_runs, cases, same, decided = 0.0, 0, 0, 0, 0, 0
     tmp = tempfile.mkdtemp()
     for measure in sorted(glob.glob(os.path.join(a.results, "*-measure.json"))):
@@ -128,19 +147,22 @@ def main():
         if missing:
             print(f"pytorch_fidelity: {w}: no network runs with {', '.join(missing)}, skipped", file=sys.stderr)
             continue
-        with open(os.path.join(a.problems, w + ".json")) as f:
-            problems = json.load(f)
-        trace = os.path.join(a.problems, w + ".trace")  # a stream of changing shapes: one iteration per step of its cycle
-        if not os.path.exists(trace):
-            trace = os.path.join(tmp, w + ".trace")
-            with open(trace, "w") as f:
-                f.write("# convtune-trace 1\n" + "\n".join(p["key"] for p in problems) + "\n")
         cycle = runs[0].get("cycle", 1)
-        # other_ms, per position of the cycle: the first off run's steady step there minus off's
-        # predicted steady convolutions there (what a user's capture of their own steps measures).
-        first_off = next(r for r in runs if r["benchmark"] == 0)
-        probe = simulate(a.cli, trace, measure, first_off["cache"], 2 * cycle)
-        other = [m - p for m, p in zip(steady_cycle(first_off), probe["off"]["per"][cycle:])]
+        own = os.path.join(a.results, w + ".trace")
+        if os.path.exists(own) and "# timing plain" in open(own).read(4096):
+            # The advise way: the network's own capture on the GPU, its steps timed in a plain run.
+            # The simulated totals include each step's time outside convolutions; nothing is
+            # taken from the runs checked against.
+            trace, other = own, [0.0] * cycle
+            plain_timed.append(w)
+        else:
+            trace, other = legacy_trace(a, w, tmp), None
+        if other is None:
+            # other_ms, per position of the cycle: the first off run's steady step there minus off's
+            # predicted steady convolutions there (what a user's capture of their own steps measures).
+            first_off = next(r for r in runs if r["benchmark"] == 0)
+            probe = simulate(a.cli, trace, measure, first_off["cache"], 2 * cycle)
+            other = [m - p for m, p in zip(steady_cycle(first_off), probe["off"]["per"][cycle:])]
 
         def plus_other(x, n):
             return x + sum(other[i % cycle] for i in range(n))
@@ -172,6 +194,10 @@ def main():
                                  f"{100 * (max(meas) / min(meas) - 1):.0f}% | {100 * err:+.1f}% | "
                                  f"{'yes' if inside else 'no'} | {'yes' if spanned else 'no'} |")
                 same += (pred_of[1] < pred_of[0]) == (med_of[1] < med_of[0])
+                pd, md = pred_of[1] - pred_of[0], med_of[1] - med_of[0]
+                ratio = pd / md if md else float("nan")
+                ratios.append(ratio)
+                diff_lines.append(f"| {w} | {cache} | {n} | {pd / 1e3:+.2f} s | {md / 1e3:+.2f} s | {ratio:.2f} |")
                 decided += 1
             n = max(ns)
             sim = sims[n]
@@ -182,7 +208,11 @@ def main():
             e = "-" if not (pbe and mbe) else f"{100 * (pbe - mbe) / mbe:+.0f}%"
             be_lines.append(f"| {w} | {cache} | {pbe or 'never'} | {mbe or 'never'} | {e} |")
         print(f"pytorch_fidelity: {w}: other_ms {', '.join(f'{o:.1f}' for o in other)}", file=sys.stderr)
-    text = ("Totals (predicted = simulate's total + N x other_ms):\n\n" + "\n".join(lines) +
+    how = (f"Totals (predicted = simulate's total; for {', '.join(plain_timed) or 'no workload'} the trace's own plain-run step "
+           "times give the time outside convolutions, for the others N x other_ms from the first off run):\n\n")
+    text = (how + "\n".join(lines) +
+            "\n\nBenchmark on minus off (the cost or gain of the flag), predicted against measured medians:\n\n" +
+            "\n".join(diff_lines) +
             "\n\nBreak-even of benchmark=True against benchmark=False:\n\n" + "\n".join(be_lines) +
             f"\n\nworst error {100 * worst:.1f}% (tolerance {100 * a.tolerance:.0f}%); measured runs outside the predicted range: {outside}; "
             f"predictions outside the span of the measured runs: {off_runs} of {cases}; "

@@ -2,9 +2,12 @@
 
     python3 -m convtune.advise [--iterations N] [--kernel-cache cold|warm|both] script.py [args...]
 
-1. captures the script's convolutions for a few iterations (``convtune.capture
-   --max-iterations``, in its own process: the script is ended once they are done) with each
-   iteration's wall time;
+1. captures the script's convolutions (``convtune.capture``, in its own process) until the set of
+   distinct problems has stopped growing for ``--stable-after`` iterations (default 20) or
+   ``--capture-iterations`` are done (default 200), whichever comes first, and reports the coverage
+   (a warning when new problems were still appearing); then times those steps in a plain run of
+   the script (nothing intercepted, benchmark off, an empty CUDA kernel cache, the GPU
+   synchronised at each step's end), so that the capture's own overhead is in no total;
 2. measures PyTorch itself on this GPU for those problems (``pytorch_measure.py grid``: benchmark
    off and on, cold and warm CUDA kernel cache, a fresh process each; only cold with
    ``--kernel-cache cold``);
@@ -13,7 +16,9 @@
 4. simulates N iterations (default 1000) with ``convtune simulate`` and prints the report, the
    recommendation and, with ``--plot``, the plot.
 
-It prints how long each step is expected to take and shows progress. The convtune executable is
+It prints how long each step is expected to take and shows progress; a step that runs past
+``--timeout`` seconds (default 3600; a script that never finishes a step, say) is stopped with a
+message. The convtune executable is
 found through ``--cli``, ``$CONVTUNE_CLI`` or ``PATH``. Everything it writes goes to ``--keep DIR``
 (default: a temporary folder, removed at the end).
 """
@@ -22,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,9 +40,21 @@ def _say(msg):
     print(f"convtune.advise: {msg}", file=sys.stderr, flush=True)
 
 
-def _run(cmd, what, **kw):
+def _run(cmd, what, timeout=None, **kw):
     t = time.time()
-    p = subprocess.run(cmd, **kw)
+    # Its own process group, so that a stop at the timeout also ends what it started (the capture's
+    # plain timing run, PyTorch's measurement processes).
+    with subprocess.Popen(cmd, start_new_session=True, **kw) as p:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            raise SystemExit(f"convtune.advise: {what} did not finish within --timeout {timeout:g} s and was stopped "
+                             f"(a script that never completes a step?): {' '.join(map(str, cmd))}")
+        except BaseException:
+            os.killpg(p.pid, signal.SIGKILL)
+            raise
     if p.returncode != 0:
         raise SystemExit(f"convtune.advise: {what} failed (exit {p.returncode}): {' '.join(map(str, cmd))}")
     _say(f"{what}: done in {time.time() - t:.1f} s")
@@ -73,7 +91,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m convtune.advise", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iterations", "-n", type=int, default=1000, help="iterations your job runs (default %(default)s)")
-    ap.add_argument("--capture-iterations", type=int, default=3, help="iterations of the script to capture (default %(default)s)")
+    ap.add_argument("--capture-iterations", type=int, default=200,
+                    help="iterations of the script to capture at most (default %(default)s)")
+    ap.add_argument("--stable-after", type=int, default=20,
+                    help="stop capturing once this many iterations in a row brought no new problem (default %(default)s)")
+    ap.add_argument("--timeout", type=float, default=3600,
+                    help="seconds each step (the capture, the measurements, the simulation) may take (default %(default)s)")
     ap.add_argument("--kernel-cache", choices=["cold", "warm", "both"],
                     help="the CUDA kernel cache your job starts with: cold (e.g. a fresh container), warm, or both (default; "
                          "CUDA only: PyTorch's CPU convolutions have none)")
@@ -86,8 +109,10 @@ def main(argv=None):
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
-    if a.iterations < 1 or a.capture_iterations < 1 or a.runs < 1:
-        ap.error("--iterations, --capture-iterations and --runs must be >= 1")
+    if a.iterations < 1 or a.capture_iterations < 1 or a.runs < 1 or a.stable_after < 1:
+        ap.error("--iterations, --capture-iterations, --stable-after and --runs must be >= 1")
+    if not a.timeout > 0:
+        ap.error("--timeout: must be > 0 seconds")
     if not os.path.isfile(a.script):
         ap.error(f"script '{a.script}' does not exist")
     cli = _find_cli(a.cli)
@@ -115,13 +140,15 @@ def main(argv=None):
     trace, problems = os.path.join(work, "script.trace"), os.path.join(work, "problems.json")
     measured, recording = os.path.join(work, "pytorch.json"), os.path.join(work, "convtune-cudnn.json")
     try:
-        _say(f"step 1/4: running {a.script} for {a.capture_iterations} iterations to capture its convolutions "
-             "(as long as those iterations take)")
+        _say(f"step 1/4: running {a.script} to capture its convolutions until no new problem appears for "
+             f"{a.stable_after} iterations (at most {a.capture_iterations}), then timing those steps in a plain run")
         capture = [sys.executable, os.path.join(HERE, "capture.py"), "--max-iterations", str(a.capture_iterations),
-                   "-o", trace, a.script] + a.args
-        _run(capture, "capture")
+                   "--stable-after", str(a.stable_after), "--timing", "plain"]
+        if a.device == "cuda":
+            capture.append("--cold-kernel-cache")
+        _run(capture + ["-o", trace, a.script] + a.args, "capture", timeout=a.timeout)
         with open(problems, "w") as f:
-            _run([cli, "parse", "--json", trace], "problem list", stdout=f)
+            _run([cli, "parse", "--json", trace], "problem list", timeout=a.timeout, stdout=f)
         with open(problems) as f:
             n = len({p["key"] for p in json.load(f)})
         flags = _trace_flags(trace)
@@ -133,12 +160,12 @@ def main(argv=None):
         _run([sys.executable, os.path.join(HERE, "pytorch_measure.py"), "grid", "--problems", problems,
               "--allow-tf32", str(flags.get("allow_tf32", 1)), "--runs", str(a.runs), "--caches", ",".join(caches),
               "--device", a.device,
-              "--out", measured], "PyTorch measurements")
+              "--out", measured], "PyTorch measurements", timeout=a.timeout)
         replay = []
         if a.device == "cuda" and _cudnn_available(cli):
             _say(f"step 3/4: recording convtune's cuDNN algorithms on the {n} problems (about {n * 0.3:.0f} s)")
             _run([cli, "record", "--backend", "cudnn", "--stream", "trace:" + trace, "--progress", "--out", recording],
-                 "convtune recording")
+                 "convtune recording", timeout=a.timeout)
             replay = ["--replay", recording]
         elif a.device == "cpu":
             _say("step 3/4: skipped on --device cpu: only PyTorch's own settings are compared")
@@ -153,7 +180,7 @@ def main(argv=None):
                 cmd += ["--plot", a.plot if len(states) == 1 else f"{root}-{state}{ext or '.svg'}"]
             print("\n== PyTorch's CPU convolutions (no kernel cache) ==" if a.device == "cpu" else f"\n== {state} CUDA kernel cache ==",
                   flush=True)
-            _run(cmd, f"simulation ({state} kernel cache)")
+            _run(cmd, f"simulation ({state} kernel cache)", timeout=a.timeout)
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

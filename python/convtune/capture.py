@@ -123,9 +123,28 @@ class Trace:
     source: str = ""
     skipped: list = field(default_factory=list)  # (description, reason) of calls convtune cannot express
     torch_version: str = ""
+    # How wall_ms was taken: "capture" (under the recorder, which slows each step) or a dict
+    # {"source": "plain", "benchmark": 0|1, "kernel_cache": "cold"|None} (a plain run of the program).
+    timing: object = "capture"
+    # Where iterations start, for a plain run of the same program: ("module", K) = each call of the
+    # K-th module object the program called (in first-call order), ("marks",) = mark_iteration()
+    # calls, None = not reproducible (the first convolution ran outside any module).
+    boundary: object = None
+    new_problems: list = field(default_factory=list)  # per iteration: how many problems it saw first
+    stable_after: int = 0  # the capture stopped once this many iterations in a row brought no new problem (0: not asked)
+    notes: list = field(default_factory=list)  # comment lines (the capture's overhead, coverage warnings)
 
     def calls(self):
         return [c for it in self.iterations for c in it]
+
+    def coverage(self):
+        """(distinct problems, iteration of the last new one (1-based, 0 when none), iterations,
+        still_growing): still_growing is True where the capture ended while new problems were
+        still appearing (fewer than ``stable_after`` iterations, or 10 when not asked, without one)."""
+        last = max((i + 1 for i, n in enumerate(self.new_problems) if n), default=0)
+        window = self.stable_after or 10
+        n = len(self.iterations)
+        return len(set(self.problems())), last, n, last > 1 and n - last < window
 
     def problems(self, iteration=None):
         """The problem strings of one iteration (all iterations when None), in call order."""
@@ -138,6 +157,17 @@ class Trace:
                  + (f" from {self.source}" if self.source else ""),
                  f"# {len(self.iterations)} iterations, {len(self.calls())} convolutions, "
                  f"{len(set(self.problems()))} distinct problems"]
+        if self.timing == "capture":
+            lines.append("# timing capture")
+        elif isinstance(self.timing, dict):
+            lines.append(f"# timing plain benchmark={int(self.timing['benchmark'])}"
+                         + (f" kernel_cache={self.timing['kernel_cache']}" if self.timing.get("kernel_cache") else ""))
+        if self.new_problems:
+            distinct, last, n, growing = self.coverage()
+            lines.append(f"# coverage: {distinct} distinct problems, the last new one in iteration {last} of {n}")
+            if growing:
+                lines.append("# warning: the capture ended while new problems were still appearing: the stream may not be whole")
+        lines += [f"# {note}" for note in self.notes]
         for desc, reason in self.skipped:
             lines.append(f"# skipped (not expressible as a convtune problem): {desc}: {reason}")
         last_flags = None
@@ -247,13 +277,17 @@ class Recorder:
 
     _active = None
 
-    def __init__(self, names=None, auto_iterations=True, max_iterations=None):
+    def __init__(self, names=None, auto_iterations=True, max_iterations=None, stable_after=None):
         self._names = dict(names or {})
         self._max = max_iterations  # stop the program (raise StopCapture) once this many are complete
+        # Stop once this many iterations in a row brought no problem not seen before (the stream is whole).
+        self._stable = stable_after
+        self._seen = set()  # distinct problems so far
+        self._ordinals = weakref.WeakKeyDictionary()  # module -> its place in first-call order (1-based)
         self._t_start = None  # perf_counter at the current iteration's first convolution
         self._auto = auto_iterations
         self._explicit = False
-        self.trace = Trace()
+        self.trace = Trace(stable_after=stable_after or 0)
         try:
             import torch
             self.trace.torch_version = torch.__version__
@@ -273,11 +307,15 @@ class Recorder:
         """Starts a new iteration (and turns the automatic boundaries off)."""
         with self._lock:
             self._explicit = True
+            self.trace.boundary = ("marks",)
             self._flush()
             self._enough()
 
     def _flush(self, last=False):
         if self._current:
+            fresh = {c.problem for c in self._current} - self._seen
+            self._seen |= fresh
+            self.trace.new_problems.append(len(fresh))
             self.trace.iterations.append(self._current)
             now = time.perf_counter()
             self.trace.wall_ms.append(None if last or self._t_start is None else (now - self._t_start) * 1e3)
@@ -308,6 +346,8 @@ class Recorder:
                 self._first = (weakref.ref(obj), index)
             except TypeError:  # not weak-referenceable: no automatic boundary from it
                 self._first = (lambda: None, index)
+            ordinal = self._ordinals.get(obj) if not _is_tensor(obj) else None
+            self.trace.boundary = ("module", ordinal) if ordinal else None
         elif self._current and (self._last_backward or (self._first[0]() is obj and self._first[1] == index)):
             self._flush()
             self._last_backward = False
@@ -315,11 +355,17 @@ class Recorder:
         self._last_backward = False
 
     def _enough(self):
-        if self._max is not None and len(self.trace.iterations) >= self._max:
+        n = len(self.trace.iterations)
+        if self._max is not None and n >= self._max:
             self._closed = True
             raise StopCapture(f"{self._max} iterations captured")
+        if self._stable and n >= self._stable and not any(self.trace.new_problems[n - self._stable:]):
+            self._closed = True
+            raise StopCapture(f"no new problem in the last {self._stable} iterations")
 
     def _module_enter(self, module, _inputs):
+        if module not in self._ordinals:
+            self._ordinals[module] = len(self._ordinals) + 1
         stack = getattr(self._tls, "stack", None)
         if stack is None:
             stack = self._tls.stack = []
@@ -477,9 +523,135 @@ class Recorder:
 
 
 def mark_iteration():
-    """Starts a new iteration of the active capture (no effect when nothing is being captured)."""
+    """Starts a new iteration of the active capture, or a new step of a plain timing run (no
+    effect when neither is active)."""
     if Recorder._active is not None:
         Recorder._active.mark_iteration()
+    elif StepTimer._active is not None:
+        StepTimer._active.mark_iteration()
+
+
+def _is_tensor(obj):
+    try:
+        import torch
+        return isinstance(obj, torch.Tensor)
+    except ImportError:
+        return False
+
+
+class StepTimer:
+    """A plain run's step clock: no dispatch mode, nothing intercepted but one module's
+    forward pre-hook. A step starts at each call of the boundary module (the ``K``-th module
+    object the program calls, as the capture found it) or at each mark_iteration(); at each
+    start the GPU is synchronised and the host clock read. Raises StopCapture once ``steps``
+    steps are complete. torch.backends.cudnn.benchmark is held at ``benchmark`` for the whole
+    run (the program's own assignments are counted in ``benchmark_sets`` and ignored)."""
+
+    _active = None
+
+    def __init__(self, boundary, steps, benchmark=False):
+        self._boundary = boundary
+        self._steps = steps
+        self._benchmark = bool(benchmark)
+        self.starts = []  # perf_counter at each step start (after the synchronisation)
+        self.benchmark_sets = 0
+        self._seen = 0
+        self._undo = []
+
+    def wall_ms(self):
+        return [(b - a) * 1e3 for a, b in zip(self.starts, self.starts[1:])]
+
+    def mark_iteration(self):
+        import torch
+
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        self.starts.append(time.perf_counter())
+        if len(self.starts) > self._steps:
+            raise StopCapture(f"{self._steps} steps timed")
+
+    def _first_calls(self, module, _inputs):
+        self._seen += 1
+        if self._seen == self._boundary[1]:
+            # The boundary module: from now on only its own hook runs.
+            self._undo.pop()()
+            self._undo.append(module.register_forward_pre_hook(lambda _m, _i: self.mark_iteration()).remove)
+            self.mark_iteration()
+
+    def __enter__(self):
+        import torch
+
+        if StepTimer._active is not None or Recorder._active is not None:
+            raise RuntimeError("convtune.capture: a capture or timing run is already active")
+        cudnn_cls = type(torch.backends.cudnn)
+        original = cudnn_cls.__dict__.get("benchmark")
+        timer = self
+
+        class _Held:
+            def __get__(self, obj, objtype=None):
+                return timer._benchmark
+
+            def __set__(self, obj, value):
+                timer.benchmark_sets += 1
+
+        torch.backends.cudnn.benchmark = self._benchmark
+        if original is not None:
+            setattr(cudnn_cls, "benchmark", _Held())
+            self._undo.append(lambda: setattr(cudnn_cls, "benchmark", original))
+        if self._boundary[0] == "module":
+            ordinals = weakref.WeakKeyDictionary()
+
+            def first_calls(module, inputs):
+                if module not in ordinals:
+                    ordinals[module] = True
+                    self._first_calls(module, inputs)
+
+            self._undo.append(torch.nn.modules.module.register_module_forward_pre_hook(first_calls).remove)
+        StepTimer._active = self
+        return self
+
+    def __exit__(self, *exc):
+        StepTimer._active = None
+        for undo in reversed(self._undo):
+            undo()
+        self._undo = []
+        return False
+
+
+def time_plain(script, args, boundary, steps, benchmark=False, cold_kernel_cache=False):
+    """Runs ``script`` in a fresh process with nothing intercepted and returns the wall times
+    (ms) of its first ``steps`` steps, each synchronised at its end (StepTimer), and how often
+    the script set the benchmark flag (ignored). ``cold_kernel_cache``: the run starts with an
+    empty CUDA kernel cache (a new folder), as a fresh container would."""
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="convtune-plain-") as tmp:
+        out = os.path.join(tmp, "steps.json")
+        env = dict(os.environ)
+        if cold_kernel_cache:
+            env["CUDA_CACHE_PATH"] = os.path.join(tmp, "kernel-cache")
+            env.pop("CUDA_CACHE_DISABLE", None)
+        cmd = [sys.executable, os.path.abspath(__file__), "--_plain-run", json.dumps(list(boundary)), "--_steps", str(steps),
+               "--_benchmark", str(int(bool(benchmark))), "-o", out, script] + list(args)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        if p.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"the plain timing run failed (exit {p.returncode}): {p.stdout[-2000:]}")
+        with open(out) as f:
+            doc = json.load(f)
+    return doc["wall_ms"], doc["benchmark_sets"]
+
+
+def _plain_run(a):
+    """The child process of time_plain()."""
+    import json
+
+    boundary = tuple(json.loads(a.plain_run))
+    timer = StepTimer(boundary, a.steps, benchmark=a.benchmark)
+    run_script(a.script, a.args, timer)
+    _write_text(a.out, json.dumps({"wall_ms": timer.wall_ms(), "benchmark_sets": timer.benchmark_sets}) + "\n")
+    return 0
 
 
 def _loss(out):
@@ -497,8 +669,13 @@ def _loss(out):
     return total
 
 
-def capture(model, example_inputs, train=True, iterations=1, path=None):
+def capture(model, example_inputs, train=True, iterations=1, path=None, timing="plain"):
     """Runs ``model(*example_inputs)`` ``iterations`` times and records its convolutions.
+
+    timing="plain" (default): the step wall times come from ``iterations`` plain steps run
+    first, with nothing intercepted, benchmark off and the GPU synchronised at each step's end (the
+    first pays the process's first calls as a job's first step does); timing="capture": from the
+    captured steps themselves, slowed by the capture.
 
     train=True: model.train(), forward, then backward of the sum of the outputs (what a training
     step's convolutions are; no optimizer step). train=False: model.eval() under torch.no_grad().
@@ -517,21 +694,44 @@ def capture(model, example_inputs, train=True, iterations=1, path=None):
     was_training = model.training
     buffers = {k: v.detach().clone() for k, v in model.named_buffers()}
     grads = {p: p.grad for p in model.parameters()}
+    if timing not in ("plain", "capture"):
+        raise ValueError(f"timing: must be 'plain' or 'capture' (got {timing!r})")
     rec = Recorder(names=names, auto_iterations=False)
+
+    def step():
+        if train:
+            loss = _loss(model(*inputs))
+            if loss is None:
+                raise ValueError("capture(train=True): the model returned no floating-point tensor to differentiate")
+            loss.backward()
+        else:
+            with torch.no_grad():
+                model(*inputs)
+
+    def sync():
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    plain = []
     try:
         model.train(train)
+        if timing == "plain":
+            saved = torch.backends.cudnn.benchmark
+            torch.backends.cudnn.benchmark = False
+            try:
+                sync()
+                for _ in range(iterations):
+                    t = time.perf_counter()
+                    step()
+                    sync()
+                    plain.append((time.perf_counter() - t) * 1e3)
+            finally:
+                torch.backends.cudnn.benchmark = saved
         with rec:
             for i in range(iterations):
                 if i:
                     rec.mark_iteration()
-                if train:
-                    loss = _loss(model(*inputs))
-                    if loss is None:
-                        raise ValueError("capture(train=True): the model returned no floating-point tensor to differentiate")
-                    loss.backward()
-                else:
-                    with torch.no_grad():
-                        model(*inputs)
+                step()
     finally:
         model.train(was_training)
         with torch.no_grad():
@@ -541,6 +741,9 @@ def capture(model, example_inputs, train=True, iterations=1, path=None):
         for p, g in grads.items():
             p.grad = g
     rec.trace.source = type(model).__name__ + (" training" if train else " inference")
+    if timing == "plain":
+        rec.trace.wall_ms = plain[:len(rec.trace.iterations)]
+        rec.trace.timing = {"source": "plain", "benchmark": 0, "kernel_cache": None}
     if path is not None:
         rec.trace.write(path)
     return rec.trace
@@ -556,9 +759,23 @@ def main(argv=None):
                     help="do not split iterations automatically (only at convtune.capture.mark_iteration() calls)")
     ap.add_argument("--max-iterations", type=int, metavar="N",
                     help="end the script once N iterations are complete (their wall times are all known)")
+    ap.add_argument("--stable-after", type=int, metavar="K",
+                    help="end the script once K iterations in a row brought no problem not seen before (the stream is "
+                         "whole); with --max-iterations, whichever comes first")
+    ap.add_argument("--timing", choices=["plain", "capture"], default="plain",
+                    help="plain (default): the steps' wall times come from a second, plain run of the script (nothing "
+                         "intercepted, benchmark off, the GPU synchronised at each step's end) over the iterations "
+                         "captured; capture: from the captured run, which the capture slows")
+    ap.add_argument("--cold-kernel-cache", action="store_true",
+                    help="the plain run starts with an empty CUDA kernel cache (a new folder), and the trace says so")
+    ap.add_argument("--_plain-run", dest="plain_run", help=argparse.SUPPRESS)
+    ap.add_argument("--_steps", dest="steps", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--_benchmark", dest="benchmark", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("script", help="the Python script to run")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     a = ap.parse_args(argv)
+    if a.plain_run is not None:
+        return _plain_run(a)
     if not os.path.isfile(a.script):
         ap.error(f"script '{a.script}' does not exist")
     if (why := _output_problem(a.out)) is not None:
@@ -571,14 +788,55 @@ def main(argv=None):
 
     if a.max_iterations is not None and a.max_iterations < 1:
         ap.error("--max-iterations: must be >= 1")
-    rec = Recorder(auto_iterations=not a.no_auto_iterations, max_iterations=a.max_iterations)
+    if a.stable_after is not None and a.stable_after < 1:
+        ap.error("--stable-after: must be >= 1")
+    if a.cold_kernel_cache and a.timing != "plain":
+        ap.error("--cold-kernel-cache: applies to the plain timing run only (--timing plain)")
+    rec = Recorder(auto_iterations=not a.no_auto_iterations, max_iterations=a.max_iterations, stable_after=a.stable_after)
     failed = True
     try:
         status = run_script(a.script, a.args, rec)
         failed = False
     finally:
+        if not failed and a.timing == "plain" and rec.trace.calls():
+            _time_plain_into(rec.trace, a)
         _finish(rec.trace, a, failed)
     return status if rec.trace.calls() else (status or 1)
+
+
+def _time_plain_into(trace, a):
+    """Replaces the trace's wall times by a plain run's (time_plain), and notes the capture's
+    overhead. Where the plain run cannot find the steps, keeps the capture's, saying so."""
+    n = len(trace.iterations)
+    if trace.boundary is None:
+        print("convtune.capture: warning: the first convolution ran outside any nn.Module, so a plain run cannot find where "
+              "steps start; the wall times are the capture's (slowed by it: an upper bound). Call "
+              "convtune.capture.mark_iteration() at the start of each step to fix this.", file=sys.stderr)
+        return
+    print(f"convtune.capture: timing {n} steps in a plain run of {os.path.basename(a.script)} (nothing intercepted, benchmark off"
+          f"{', an empty CUDA kernel cache' if a.cold_kernel_cache else ''})", file=sys.stderr, flush=True)
+    try:
+        walls, sets = time_plain(a.script, a.args, trace.boundary, n, benchmark=False, cold_kernel_cache=a.cold_kernel_cache)
+    except RuntimeError as e:
+        print(f"convtune.capture: warning: {e}; the wall times are the capture's (an upper bound)", file=sys.stderr)
+        return
+    if not walls:
+        print("convtune.capture: warning: the plain run timed no complete step; the wall times are the capture's",
+              file=sys.stderr)
+        return
+    captured = [w for w in trace.wall_ms[1:] if w is not None]
+    plain = walls[1:]
+    if captured and plain:
+        c, p = sorted(captured)[len(captured) // 2], sorted(plain)[len(plain) // 2]
+        note = (f"capture overhead: the median step after the first took {c:.3f} ms under the capture and {p:.3f} ms "
+                f"in the plain run ({c / p:.2f}x)" if p > 0 else None)
+        if note:
+            trace.notes.append(note)
+            print(f"convtune.capture: {note}", file=sys.stderr)
+    if sets:
+        trace.notes.append(f"the script set torch.backends.cudnn.benchmark {sets} time(s); the plain run kept it off")
+    trace.wall_ms = (walls + [None] * n)[:n]
+    trace.timing = {"source": "plain", "benchmark": 0, "kernel_cache": "cold" if a.cold_kernel_cache else None}
 
 
 def run_script(script, args, recorder):
@@ -618,6 +876,13 @@ def _finish(trace, a, failed):
         print(f"convtune.capture: error: {a.script} ran no convolution; no trace written", file=sys.stderr)
         return
     trace.write(a.out)
+    distinct, last, its, growing = trace.coverage()
+    print(f"convtune.capture: coverage: {distinct} distinct problems, the last new one in iteration {last} of {its}"
+          + (" (stopped: none new in the last %d)" % trace.stable_after if trace.stable_after and not growing else ""),
+          file=sys.stderr)
+    if growing:
+        print("convtune.capture: warning: new problems were still appearing when the capture ended: the stream may not be "
+              "whole (run more iterations, or raise --stable-after / --max-iterations)", file=sys.stderr)
     print(f"convtune.capture: {n} convolutions in {len(trace.iterations)} iterations "
           f"({len(set(trace.problems()))} distinct problems) -> {a.out}"
           + (" (the script failed: the trace ends where it stopped)" if failed else "")

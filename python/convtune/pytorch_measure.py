@@ -7,6 +7,7 @@ per-algorithm times (docs/simulation.md, "PyTorch's own behaviour").
     convtune parse --json --batch 32 shapes.trace > problems.json
     python3 -m convtune.pytorch_measure grid --problems problems.json --out pytorch.json
     python3 path/to/pytorch_measure.py grid ...      # where only PyTorch is installed
+    python3 path/to/pytorch_measure.py grid --problems capture.trace ...   # a trace capture wrote
 
 One measurement is one fresh process with one setting of torch.backends.cudnn (benchmark,
 allow_tf32, deterministic). In it, for the problems in the order given (the order of a
@@ -144,7 +145,39 @@ def measure(problems, benchmark, allow_tf32=True, deterministic=False, samples=7
             "samples": samples, "inner": inner, "context_ms": context_ms, "startup_ms": startup_ms, "problems": results}
 
 
+def _problems_from_trace(path):
+    """The problems of a trace that convtune.capture wrote (its canonical lines, every field
+    spelled out), as `convtune parse --json` objects: for a GPU machine with PyTorch and no
+    convtune. A line capture would not write (a benchdnn descriptor, a field left out) is refused:
+    give such a trace to `convtune parse --json` instead."""
+    fields = ("dir", "dtype", "layout", "n", "c", "k", "g", "in", "ker", "stride", "dil", "pad", "pad_end")
+    out = []
+    with open(path) as f:
+        for no, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key = line.split()[0]
+            kv = dict(item.split("=", 1) for item in key.split(",") if "=" in item)
+            if set(kv) != set(fields):
+                sys.exit(f"pytorch_measure: {path}:{no}: not a canonical problem with every field ({', '.join(fields)}); "
+                         "turn the trace into a problem list with `convtune parse --json` instead")
+            dims = lambda v: [int(x) for x in v.split("x")]
+            p = {"key": key, "dir": kv["dir"], "dtype": kv["dtype"], "layout": "nhwc" if kv["layout"] in ("nwc", "nhwc", "ndhwc")
+                 else "nchw", "n": int(kv["n"]), "c": int(kv["c"]), "k": int(kv["k"]), "groups": int(kv["g"]),
+                 "in": dims(kv["in"]), "ker": dims(kv["ker"]), "stride": dims(kv["stride"]), "dil": dims(kv["dil"]),
+                 "pad": dims(kv["pad"]), "pad_end": dims(kv["pad_end"])}
+            p["out"] = [(i + a + b - (k - 1) * d - 1) // s + 1 for i, a, b, k, d, s in
+                        zip(p["in"], p["pad"], p["pad_end"], p["ker"], p["dil"], p["stride"])]
+            out.append(p)
+    if not out:
+        sys.exit(f"pytorch_measure: {path}: the trace has no problems")
+    return out
+
+
 def _load_problems(path):
+    if not path.endswith(".json"):
+        return _problems_from_trace(path)
     with open(path) as f:
         doc = json.load(f)
     if not isinstance(doc, list) or not all(isinstance(p, dict) and "key" in p for p in doc):
@@ -212,7 +245,8 @@ def main(argv=None):
     one = sub.add_parser("one", help="one setting in this process")
     grid = sub.add_parser("grid", help="settings x cache states x runs, a fresh process each")
     for p in (one, grid):
-        p.add_argument("--problems", required=True, help="`convtune parse --json` output")
+        p.add_argument("--problems", required=True,
+                       help="`convtune parse --json` output (.json), or a trace convtune.capture wrote (any other name)")
         p.add_argument("--out", required=True)
         p.add_argument("--allow-tf32", type=int, choices=[0, 1], default=1)
         p.add_argument("--deterministic", type=int, choices=[0, 1], default=0)

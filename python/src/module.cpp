@@ -535,7 +535,7 @@ PYBIND11_MODULE(_convtune, m) {
               const app::WorkloadRequest w{.workload = workload, .shapes_dir = shapes_dir, .mode = mode, .stream = stream, .dtype = dtype,
                                         .layout = layout, .batches = batches, .scales = scales, .batch = batch, .seed = seed};
               app::SimulateRequest r{.workload = w, .iterations = iterations, .repeats = repeats, .flags = flags, .compare = compare, .backend = backend,
-                                     .replay = replay, .measured = "", .kernel_cache = "warm", .strict = strict,
+                                     .replay = replay, .measured = "", .kernel_cache = "", .strict = strict,
                                      .min_saving = min_saving, .plot = plot, .progress = {}};
               return simulate_json(r);
           },

@@ -214,6 +214,12 @@ json to_json(const SimulationResult& r, const ReportContext& c) {
         step["steady_other_ms"] = r.step.steady_other_ms;
         step["recorded"] = r.step.recorded;
         step["clamped"] = r.step.clamped;
+        // How the wall times were taken: "plain" (a plain run), "capture" (under the capture, an
+        // upper bound) or "unknown" (a trace without a `# timing` line).
+        const TraceTiming& t = r.step.timing;
+        step["timing"] = t.source == TraceTiming::Source::plain ? "plain" : t.source == TraceTiming::Source::capture ? "capture" : "unknown";
+        if (t.benchmark) step["timing_benchmark"] = *t.benchmark ? 1 : 0;
+        if (!t.kernel_cache.empty()) step["timing_kernel_cache"] = t.kernel_cache;
     }
     doc["step_time"] = step;
     doc["notes"] = notes(r);

@@ -347,13 +347,31 @@ std::vector<FlagValues> per_trace_flags(const Setting& s, const Stream& st) {
 // The setting as the report shows it: over the trace's (first) recorded flags.
 Setting shown(const Setting& s, const Stream& st) { return st.trace_flags().empty() ? s : over(s, st.trace_flags().front()); }
 
-// The run the trace was captured in: its own flags under PyTorch's policy.
-Setting captured_setting() { return named("captured", "policy=pytorch"); }
+// The run the trace's wall times were taken in: its own flags under PyTorch's policy, with the
+// benchmark flag a plain timing ran with.
+Setting captured_setting(const Stream& st) {
+    const TraceTiming& t = st.trace_timing();
+    if (t.source == TraceTiming::Source::plain && t.benchmark)
+        return named("captured", *t.benchmark ? "policy=pytorch,benchmark=1" : "policy=pytorch,benchmark=0");
+    return named("captured", "policy=pytorch");
+}
+
+// The measured PyTorch setting ("bm0"/"bm1") and kernel-cache state of the timed run.
+std::string timed_measured_setting(const Stream& st, const FlagValues& trace_flags) {
+    const TraceTiming& t = st.trace_timing();
+    const bool bm = t.source == TraceTiming::Source::plain && t.benchmark ? *t.benchmark : trace_flags.benchmark;
+    return bm ? "bm1" : "bm0";
+}
+std::string timed_kernel_cache(const Stream& st, const std::string& reported) {
+    const TraceTiming& t = st.trace_timing();
+    return t.source == TraceTiming::Source::plain && !t.kernel_cache.empty() ? t.kernel_cache : reported;
+}
 
 // StepTime from the trace's wall times and the per-iteration convolution time of the captured
 // run, which `captured(n)` simulates over the trace's first n iterations.
 StepTime step_time(const Stream& st, int iterations, const std::function<ScenarioResult(int)>& captured) {
     StepTime t;
+    t.timing = st.trace_timing();
     const std::vector<std::optional<double>>& wall = st.trace_wall_ms();
     const int n = std::min({st.trace_length(), iterations, static_cast<int>(ScenarioResult::kKeptIterations)});
     for (int i = 0; i < n; ++i) t.recorded += wall[static_cast<std::size_t>(i)] ? 1 : 0;
@@ -416,9 +434,14 @@ std::string StepTime::describe() const {
         if (!failure.empty()) return "totals are convolutions only: " + failure;
         return "totals are convolutions only (no step wall times recorded for the simulated iterations; traces from convtune.capture have them)";
     }
-    std::string t = fmt::format("totals include each step's time outside convolutions, from the {} wall time{} the trace records minus the "
-                                "captured run's simulated convolutions: {} per step after the first",
-                                recorded, recorded == 1 ? "" : "s", seconds(steady_other_ms));
+    const bool plain = timing.source == TraceTiming::Source::plain;
+    const std::string how = plain ? fmt::format(" (a plain run, benchmark {}{})", timing.benchmark.value_or(false) ? "on" : "off",
+                                                timing.kernel_cache.empty() ? "" : ", " + timing.kernel_cache + " kernel cache")
+                            : timing.source == TraceTiming::Source::capture ? " (taken under the capture, which slows each step: an upper bound)"
+                                                                            : "";
+    std::string t = fmt::format("totals include each step's time outside convolutions, from the {} wall time{} the trace records{} minus the "
+                                "{}'s simulated convolutions: {} per step after the first",
+                                recorded, recorded == 1 ? "" : "s", how, plain ? "timed run" : "captured run", seconds(steady_other_ms));
     if (!other_ms.empty()) t += fmt::format(" ({} in the first)", seconds(other_ms.front()));
     if (clamped > 0)
         t += fmt::format("; in {} iteration{} the simulated convolutions took longer than the recorded step (a trace from another machine?): "
@@ -442,7 +465,9 @@ SimulationResult simulate_measured(const Stream& stream, const SimulationOptions
     res.step = step_time(stream, o.iterations, [&](int n) {
         SimulationOptions first = o;
         first.iterations = n;
-        return replay_measured(shown(captured_setting(), stream), res.trace_flags.benchmark ? "bm1" : "bm0", its, first, StepTime{});
+        first.kernel_cache = timed_kernel_cache(stream, o.kernel_cache);
+        return replay_measured(shown(captured_setting(stream), stream), timed_measured_setting(stream, res.trace_flags), its, first,
+                               StepTime{});
     });
     int64_t step = 0;
     for (const Setting& s : settings) {
@@ -607,9 +632,11 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
         if (o.measured) {
             SimulationOptions first = o;
             first.iterations = n;
-            return replay_measured(shown(captured_setting(), stream), res.trace_flags.benchmark ? "bm1" : "bm0", its, first, StepTime{});
+            first.kernel_cache = timed_kernel_cache(stream, o.kernel_cache);
+            return replay_measured(shown(captured_setting(stream), stream), timed_measured_setting(stream, res.trace_flags), its,
+                                   first, StepTime{});
         }
-        return runner.run(captured_setting(), n, o.seed, StepTime{}, {});
+        return runner.run(captured_setting(stream), n, o.seed, StepTime{}, {});
     });
 
     // Run r takes the settings in order from the r-th on (off,on,...; on,...,off; ...), so no

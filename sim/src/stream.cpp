@@ -135,11 +135,49 @@ std::optional<double> parse_iteration_wall(const std::string& rest, int line_no)
         tok >> v;
         char* end = nullptr;
         const double x = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
-            throw ParseError("trace line " + std::to_string(line_no) + ": wall_ms '" + v + "' is not a finite number >= 0");
+        if (v.empty() || *end != '\0' || !std::isfinite(x) || x < 0 || x >= kMaxTraceWallMs)
+            throw ParseError("trace line " + std::to_string(line_no) + ": wall_ms '" + v + "' is not a number in [0, 1e9) ms");
         wall = x;
     }
     return wall;
+}
+
+// `# convtune-trace N`: N must be a version this convtune reads.
+void check_trace_version(const std::string& rest, int line_no) {
+    const std::string v = rest.substr(std::string_view("convtune-trace").size());
+    const auto b = v.find_first_not_of(" \t");
+    const std::string word = b == std::string::npos ? "" : v.substr(b);
+    if (word == std::to_string(kTraceVersion)) return;
+    if (!word.empty() && word.find_first_not_of("0123456789") == std::string::npos && word.size() < 10)
+        throw ParseError("trace line " + std::to_string(line_no) + ": trace format version " + word +
+                         " is newer than this convtune reads (" + std::to_string(kTraceVersion) + "); update convtune");
+    throw ParseError("trace line " + std::to_string(line_no) + ": '# convtune-trace' must be followed by the format version (" +
+                     std::to_string(kTraceVersion) + ")");
+}
+
+// `# timing plain benchmark=0|1 [kernel_cache=cold|warm]` or `# timing capture`.
+TraceTiming parse_trace_timing(const std::string& rest, int line_no) {
+    std::istringstream tok(rest);
+    std::string word;
+    tok >> word;  // "timing"
+    const auto bad = [&](const std::string& why) {
+        return ParseError("trace line " + std::to_string(line_no) + ": '# timing': " + why);
+    };
+    TraceTiming t;
+    if (!(tok >> word)) throw bad("expected 'plain' or 'capture'");
+    if (word == "capture") t.source = TraceTiming::Source::capture;
+    else if (word == "plain") t.source = TraceTiming::Source::plain;
+    else throw bad("expected 'plain' or 'capture', got '" + word + "'");
+    while (tok >> word) {
+        if (t.source == TraceTiming::Source::plain && (word == "benchmark=0" || word == "benchmark=1"))
+            t.benchmark = word.back() == '1';
+        else if (t.source == TraceTiming::Source::plain && (word == "kernel_cache=cold" || word == "kernel_cache=warm"))
+            t.kernel_cache = word.substr(word.find('=') + 1);
+        else
+            throw bad("unknown field '" + word + "' (a plain timing takes benchmark=0|1 and kernel_cache=cold|warm)");
+    }
+    if (t.source == TraceTiming::Source::plain && !t.benchmark) throw bad("a plain timing must say its benchmark=0|1");
+    return t;
 }
 
 }  // namespace
@@ -171,7 +209,11 @@ TraceData parse_trace_data(std::string_view text) {
         if (line[0] == '#') {
             std::string rest = line.substr(1);
             rest.erase(0, rest.find_first_not_of(" \t"));
-            if (rest == "iteration" || rest.rfind("iteration ", 0) == 0) {
+            if (rest == "convtune-trace" || rest.rfind("convtune-trace ", 0) == 0) {
+                check_trace_version(rest, line_no);
+            } else if (rest == "timing" || rest.rfind("timing ", 0) == 0) {
+                out.timing = parse_trace_timing(rest, line_no);
+            } else if (rest == "iteration" || rest.rfind("iteration ", 0) == 0) {
                 flush();
                 wall = parse_iteration_wall(rest, line_no);
             } else if (rest.rfind("flags ", 0) == 0) {
@@ -239,6 +281,7 @@ Stream::Stream(StreamSpec spec, Workload w, WorkloadOptions o) : spec_(std::move
         trace_ = std::move(t.iterations);
         trace_flags_ = std::move(t.flags);
         trace_wall_ = std::move(t.wall_ms);
+        trace_timing_ = t.timing;
         return;
     }
     if (workload_.layers.empty()) throw InvalidRequest("workload", "a " + std::string(to_string(spec_.kind)) + " stream needs a workload");

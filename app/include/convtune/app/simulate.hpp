@@ -24,7 +24,8 @@ struct SimulateRequest {
     std::string replay;              // a recording (file, or a name in the recording library) to replay instead of running a backend
     std::string measured;            // PyTorch's own measurements (pytorch_measure.py): the off and pytorch
                                      // settings replay them; alone (no replay or backend), only those two run
-    std::string kernel_cache = "warm";  // with measured: the CUDA kernel cache the run starts with (cold, warm)
+    std::string kernel_cache;        // with measured: the CUDA kernel cache the run starts with (cold, warm;
+                                     // empty: warm); refused without measured (a recording holds one state)
     bool strict = false;             // replay: refuse problems the recording lacks (default: estimate them)
     double min_saving = 0.02;        // savings below this fraction count as no difference
     std::string plot;                // also write the SVG plot here

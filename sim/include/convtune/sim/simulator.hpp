@@ -113,11 +113,14 @@ struct Recommendation {
 // What the totals cover. With a trace that records its steps' wall times (capture.py's
 // `# iteration N wall_ms X`), each iteration's time outside convolutions is the recorded wall
 // time minus the convolution time of the captured run (the trace's own flags under PyTorch's
-// policy, simulated, or replayed from PyTorch's measurements when given), never below 0; the
+// policy, simulated, or replayed from PyTorch's measurements when given; for a plain timing
+// (`# timing plain benchmark=B`), the trace's flags with benchmark=B, in the kernel-cache state the
+// timed run had where it says so), never below 0; the
 // iterations without a recorded wall time (a capture's last, and repeats past the trace's end)
 // take the median of those recorded after the first (the first when it is the only one).
 struct StepTime {
     bool known = false;              // false: totals are convolutions only
+    TraceTiming timing;              // how the trace's wall times were taken
     std::vector<double> other_ms;    // per trace iteration (known)
     double steady_other_ms = 0;      // for iterations without a recorded wall time
     int recorded = 0;                // trace iterations with a wall time

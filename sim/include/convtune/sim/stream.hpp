@@ -50,6 +50,23 @@ std::vector<double> default_scales();
 
 using Iteration = std::vector<Call>;
 
+// How a trace's step wall times were taken: `# timing plain benchmark=B [kernel_cache=cold|warm]`
+// (a plain run of the program: no interception, synchronised at step ends; convtune.capture's
+// default) or `# timing capture` (under the capture, which slows every step: the totals then
+// overstate the time outside convolutions). A trace without the line says neither.
+struct TraceTiming {
+    enum class Source { unknown, capture, plain };
+    Source source = Source::unknown;
+    std::optional<bool> benchmark;  // plain: torch.backends.cudnn.benchmark in the timed run
+    std::string kernel_cache;       // plain: "cold" or "warm" where the run set the CUDA kernel cache; else empty
+};
+
+// The newest trace format this convtune reads (`# convtune-trace N`, the first line; a trace
+// without it is read as version 1, a newer one is refused).
+inline constexpr int kTraceVersion = 1;
+// Largest step wall time a trace may record (ms): beyond it is not a step of a real run.
+inline constexpr double kMaxTraceWallMs = 1e9;
+
 // A trace file's content. Each Call's `flags` indexes `flags` (-1 before any `# flags` line).
 struct TraceData {
     std::vector<Iteration> iterations;
@@ -58,6 +75,7 @@ struct TraceData {
     std::vector<FlagValues> flags;
     // Per iteration: the step's wall time from `# iteration N wall_ms X`, when recorded.
     std::vector<std::optional<double>> wall_ms;
+    TraceTiming timing;
 };
 
 // Trace text -> iterations (throws ParseError naming the line).
@@ -83,6 +101,7 @@ public:
     // them; the first is the baseline a setting's named flags change) and its wall times.
     const std::vector<FlagValues>& trace_flags() const { return trace_flags_; }
     const std::vector<std::optional<double>>& trace_wall_ms() const { return trace_wall_; }
+    const TraceTiming& trace_timing() const { return trace_timing_; }
     // Base batch (options.batch or the first layer's).
     int64_t base_batch() const;
 
@@ -93,6 +112,7 @@ private:
     std::vector<Iteration> trace_;
     std::vector<FlagValues> trace_flags_;
     std::vector<std::optional<double>> trace_wall_;
+    TraceTiming trace_timing_;
 };
 
 // The distinct problems of iterations [0, n), in first-seen order.
