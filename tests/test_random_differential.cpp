@@ -77,36 +77,55 @@ struct Rng {
     T pick(const T (&xs)[N]) { return xs[below(N)]; }
 };
 
-// Random awkward problem number `index` of `seed`: small enough that the f64 oracle and the
-// naive references take milliseconds.
+// Random problem number `index` of `seed`, small enough that the f64 oracle and the naive
+// references take milliseconds. Half are awkward throughout (any kernel, dilation, padding
+// beyond the kernel, negative end padding); half are near-ordinary layers (square 1x1 / 3x3 /
+// 5x5 / 7x7 kernels, "same" padding, stride 1 or 2, channels often whole SIMD blocks), with one
+// awkward detail at most, so that the specialised kernels (1x1, depthwise, Winograd, AMX/bf16
+// blocked ones) are offered and checked too.
 ConvProblem random_problem(uint64_t seed, uint64_t index) {
     Rng r{splitmix64(seed) ^ splitmix64(index + 0x35)};
     static constexpr int64_t kChannels[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 15, 16, 17, 24, 31, 32, 33, 48, 64};
+    static constexpr int64_t kBlocked[] = {8, 16, 16, 32, 32, 48, 64, 64, 96, 128};
     for (;;) {
         ConvProblem p;
+        const bool ordinary = r.chance(1, 2);
         const int64_t dims = r.below(4);
         p.spatial_dims = dims == 0 ? 1 : dims == 3 ? 3 : 2;
         p.direction = static_cast<Direction>(r.below(3));
         p.dtype = r.chance(1, 2) ? DataType::f32 : DataType::bf16;
         p.layout = r.chance(1, 2) ? Layout::nchw : Layout::nhwc;
         p.n = r.in(1, 3);
+        auto channels = [&] { return ordinary && r.chance(3, 4) ? r.pick(kBlocked) : r.pick(kChannels); };
         const int64_t g = r.below(10);
         if (g < 6) {  // dense
             p.groups = 1;
-            p.c = r.pick(kChannels);
-            p.k = r.pick(kChannels);
+            p.c = channels();
+            p.k = channels();
         } else if (g < 8) {  // depthwise, channel multiplier 1 or 2
-            p.groups = r.pick(kChannels);
+            p.groups = channels();
             p.c = p.groups;
             p.k = p.groups * r.in(1, 2);
         } else {  // grouped
             p.groups = r.in(2, 4);
-            p.c = p.groups * r.pick(kChannels);
-            p.k = p.groups * r.pick(kChannels);
+            p.c = p.groups * channels();
+            p.k = p.groups * channels();
         }
+        static constexpr int64_t kOrdinaryKernels[] = {1, 1, 3, 3, 3, 5, 7};
+        const int64_t square = r.pick(kOrdinaryKernels);
+        const int64_t ordinary_stride = r.chance(1, 3) ? 2 : 1;
+        const int64_t ordinary_size = r.in(1, p.spatial_dims == 3 ? 9 : p.spatial_dims == 2 ? 20 : 60);
+        const int odd_dim = ordinary && r.chance(1, 2) ? static_cast<int>(r.below(p.spatial_dims)) : -1;  // the one awkward dim
         const int64_t max_kernel = p.spatial_dims == 1 ? 7 : p.spatial_dims == 2 ? 5 : 3;
         for (int i = 0; i < p.spatial_dims; ++i) {
             const auto u = static_cast<std::size_t>(i);
+            if (ordinary && i != odd_dim) {
+                p.kernel[u] = p.spatial_dims == 3 ? std::min<int64_t>(square, 3) : square;
+                p.stride[u] = ordinary_stride;
+                p.pad_begin[u] = p.pad_end[u] = (p.kernel[u] - 1) / 2;
+                p.in[u] = ordinary_size;
+                continue;
+            }
             p.kernel[u] = r.chance(1, 8) && p.spatial_dims < 3 ? 7 : r.in(1, max_kernel);
             p.dilation[u] = r.chance(1, 4) ? r.in(2, 3) : 1;
             p.stride[u] = r.chance(1, 3) ? r.in(2, 3) : 1;
@@ -117,7 +136,7 @@ ConvProblem random_problem(uint64_t seed, uint64_t index) {
             p.pad_end[u] = r.chance(1, 2) ? p.pad_begin[u] : r.in(-std::min<int64_t>(p.in[u] - 1, 3), eff);
         }
         if (p.check()) continue;
-        if (p.macs() > 300'000 || p.x_elements() > 60'000 || p.y_elements() > 60'000 || p.w_elements() > 60'000) continue;
+        if (p.macs() > 2'000'000 || p.x_elements() > 200'000 || p.y_elements() > 200'000 || p.w_elements() > 200'000) continue;
         return p;
     }
 }

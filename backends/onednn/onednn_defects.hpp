@@ -12,6 +12,7 @@
 // classes the test machine cannot run.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,5 +35,12 @@ bool has_output_wholly_in_padding(const ConvProblem& p, int i);
 bool has_tap_reading_only_padding(const ConvProblem& p, int i);
 // Every output's window reads some padding.
 bool every_output_reads_padding(const ConvProblem& p, int i);
+// The fewest products any output element of p is the exact sum of: per output, the (input,
+// weight) pairs of its sum that do not read padding (fwd: C/g x taps reading the input; bwd_data:
+// K/g x the (output, tap) pairs reading the input position; bwd_filter: N x the outputs whose
+// tap reads the input). 0 where an output is a sum of padding only.
+int64_t fewest_products(const ConvProblem& p);
+// Winograd implementations are withheld below this (the bound's assumption, see known_defect).
+inline constexpr int64_t kFewestWinogradProducts = 8;
 
 }  // namespace convtune::onednn
