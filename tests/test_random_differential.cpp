@@ -8,7 +8,7 @@
 // Fixed budget by default (CONVTUNE_RANDOM_CASES, default kDefaultCases); the seed
 // (CONVTUNE_RANDOM_SEED, default kDefaultSeed) is printed with every failure together with the
 // `convtune run` command that reproduces it. A bigger sweep (docs/reliability.md):
-//   CONVTUNE_RANDOM_SEED=7 CONVTUNE_RANDOM_CASES=5000 build/cpu/tests/test_random_differential
+//   CONVTUNE_RANDOM_SEED=7 CONVTUNE_RANDOM_CASES=20000 MALLOC_PERTURB_=165 build/cpu/tests/test_random_differential
 // CONVTUNE_RANDOM_FIRST starts at a later case index (to resume a sweep after a crash: a fatal
 // signal prints the case and algorithm it happened in before the process dies).
 //
@@ -37,7 +37,7 @@ using namespace convtune;
 namespace {
 
 constexpr uint64_t kDefaultSeed = 35;
-constexpr uint64_t kDefaultCases = 150;
+constexpr uint64_t kDefaultCases = 1500;  // about 20-30 s in Release on 2 cores
 
 uint64_t env_u64(const char* name, uint64_t fallback) {
     const char* v = std::getenv(name);
@@ -166,8 +166,10 @@ void check_problem(const ConvProblem& p, uint64_t data_seed, const std::string& 
         ++t.runs;
         ++t.per_algorithm[std::string(a->id())];
         if (!out.passed) {
-            const std::string msg = fmt::format("{}: {}\n  reproduce: convtune run -b {} -a {} -p '{}' --seed {} --check", where, out.message,
-                                                a->backend().name(), a->id(), p.to_string(), data_seed);
+            const char* perturb = std::getenv("MALLOC_PERTURB_");
+            const std::string env = perturb != nullptr && *perturb != '\0' ? fmt::format("MALLOC_PERTURB_={} ", perturb) : "";
+            const std::string msg = fmt::format("{}: {}\n  reproduce: {}convtune run -b {} -a {} -p '{}' --seed {} --check", where, out.message,
+                                                env, a->backend().name(), a->id(), p.to_string(), data_seed);
             t.failures.push_back(msg);
             BOOST_ERROR(msg);
         }
