@@ -251,6 +251,32 @@ double growth_1d(const Tables& T, int64_t in, int64_t pad, int64_t lo, int64_t h
     return worst;
 }
 
+// Fewest taps of the 3 in the window of an output in [lo, hi) along one dim that read the input.
+int64_t fewest_taps_1d(int64_t in, int64_t pad, int64_t lo, int64_t hi) {
+    int64_t fewest = 3;
+    for (int64_t o = lo; o < hi; ++o) {
+        int64_t taps = 0;
+        for (int64_t k = 0; k < 3; ++k) taps += (o - pad + k >= 0 && o - pad + k < in) ? 1 : 0;
+        fewest = std::min(fewest, taps);
+    }
+    return fewest;
+}
+
+// The fewest products any output the tiling computes is the exact sum of: channels per group of
+// the internal problem times the taps of its window that read the input (outputs whose window
+// reads none are written as exact zeros, outside the tiling).
+int64_t fewest_products(const Plan& P) {
+    return P.Cg * fewest_taps_1d(P.H, P.pt, P.oh_lo, P.oh_hi) * fewest_taps_1d(P.W, P.pl, P.ow_lo, P.ow_hi);
+}
+
+// Outputs whose sum has fewer products than this are refused (docs/algorithms-winograd.md,
+// "Outputs of few products"): the error of a Winograd output is proportional to the magnitudes of
+// the whole tile (W), while the per-element check divides by the output's own sum|a*b| (S); the
+// bound takes W / S = R_h R_w, which holds for a sum of many comparable terms but not for one of
+// a few, where S alone can be arbitrarily small (issue 35: depthwise backward data with pad 0, a
+// corner output dx = dy * w, measured 22x and 711x over the bound for L = 1, 3x for L = 2).
+constexpr int64_t kMinProducts = 8;
+
 // Rounding depth of the whole pipeline besides the GEMM: both passes of each transform, plus
 // (F(4,3)) the rounded row factor of G and its multiplication.
 template <int m> constexpr int transform_depth() {
@@ -589,6 +615,10 @@ public:
         if (p.direction == Direction::bwd_filter)
             return Support::no("backward filter is not implemented (it needs an F(3x3, tile) algorithm reducing over tiles)");
         if (p.dtype == DataType::f64) return Support::no("f64 storage is not supported (transforms are computed in f32)");
+        if (const int64_t l = fewest_products(make_plan(p, m)); l < kMinProducts)
+            return Support::no("an output is the sum of only " + std::to_string(l) + " products (fewer than " + std::to_string(kMinProducts) +
+                               ": e.g. depthwise, or a corner in the padding); the error bound assumes many comparable terms per output "
+                               "and does not hold there");
         return Support::yes();
     }
 

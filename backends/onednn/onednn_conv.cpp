@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "convtune/tensor.hpp"
+#include "onednn/onednn_defects.hpp"
 
 namespace convtune::onednn {
 
@@ -80,7 +81,10 @@ Geometry geometry(const ConvProblem& p) {
     for (int i = 0; i < p.spatial_dims; ++i) {
         const auto u = static_cast<std::size_t>(i);
         g.strides.push_back(p.stride[u]);
-        g.dilates.push_back(p.dilation[u] - 1);  // oneDNN's dilation is 0-based
+        // oneDNN's dilation is 0-based. Along a dim of kernel size 1 dilation changes nothing;
+        // it is passed as none, which routes around jit:avx512_core_amx_bf16's backward weights
+        // returning garbage for dilated 1x1 kernels (issue 35, onednn_defects.hpp).
+        g.dilates.push_back(p.kernel[u] == 1 ? 0 : p.dilation[u] - 1);
         g.pad_l.push_back(p.pad_begin[u]);
         g.pad_r.push_back(p.pad_end[u]);
     }
@@ -197,28 +201,10 @@ bool channels_last(const memory::desc& md) {
     return md.data.format_kind == dnnl_blocked && b.inner_nblks == 0 && md.data.ndims > 2 && b.strides[1] == 1;
 }
 
-// Defects of oneDNN 2.6.3 found by convtune's tests and reproduced with oneDNN alone: the reason
-// to withhold this primitive descriptor, or nullopt.
+// The reason to withhold this primitive descriptor (onednn_defects.hpp, the one list), or nullopt.
 std::optional<std::string> known_defect(const ConvProblem& p, const dnnl::primitive_desc& pd) {
-    const std::string impl = pd.impl_info_str();
-    // jit_1x1 backward weights, strided, channels-last source with fewer input channels than one
-    // SIMD register holds: valgrind reports out-of-bounds reads and writes inside the kernel, and
-    // results are wrong or the heap is corrupted, with one thread or more.
-    if (p.direction == Direction::bwd_filter && impl.rfind("jit_1x1:", 0) == 0) {
-        const int64_t simd = impl.find("avx512") != std::string::npos ? 16 : 8;
-        bool strided = false;
-        for (int i = 0; i < p.spatial_dims; ++i) strided = strided || p.stride[static_cast<std::size_t>(i)] > 1;
-        if (strided && p.c_per_group() < simd && channels_last(pd.query_md(dnnl::query::src_md)))
-            return "oneDNN 2.6's " + impl + " backward-weights kernel reads and writes out of bounds for strided 1x1 convolutions on " +
-                   "channels-last data with fewer than " + std::to_string(simd) + " input channels per group";
-    }
-    // Winograd backward data with different begin and end padding: results off by more than the
-    // magnitude of the exact sums (sweep problem "asymmetric pad", 13x13, pad 0 / pad_end 1).
-    if (p.direction == Direction::bwd_data && impl.find("wino") != std::string::npos)
-        for (int i = 0; i < p.spatial_dims; ++i)
-            if (p.pad_begin[static_cast<std::size_t>(i)] != p.pad_end[static_cast<std::size_t>(i)])
-                return "oneDNN 2.6's " + impl + " backward-data kernel returns wrong results when begin and end padding differ";
-    return std::nullopt;
+    const dnnl::query q = p.direction == Direction::bwd_data ? dnnl::query::diff_src_md : dnnl::query::src_md;
+    return onednn::known_defect(p, pd.impl_info_str(), channels_last(pd.query_md(q)));
 }
 
 // Visits every primitive descriptor of the iterator; a rejected descriptor visits nothing.
