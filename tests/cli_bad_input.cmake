@@ -185,16 +185,16 @@ expect_absent(${W}/rec.json "record over the memory budget")
 # ---- input rules: refused, never clamped or ignored ---------------------------------------------
 expect_bad("shape file must be a regular file, but a directory stands there" parse ${W})
 file(WRITE ${W}/repeat0.txt "ic3ih8oc4kh3n\"a*0\"\n")
-expect_bad("line 1: name: repeat hint: must be >= 1 \\(got 0\\)" parse ${W}/repeat0.txt)
+expect_bad("line 1: name: repeat hint: must be >= 1 \\(got '0'\\)" parse ${W}/repeat0.txt)
 file(WRITE ${W}/repeatneg.txt "ic3ih8oc4kh3n\"a*-5\"\n")
-expect_bad("line 1: name: repeat hint: must be >= 1 \\(got -5\\)" parse ${W}/repeatneg.txt)
+expect_bad("line 1: name: repeat hint: must be >= 1 \\(got '-5'\\)" parse ${W}/repeatneg.txt)
 file(WRITE ${W}/repeatbig.txt "ic3ih8oc4kh3n\"a*2147483647\"\n")
-expect_bad("line 1: name: repeat hint: 2147483647 is above the maximum of 10000" parse ${W}/repeatbig.txt)
-expect_bad("line 1: name: repeat hint: 2147483647 is above the maximum of 10000"
+expect_bad("line 1: name: repeat hint: '2147483647' is above the maximum of 10000" parse ${W}/repeatbig.txt)
+expect_bad("line 1: name: repeat hint: '2147483647' is above the maximum of 10000"
            simulate --workload ${W}/repeatbig.txt --iterations 1 --plot ${W}/out.svg)
 expect_absent(${W}/out.svg "simulate with a repeat hint above the maximum")
 file(WRITE ${W}/bigcount.trace "n=1,c=3,k=4,in=8x8,ker=3x3 x10001\n")
-expect_bad("trace line 1: bad count 'x10001': 10001 is above the maximum of 10000" simulate --stream trace:${W}/bigcount.trace --iterations 1)
+expect_bad("trace line 1: bad count 'x10001': '10001' is above the maximum of 10000" simulate --stream trace:${W}/bigcount.trace --iterations 1)
 expect_bad("--min-saving: 'nan' is not a number in \\[0, 1\\]" simulate --workload ${W}/ok.workload --iterations 1 --min-saving nan)
 expect_bad("--seed: '-1' is not an integer" simulate --workload ${W}/ok.workload --iterations 1 --seed -1)
 expect_bad("--seed: '18446744073709551616' is not an integer" simulate --workload ${W}/ok.workload --iterations 1 --seed 18446744073709551616)
@@ -231,5 +231,21 @@ execute_process(COMMAND ${CLI} record --from-db ${W}/negative.json --backend cpu
 if(NOT rc EQUAL 0 OR NOT err MATCHES "warning: --from-db: left out entry 'cpu\\|dir=fwd[^']*c=2,[^']*': median -1(\\.0)? ms is not a time")
   message(FATAL_ERROR "record --from-db with a negative median: exit ${rc}, expected 0 and a warning naming the entry\n${err}")
 endif()
+
+# Input is echoed clipped and escaped (quote_input): a 10 MB junk line costs a line of stderr, a
+# NUL byte is shown as \0 and does not cut the message short.
+string(REPEAT "a" 10000000 junk)
+file(WRITE ${W}/junk.txt "${junk}\n")
+file(WRITE ${W}/junk.trace "${junk}\n")
+unset(junk)
+foreach(cmd "parse;${W}/junk.txt" "tune;--shapes;${W}/junk.txt" "simulate;--stream;trace:${W}/junk.trace;--replay;${DATA}/resnet50_cpu_infer.json")
+  execute_process(COMMAND ${CLI} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(LENGTH "${err}" n)
+  if(NOT rc EQUAL 2 OR n GREATER 1000 OR NOT err MATCHES "'aaaaaaaaaa+\\.\\.\\.'")
+    string(SUBSTRING "${err}" 0 1000 head)
+    message(FATAL_ERROR "convtune ${cmd} on a 10 MB junk line: exit ${rc}, ${n} B on stderr (expected 2 and at most 1000 B, clipped):\n${head}")
+  endif()
+endforeach()
+file(REMOVE ${W}/junk.txt ${W}/junk.trace)
 
 message(STATUS "${CASES} bad-input cases: exit 2, a message, nothing on stdout, nothing written")

@@ -112,11 +112,11 @@ BOOST_AUTO_TEST_CASE(repeat_hints_are_bounded_and_never_clamped) {
     // A '*' not followed by an integer is part of the name.
     BOOST_TEST(parse_shape_text("ic3ih8oc4kh3n\"a*b\"")[0].name == "a*b");
     const std::pair<const char*, const char*> cases[] = {
-        {"ic3ih8oc4kh3n\"a*0\"", "line 1: name: repeat hint: must be >= 1 (got 0)"},
-        {"ic3ih8oc4kh3n\"a*-5\"", "line 1: name: repeat hint: must be >= 1 (got -5)"},
-        {"ic3ih8oc4kh3n\"a*10001\"", "line 1: name: repeat hint: 10001 is above the maximum of 10000"},
-        {"ic3ih8oc4kh3n\"a*2147483647\"", "line 1: name: repeat hint: 2147483647 is above the maximum of 10000"},
-        {"ic3ih8oc4kh3n\"a*99999999999999999999\"", "line 1: name: repeat hint: 99999999999999999999 is above the maximum"},
+        {"ic3ih8oc4kh3n\"a*0\"", "line 1: name: repeat hint: must be >= 1 (got '0')"},
+        {"ic3ih8oc4kh3n\"a*-5\"", "line 1: name: repeat hint: must be >= 1 (got '-5')"},
+        {"ic3ih8oc4kh3n\"a*10001\"", "line 1: name: repeat hint: '10001' is above the maximum of 10000"},
+        {"ic3ih8oc4kh3n\"a*2147483647\"", "line 1: name: repeat hint: '2147483647' is above the maximum of 10000"},
+        {"ic3ih8oc4kh3n\"a*99999999999999999999\"", "line 1: name: repeat hint: '99999999999999999999' is above the maximum"},
     };
     for (auto [text, prefix] : cases) {
         const std::string e = error_of([&] { parse_shape_text(text); });
@@ -125,12 +125,12 @@ BOOST_AUTO_TEST_CASE(repeat_hints_are_bounded_and_never_clamped) {
     // The same limit for a workload layer's and a trace line's xN.
     BOOST_TEST(sim::parse_workload_text("convtune-workload 1\nlayer a x10000 c=1,k=1,in=5,ker=3\n", "w").layers[0].repeat == kMaxRepeat);
     BOOST_TEST(starts_with(error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x10001 c=1,k=1,in=5,ker=3\n", "w"); }),
-                           "workload line 2: bad repeat 'x10001': 10001 is above the maximum of 10000"));
+                           "workload line 2: bad repeat 'x10001': '10001' is above the maximum of 10000"));
     BOOST_TEST(starts_with(error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x0 c=1,k=1,in=5,ker=3\n", "w"); }),
                            "workload line 2: bad repeat 'x0': must be >= 1"));
     BOOST_TEST(sim::parse_trace("c=1,k=1,in=5,ker=3 x10000\n")[0][0].count == kMaxRepeat);
     BOOST_TEST(starts_with(error_of([] { sim::parse_trace("c=1,k=1,in=5,ker=3 x2147483647\n"); }),
-                           "trace line 1: bad count 'x2147483647': 2147483647 is above the maximum of 10000"));
+                           "trace line 1: bad count 'x2147483647': '2147483647' is above the maximum of 10000"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -264,6 +264,26 @@ BOOST_AUTO_TEST_CASE(flags_refuse_empty_and_duplicate_entries) {
     BOOST_TEST(starts_with(error_of([] { parse_flags("benchmark=1,"); }), "flags: empty entry"));
     BOOST_TEST(starts_with(error_of([] { parse_flags(",benchmark=1"); }), "flags: empty entry"));
     BOOST_TEST(error_of([] { parse_flags("benchmark=1,benchmark=0"); }) == "benchmark: given twice");
+}
+
+// What a message echoes of the input: clipped and with control bytes escaped (quote_input), so
+// that a NUL cannot cut the message short and a 10 MB line costs a line of stderr, not 20 MB.
+BOOST_AUTO_TEST_CASE(echoed_input_is_escaped_and_clipped) {
+    const std::string nul("n=1\0,c=1,k=1,in=8,ker=3", 23);
+    const std::string m = error_of([&] { ConvProblem::parse(nul); });
+    BOOST_TEST(m == "n: '1\\0' is not an integer", m);
+    BOOST_TEST(error_of([] { parse_flags("benchmark=\x1b[2J"); }) == "benchmark: '\\x1b[2J' is not a boolean (use 0/1 or true/false)");
+    BOOST_TEST(quote_input(std::string(100, 'a')) == "'" + std::string(80, 'a') + "...'");
+    BOOST_TEST(quote_input(std::string("a\0\t\n\r\x7f", 6)) == "'a\\0\\t\\n\\r\\x7f'");
+    // A 10 MB junk line, as a shape file, a trace and a problem string: one short message each.
+    const std::string junk(10'000'000, 'a');
+    for (const std::string& msg : {error_of([&] { parse_shape_text(junk + "\n"); }), error_of([&] { sim::parse_trace(junk + "\n"); }),
+                                   error_of([&] { ConvProblem::parse_any(junk); }),
+                                   error_of([&] { ConvProblem::parse("n=1,c=1,k=1,in=8,ker=3,pad=" + std::string(10'000'000, '9')); }),
+                                   error_of([&] { ConvProblem::parse(junk + "=1"); }), error_of([&] { sim::parse_int_list(junk, "batch"); })}) {
+        BOOST_TEST(msg.size() < 400u, msg.substr(0, 400));
+        BOOST_TEST(msg.find("...'") != std::string::npos, msg.substr(0, 400));
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -92,7 +92,7 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
     const std::vector<std::string> dtypes = r.dtype.empty() ? std::vector<std::string>{""} : sim::parse_string_list(r.dtype, "dtype");
     const std::vector<int64_t> batches = r.batch.empty() ? std::vector<int64_t>{0} : sim::parse_int_list(r.batch, "batch");
     if (std::set<int64_t>(batches.begin(), batches.end()).size() != batches.size())
-        throw InvalidRequest("batch", "a batch size is listed twice in '" + r.batch + "'");
+        throw InvalidRequest("batch", "a batch size is listed twice in " + quote_input(r.batch));
     std::vector<ShapeLine> lines;
     if (r.workload.empty()) {
         std::vector<ShapeLine> base;

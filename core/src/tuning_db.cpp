@@ -99,7 +99,7 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
                  get_string(e, "device", where), get_string(e, "driver", where)};
         if (!e.contains("entries") || !e["entries"].is_object()) throw ParseError(where + ": \"entries\" must be an object");
         for (const auto& [key, r] : e["entries"].items()) {
-            const std::string w = where + ", entry '" + key + "'";
+            const std::string w = where + ", entry " + quote_input(key);
             if (!r.is_object()) throw ParseError(w + " must be an object");
             DbRecord rec;
             rec.algorithm = get_string(r, "algorithm", w);

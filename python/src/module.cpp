@@ -95,7 +95,7 @@ FlagValues apply_flags(FlagValues f, const py::dict& d) {
         else if (const NumericFlag* n = find_numeric_flag(key))
             std::visit([&](auto field) { f.*field = get_number(key, v, static_cast<std::remove_reference_t<decltype(f.*field)>>(n->lo)); },
                        n->field);
-        else throw Error("flags: unknown flag '" + key + "'");
+        else throw Error("flags: unknown flag " + quote_input(key));
     }
     if (f.max_samples < f.min_samples) throw Error("max_samples: must be >= min_samples");
     return f;

@@ -30,7 +30,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
         char* end = nullptr;
         const long long x = std::strtoll(s.c_str(), &end, 10);
         if (s.empty() || *end != '\0' || x < 1 || x > (1 << 20))
-            throw InvalidRequest(field, "'" + s + "' is not an integer in [1, 1048576] (expected a comma-separated list)");
+            throw InvalidRequest(field, quote_input(s) + " is not an integer in [1, 1048576] (expected a comma-separated list)");
         v.push_back(x);
     }
     if (v.empty()) throw InvalidRequest(field, "empty list");
@@ -41,8 +41,8 @@ std::vector<std::string> parse_string_list(const std::string& text, const std::s
     std::vector<std::string> v;
     if (!text.empty() && text.back() == ',') throw InvalidRequest(field, "empty entry (trailing comma)");
     for (const std::string& s : split_commas(text)) {
-        if (s.empty()) throw InvalidRequest(field, "empty entry in '" + text + "'");
-        if (std::find(v.begin(), v.end(), s) != v.end()) throw InvalidRequest(field, "'" + s + "' is listed twice");
+        if (s.empty()) throw InvalidRequest(field, "empty entry in " + quote_input(text));
+        if (std::find(v.begin(), v.end(), s) != v.end()) throw InvalidRequest(field, quote_input(s) + " is listed twice");
         v.push_back(s);
     }
     if (v.empty()) throw InvalidRequest(field, "empty list");
@@ -55,7 +55,7 @@ std::vector<double> parse_double_list(const std::string& text, const std::string
         char* end = nullptr;
         const double x = std::strtod(s.c_str(), &end);
         if (s.empty() || *end != '\0' || !(x > 0) || x > 64)
-            throw InvalidRequest(field, "'" + s + "' is not a number in (0, 64] (expected a comma-separated list)");
+            throw InvalidRequest(field, quote_input(s) + " is not a number in (0, 64] (expected a comma-separated list)");
         v.push_back(x);
     }
     if (v.empty()) throw InvalidRequest(field, "empty list");
@@ -84,7 +84,7 @@ StreamSpec StreamSpec::parse(std::string_view text) {
         s.kind = StreamKind::trace;
         s.trace_path = std::string(text.substr(6));
     } else {
-        throw InvalidRequest("stream", "unknown stream '" + std::string(text) + "' (expected fixed, batch, resolution, mixed or trace:FILE)");
+        throw InvalidRequest("stream", "unknown stream " + quote_input(text) + " (expected fixed, batch, resolution, mixed or trace:FILE)");
     }
     return s;
 }
