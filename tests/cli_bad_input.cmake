@@ -232,6 +232,12 @@ if(NOT rc EQUAL 0 OR NOT err MATCHES "warning: --from-db: left out entry 'cpu\\|
   message(FATAL_ERROR "record --from-db with a negative median: exit ${rc}, expected 0 and a warning naming the entry\n${err}")
 endif()
 
+# Number lists: what strtoll would skip or drop is refused, as --dtype f32, is.
+expect_bad("--batch: empty entry \\(trailing comma\\) in '4,'" tune --workload alexnet --batch 4,)
+expect_bad("--batch: '\\+3' is not an integer" tune --workload alexnet --batch +3)
+expect_bad("--batch: ' 3' is not an integer" tune --workload alexnet --batch " 3")
+expect_bad("--dtype: empty entry \\(trailing comma\\)" tune --workload alexnet --dtype f32,)
+
 # Input is echoed clipped and escaped (quote_input): a 10 MB junk line costs a line of stderr, a
 # NUL byte is shown as \0 and does not cut the message short.
 string(REPEAT "a" 10000000 junk)

@@ -266,6 +266,19 @@ BOOST_AUTO_TEST_CASE(flags_refuse_empty_and_duplicate_entries) {
     BOOST_TEST(error_of([] { parse_flags("benchmark=1,benchmark=0"); }) == "benchmark: given twice");
 }
 
+// Number lists (tune --batch, simulate --batches/--scales) refuse what strtoll/strtod would skip
+// or drop: a trailing comma, a sign, leading space; as string lists (--dtype f32,) do.
+BOOST_AUTO_TEST_CASE(number_lists_refuse_what_strtoll_would_skip) {
+    BOOST_TEST((sim::parse_int_list("1,8,32", "batch") == std::vector<int64_t>{1, 8, 32}));
+    BOOST_TEST((sim::parse_double_list("0.5,.75,1", "scales") == std::vector<double>{0.5, 0.75, 1}));
+    for (const char* bad : {"4,", "+3", " 3", "3 ", "4,,8", ",4", "-1", "0x10"})
+        BOOST_TEST(starts_with(error_of([&] { sim::parse_int_list(bad, "batch"); }), "batch: "), bad);
+    for (const char* bad : {"0.5,", "+1", " 1", "1,,2"})
+        BOOST_TEST(starts_with(error_of([&] { sim::parse_double_list(bad, "scales"); }), "scales: "), bad);
+    BOOST_TEST(error_of([] { sim::parse_int_list("4,", "batch"); }) == "batch: empty entry (trailing comma) in '4,'");
+    BOOST_TEST(error_of([] { sim::parse_string_list("f32,", "dtype"); }) == "dtype: empty entry (trailing comma) in 'f32,'");
+}
+
 // What a message echoes of the input: clipped and with control bytes escaped (quote_input), so
 // that a NUL cannot cut the message short and a 10 MB line costs a line of stderr, not 20 MB.
 BOOST_AUTO_TEST_CASE(echoed_input_is_escaped_and_clipped) {

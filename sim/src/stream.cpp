@@ -15,21 +15,28 @@ namespace convtune::sim {
 
 namespace {
 
-std::vector<std::string> split_commas(const std::string& text) {
+// The entries of a comma-separated list. A trailing comma is an empty entry (getline would drop
+// it silently); so is "" itself.
+std::vector<std::string> split_commas(const std::string& text, const std::string& field) {
+    if (!text.empty() && text.back() == ',') throw InvalidRequest(field, "empty entry (trailing comma) in " + quote_input(text));
     std::vector<std::string> out;
     std::stringstream ss(text);
     for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
     return out;
 }
 
+// A number as the user must write it: digits (a sign, a space or another leading character is
+// refused here, as strtoll/strtod would skip or take it; a number may start with '.').
+bool plain_number(const std::string& s) { return !s.empty() && (std::isdigit(static_cast<unsigned char>(s.front())) || s.front() == '.'); }
+
 }  // namespace
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field) {
     std::vector<int64_t> v;
-    for (const std::string& s : split_commas(text)) {
+    for (const std::string& s : split_commas(text, field)) {
         char* end = nullptr;
         const long long x = std::strtoll(s.c_str(), &end, 10);
-        if (s.empty() || *end != '\0' || x < 1 || x > (1 << 20))
+        if (!plain_number(s) || *end != '\0' || x < 1 || x > (1 << 20))
             throw InvalidRequest(field, quote_input(s) + " is not an integer in [1, 1048576] (expected a comma-separated list)");
         v.push_back(x);
     }
@@ -39,8 +46,7 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 
 std::vector<std::string> parse_string_list(const std::string& text, const std::string& field) {
     std::vector<std::string> v;
-    if (!text.empty() && text.back() == ',') throw InvalidRequest(field, "empty entry (trailing comma)");
-    for (const std::string& s : split_commas(text)) {
+    for (const std::string& s : split_commas(text, field)) {
         if (s.empty()) throw InvalidRequest(field, "empty entry in " + quote_input(text));
         if (std::find(v.begin(), v.end(), s) != v.end()) throw InvalidRequest(field, quote_input(s) + " is listed twice");
         v.push_back(s);
@@ -51,10 +57,10 @@ std::vector<std::string> parse_string_list(const std::string& text, const std::s
 
 std::vector<double> parse_double_list(const std::string& text, const std::string& field) {
     std::vector<double> v;
-    for (const std::string& s : split_commas(text)) {
+    for (const std::string& s : split_commas(text, field)) {
         char* end = nullptr;
         const double x = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end != '\0' || !(x > 0) || x > 64)
+        if (!plain_number(s) || *end != '\0' || !(x > 0) || x > 64)
             throw InvalidRequest(field, quote_input(s) + " is not a number in (0, 64] (expected a comma-separated list)");
         v.push_back(x);
     }
