@@ -232,6 +232,31 @@ if(NOT rc EQUAL 0 OR NOT err MATCHES "warning: --from-db: left out entry 'cpu\\|
   message(FATAL_ERROR "record --from-db with a negative median: exit ${rc}, expected 0 and a warning naming the entry\n${err}")
 endif()
 
+# An empty value is refused by name, never taken as "not given" (a live run for hours, the default
+# database, the default budget, no plot). A list argument loses "", so the option comes last here,
+# with its empty value written out.
+function(expect_empty_refused option)
+  execute_process(COMMAND ${CLI} ${ARGN} ${option} "" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "${option}: must not be empty" OR NOT out STREQUAL "")
+    message(FATAL_ERROR "convtune ${ARGN} ${option} '': exit ${rc}, expected 2 and '${option}: must not be empty'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  math(EXPR n "${CASES} + 1")
+  set(CASES ${n} PARENT_SCOPE)
+endfunction()
+expect_empty_refused(--replay simulate --workload ${W}/ok.workload --iterations 1)
+expect_empty_refused(--replay tune --problem ${P})
+expect_empty_refused(--db tune --problem ${P})
+expect_empty_refused(--db explain --problem ${P})
+expect_empty_refused(--db run --problem ${P} --flags benchmark=1)
+expect_empty_refused(--policy tune --problem ${P})
+expect_empty_refused(--flags tune --problem ${P})
+expect_empty_refused(--flags simulate --workload ${W}/ok.workload --iterations 1)
+expect_empty_refused(--max-bytes run --problem ${P})
+expect_empty_refused(--plot simulate --workload ${W}/ok.workload --iterations 1)
+expect_empty_refused(--pytorch-measured simulate --workload ${W}/ok.workload --iterations 1)
+expect_empty_refused(--from-db record --out ${W}/x.rec.json)
+expect_absent(${W}/x.rec.json "record --from-db ''")
+
 # Number lists: what strtoll would skip or drop is refused, as --dtype f32, is.
 expect_bad("--batch: empty entry \\(trailing comma\\) in '4,'" tune --workload alexnet --batch 4,)
 expect_bad("--batch: '\\+3' is not an integer" tune --workload alexnet --batch +3)

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     std::string max_bytes;
     app.add_option("--max-bytes", max_bytes,
                    "Memory budget of one problem's host tensors and workspace, e.g. 2G (default: $CONVTUNE_MAX_BYTES, else "
-                   "min(8G, half the RAM))");
+                   "min(8G, half the RAM))")->check(cli::non_empty());
     cli::Action action;
     cli::add_list(app, action);
     cli::add_run(app, action);

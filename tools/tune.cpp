@@ -158,19 +158,19 @@ int explain(ExplainOptions& o) {
 void add_tune(CLI::App& app, Action& action) {
     auto* cmd = app.add_subcommand("tune", "Choose and explain the algorithm for problems under flags (benchmark=1 by default)");
     auto o = std::make_shared<TuneOptions>();
-    cmd->add_option("--problem,-p", o->problem, "One problem (canonical or benchdnn)");
-    cmd->add_option("--shapes,-s", o->r.shapes, "A shape file (benchdnn or canonical lines)");
+    cmd->add_option("--problem,-p", o->problem, "One problem (canonical or benchdnn)")->check(non_empty());
+    cmd->add_option("--shapes,-s", o->r.shapes, "A shape file (benchdnn or canonical lines)")->check(non_empty());
     cmd->add_option("--workload,-w", o->r.workload,
                     "Networks, comma-separated: built-in names (resnet50, vgg11, ...), shape or workload files; their distinct problems")
         ->check(non_empty());
     cmd->add_option("--mode", o->r.mode, "With --workload: infer (fwd, the default) or train (fwd, bwd_data, bwd_filter)")->check(non_empty());
     cmd->add_option("--shapes-dir", o->r.shapes_dir, "With --workload: the folder of the benchdnn files behind the built-in names")
         ->check(non_empty());
-    cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)");
-    cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend");
-    cmd->add_option("--policy", o->r.policy, policy_help());
-    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1");
-    cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)");
+    cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)")->check(non_empty());
+    cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend")->check(non_empty());
+    cmd->add_option("--policy", o->r.policy, policy_help())->check(non_empty());
+    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1")->check(non_empty());
+    cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)")->check(non_empty());
     cmd->add_option("--batch", o->r.batch, "Batch sizes, comma-separated: every problem at each (default: as written)")->check(non_empty());
     cmd->add_flag("--json", o->json, "Print one JSON document");
     cmd->add_flag("--progress", o->progress, "Show the progress bar even when stderr is not a terminal");
@@ -185,11 +185,11 @@ void add_tune(CLI::App& app, Action& action) {
 void add_explain(CLI::App& app, Action& action) {
     auto* cmd = app.add_subcommand("explain", "Choose the algorithm for one problem and explain the choice (tune for one problem)");
     auto o = std::make_shared<ExplainOptions>();
-    cmd->add_option("--problem,-p", o->r.problem, "The problem (canonical or benchdnn)")->required();
-    cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)");
-    cmd->add_option("--policy", o->r.policy, policy_help());
-    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=0,deterministic=1");
-    cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)");
+    cmd->add_option("--problem,-p", o->r.problem, "The problem (canonical or benchdnn)")->required()->check(non_empty());
+    cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)")->check(non_empty());
+    cmd->add_option("--policy", o->r.policy, policy_help())->check(non_empty());
+    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=0,deterministic=1")->check(non_empty());
+    cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)")->check(non_empty());
     cmd->add_flag("--json", o->json, "Print one JSON document");
     o->over.add_to(*cmd);
     cmd->callback([o, &action] { action = [o] { return explain(*o); }; });
