@@ -18,3 +18,14 @@ def test_an_empty_replay_or_plot_is_refused_not_taken_as_not_given(tmp_path):
     for kw, name in (({"replay": ""}, "replay"), ({"plot": ""}, "plot")):
         with pytest.raises(convtune.Error, match=f"^{name}: must not be empty"):
             convtune.simulate(str(w), iterations=1, **kw)
+
+
+def test_torch_stats_before_enable_is_a_dict_of_zero_counts():
+    # convtune.torch imports without PyTorch; stats() reads no PyTorch state.
+    import convtune.torch as ct
+
+    assert not ct.is_enabled()
+    s = ct.stats()
+    assert isinstance(s, dict), s
+    assert s["convtune"] == {"fwd": 0, "bwd_data": 0, "bwd_filter": 0}
+    assert s["search_ms"] == 0 and s["fallback"] == {} and s["sources"] == {} and s["algorithms"] == {}
