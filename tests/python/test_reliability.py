@@ -29,3 +29,53 @@ def test_torch_stats_before_enable_is_a_dict_of_zero_counts():
     assert isinstance(s, dict), s
     assert s["convtune"] == {"fwd": 0, "bwd_data": 0, "bwd_filter": 0}
     assert s["search_ms"] == 0 and s["fallback"] == {} and s["sources"] == {} and s["algorithms"] == {}
+
+
+def test_thread_scoped_flags_blocks_ended_out_of_order_leave_no_override():
+    import asyncio
+
+    import convtune.backends.cudnn as cudnn
+    from convtune import _convtune
+
+    def block(v):
+        with cudnn.flags(benchmark=v, scope="thread"):
+            yield
+
+    assert _convtune.get_thread_flags() is None
+    for first, second in ((True, False), (False, True)):
+        a, b = block(first), block(second)
+        next(a)
+        next(b)
+        assert cudnn.benchmark is second
+        a.close()  # the outer block ends first
+        assert _convtune.get_thread_flags() is not None  # b is still open
+        b.close()
+        assert _convtune.get_thread_flags() is None
+        assert cudnn.benchmark is False
+    # Three, ended middle, outer, inner: the same.
+    g = [block(v) for v in (True, False, True)]
+    for x in g:
+        next(x)
+    for k in (1, 0, 2):
+        g[k].close()
+    assert _convtune.get_thread_flags() is None
+
+    # asyncio tasks on one thread, each in a block, ending in the order they entered.
+    async def task(v, entered, release):
+        with cudnn.flags(benchmark=v, scope="thread"):
+            entered.set()
+            await release.wait()
+
+    async def main():
+        e1, e2, r1, r2 = asyncio.Event(), asyncio.Event(), asyncio.Event(), asyncio.Event()
+        t1 = asyncio.ensure_future(task(True, e1, r1))
+        await e1.wait()
+        t2 = asyncio.ensure_future(task(False, e2, r2))
+        await e2.wait()
+        r1.set()
+        await t1
+        r2.set()
+        await t2
+
+    asyncio.run(main())
+    assert _convtune.get_thread_flags() is None
