@@ -42,6 +42,13 @@ double get_number(const json& j, const char* key, const std::string& where) {
     if (!j[key].is_number()) throw ParseError(where + ": \"" + key + "\" must be a number");
     return j[key].get<double>();
 }
+// A time, spread or count: a finite number >= 0 (0 when missing). A negative one is refused at
+// load, naming the entry, rather than read as written (a median of -1 ms would win every search).
+double get_non_negative(const json& j, const char* key, const std::string& where) {
+    const double v = get_number(j, key, where);
+    if (!(v >= 0)) throw ParseError(where + ": \"" + key + "\" must be >= 0 (got " + j[key].dump() + ")");
+    return v;
+}
 // An integer in [lo, hi] (integral floats such as 3.0 included); anything else is refused rather
 // than converted with undefined behaviour.
 int64_t get_integer(const json& j, const char* key, const std::string& where, double lo, double hi) {
@@ -103,10 +110,11 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
             if (!r.is_object()) throw ParseError(w + " must be an object");
             DbRecord rec;
             rec.algorithm = get_string(r, "algorithm", w);
-            rec.median_ms = get_number(r, "median_ms", w);
-            rec.spread = get_number(r, "spread", w);
+            rec.median_ms = get_non_negative(r, "median_ms", w);
+            rec.spread = get_non_negative(r, "spread", w);
             rec.samples = static_cast<int>(get_integer(r, "samples", w, -2147483648.0, 2147483647.0));
-            rec.search_ms = get_number(r, "search_ms", w);
+            if (rec.samples < 0) get_non_negative(r, "samples", w);  // refuses it, naming the entry
+            rec.search_ms = get_non_negative(r, "search_ms", w);
             rec.time = get_integer(r, "time", w, -0x1p53, 0x1p53);
             s.entries[key] = rec;
         }
