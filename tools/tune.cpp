@@ -124,14 +124,18 @@ int tune(TuneOptions& o) {
     }
     sim::Progress bar("tune", o.progress || ::isatty(2));
     r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
+    app::TuneReport rep;
     if (o.json) {
         JsonSink w;
-        app::tune(r, &w);
+        rep = app::tune(r, &w);
     } else {
         TextSink text(bar);
-        app::tune(r, &text);
+        rep = app::tune(r, &text);
     }
-    return ok;
+    // As under mpirun: each problem that could not be tuned named on stderr, exit 3.
+    bar.finish();
+    for (const app::NotTunedProblem& p : rep.not_tuned) fmt::print(stderr, "{}", app::to_text(p));
+    return rep.not_tuned.empty() ? ok : run_failed;
 }
 
 struct ExplainOptions {

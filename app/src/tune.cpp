@@ -9,6 +9,7 @@
 
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
+#include "convtune/memory_budget.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/app/workload.hpp"
 #include "convtune/sim/replay_backend.hpp"
@@ -47,6 +48,17 @@ nlohmann::json to_json(const TunedProblem& p) {
     j["problem"] = p.problem;
     if (!p.name.empty()) j["name"] = p.name;
     return j;
+}
+
+nlohmann::json to_json(const NotTunedProblem& p) {
+    nlohmann::json j{{"problem", p.problem}};
+    if (!p.name.empty()) j["name"] = p.name;
+    j["reason"] = p.reason;
+    return j;
+}
+
+std::string to_text(const NotTunedProblem& p) {
+    return fmt::format("NOT TUNED: {}{}: {}\n", p.problem, p.name.empty() ? "" : "  # " + p.name, p.reason);
 }
 
 std::string to_text(const TunedProblem& p) {
@@ -142,6 +154,10 @@ TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
         require_available(*s_->backend);
     }
     s_->lines = request_lines(r);
+    // A problem over the memory budget is bad input, refused before anything is decided (not a
+    // problem that could not be tuned).
+    if (uses_host_memory(*s_->backend))
+        for (const ShapeLine& l : s_->lines) check_memory_budget(l.problem);
     for (const ShapeLine& l : s_->lines) s_->labels.push_back(l.name.empty() ? l.problem.to_string() : l.name);
 
     TuneReport& rep = s_->header;
@@ -178,7 +194,14 @@ TuneReport tune(const TuneRequest& r, TuneSink* sink, bool keep) {
     if (sink) sink->begin(rep);
     for (int64_t i = 0; i < rep.count; ++i) {
         if (r.progress) r.progress(i, rep.count, job.label(i));
-        TunedProblem t = job.decide(i);
+        TunedProblem t;
+        try {
+            t = job.decide(i);
+        } catch (const Error& e) {
+            const TunedProblem p = job.problem(i);
+            rep.not_tuned.push_back({i, p.problem, p.name, e.what()});
+            continue;
+        }
         rep.total_search_ms += t.decision->search_ms;
         rep.from_database += t.decision->source == Source::database;
         if (sink) sink->problem(t);
@@ -202,7 +225,9 @@ void TuneJsonWriter::problem(const TunedProblem& p) {
 
 void TuneJsonWriter::end(const TuneReport& r) {
     out_ << (first_ ? "]" : "\n  ]") << ",\n  \"total_search_ms\": " << scalar(r.total_search_ms)
-         << ",\n  \"from_database\": " << scalar(r.from_database) << "\n}\n";
+         << ",\n  \"from_database\": " << scalar(r.from_database) << ",\n  \"not_tuned\": [";
+    for (std::size_t i = 0; i < r.not_tuned.size(); ++i) out_ << (i ? ",\n    " : "\n    ") << nested(to_json(r.not_tuned[i]));
+    out_ << (r.not_tuned.empty() ? "]" : "\n  ]") << "\n}\n";
     out_.flush();
 }
 
@@ -226,6 +251,7 @@ ExplainReport explain(const ExplainRequest& r) {
     t.dtype = r.dtype;
     t.layout = r.layout;
     TuneReport rep = tune(t, nullptr, true);
+    if (!rep.not_tuned.empty()) throw Error(rep.not_tuned.front().reason);  // explain's one problem: an error
     return {rep.backend, rep.flags, std::move(rep.problems.front())};
 }
 

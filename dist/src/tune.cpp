@@ -440,6 +440,7 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
     for (const auto& [i, why] : disp.given_up()) {
         const app::TunedProblem t = job->problem(i);
         rep.failed.push_back({i, t.problem, t.name, why});
+        rep.totals.not_tuned.push_back({i, t.problem, t.name, fmt::format("{}", fmt::join(why, "; "))});
     }
     rep.not_started = startup;
     if (sink) sink->end(rep.totals);
@@ -453,9 +454,7 @@ std::string to_text(const TuneReport& r) {
     s += fmt::format("; {} retried after a failure\n", r.retried);
     for (int k : r.retired) s += fmt::format("rank {} retired: it failed problems that other ranks decided\n", k);
     for (const std::string& n : r.not_started) s += fmt::format("{} (could not start; the others took its share)\n", n);
-    for (const FailedProblem& f : r.failed) {
-        s += fmt::format("NOT TUNED: {}{}: {}\n", f.problem, f.name.empty() ? "" : "  # " + f.name, fmt::join(f.reasons, "; "));
-    }
+    for (const app::NotTunedProblem& f : r.totals.not_tuned) s += app::to_text(f);
     return s;
 }
 

@@ -108,7 +108,8 @@ def tune(problems=None, *, shapes=None, workload=None, mode=None, shapes_dir=Non
     ``flags`` ("key=value,..." or a dict).
     ``db``: tuning database file (default: $CONVTUNE_DB; none when unset).
     Returns {"format", "backend", "flags", "problems": [{"problem", "name", "algorithm", "source", "search_ms",
-    "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database"}.
+    "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database", "not_tuned": [{"problem",
+    "name", "reason"}, ...]}: a problem nothing could run is named in not_tuned, the others are tuned.
     """
     return json.loads(_tune_text(problems, shapes=shapes, workload=workload, mode=mode, shapes_dir=shapes_dir, backend=backend,
                                  policy=policy, flags=flags, db=db, batch=batch, dir=dir, dtype=dtype, layout=layout))
