@@ -92,6 +92,15 @@ struct TuneJob::State {
 
 namespace {
 
+// Refuses a request of more than kMaxTuneProblems problems (at least `n`), naming the list that
+// multiplies them.
+void check_count(uint64_t n, const TuneRequest& r) {
+    if (n <= static_cast<uint64_t>(kMaxTuneProblems)) return;
+    const char* field = !r.batch.empty() ? "batch" : !r.dtype.empty() ? "dtype" : !r.workload.empty() ? "workload" : !r.shapes.empty() ? "shapes" : "problems";
+    throw InvalidRequest(field, fmt::format("the request makes {} problems or more, above the limit of {} for one tune (split the catalogue "
+                                            "into several runs into one database)", n, kMaxTuneProblems));
+}
+
 // The problems of a request, each expanded over the catalogue's data types and batch sizes:
 // network by network (or the problems or shape file as one block), then data type, then batch.
 std::vector<ShapeLine> request_lines(const TuneRequest& r) {
@@ -103,6 +112,8 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
     }
     const std::vector<std::string> dtypes = r.dtype.empty() ? std::vector<std::string>{""} : sim::parse_string_list(r.dtype, "dtype");
     const std::vector<int64_t> batches = r.batch.empty() ? std::vector<int64_t>{0} : sim::parse_int_list(r.batch, "batch");
+    if (static_cast<int64_t>(batches.size()) > kMaxTuneBatches)
+        throw InvalidRequest("batch", fmt::format("{} batch sizes, above the limit of {} for one tune", batches.size(), kMaxTuneBatches));
     if (std::set<int64_t>(batches.begin(), batches.end()).size() != batches.size())
         throw InvalidRequest("batch", "a batch size is listed twice in " + quote_input(r.batch));
     std::vector<ShapeLine> lines;
@@ -111,6 +122,7 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
         if (!r.problems.empty())
             for (const std::string& s : r.problems) base.push_back({0, "", 1, ConvProblem::parse_any(s)});
         else base = read_shape_file(r.shapes);
+        check_count(static_cast<uint64_t>(base.size()) * dtypes.size() * batches.size(), r);
         for (const std::string& dtype : dtypes)
             for (int64_t b : batches)
                 for (ShapeLine l : base) {
@@ -122,7 +134,9 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
     }
     // A network's problems are what record measures for it: its stream's distinct problems.
     std::set<std::string> seen;
-    for (const std::string& name : sim::parse_string_list(r.workload, "workload"))
+    const std::vector<std::string> networks = sim::parse_string_list(r.workload, "workload");
+    check_count(static_cast<uint64_t>(networks.size()) * dtypes.size() * batches.size(), r);  // each at least one problem
+    for (const std::string& name : networks)
         for (const std::string& dtype : dtypes)
             for (int64_t b : batches) {
                 WorkloadRequest w;
@@ -135,6 +149,7 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
                 const sim::Stream stream = w.make_stream();
                 for (const ConvProblem& p : sim::distinct_problems(stream, 1))
                     if (seen.insert(p.to_string()).second) lines.push_back({0, stream.workload().name, 1, p});
+                check_count(lines.size(), r);
             }
     return lines;
 }

@@ -79,3 +79,18 @@ def test_thread_scoped_flags_blocks_ended_out_of_order_leave_no_override():
 
     asyncio.run(main())
     assert _convtune.get_thread_flags() is None
+
+
+def test_a_tune_of_more_problems_than_the_caps_is_refused_before_anything_runs(tmp_path):
+    import time
+
+    t0 = time.monotonic()
+    # The case: 10^6 batch sizes of a network (5 x 10^6 problems; bad_alloc before).
+    with pytest.raises(convtune.Error, match=r"^batch: 1000000 batch sizes, above the limit of 4096 for one tune"):
+        convtune.tune(workload="alexnet", batch=list(range(1, 10**6 + 1)))
+    # 3001 problems x 3 data types x 4000 batch sizes: above the 10^6 problems of one tune.
+    shapes = tmp_path / "many.txt"
+    shapes.write_text("".join(f"n=1,c={c},k=1,in=8,ker=3\n" for c in range(1, 3002)))
+    with pytest.raises(convtune.Error, match=r"^batch: the request makes 36012000 problems or more, above the limit of 1000000"):
+        convtune.tune(shapes=str(shapes), batch=list(range(1, 4001)), dtype=["f32", "f16", "bf16"])
+    assert time.monotonic() - t0 < 60

@@ -23,6 +23,14 @@
 
 namespace convtune::app {
 
+// The most problems one tune request may hold (problems x data types x batch sizes, or each
+// network's distinct problems at each): checked before anything is decided or allocated for
+// them, naming the list that makes the count (docs/reliability.md). A larger catalogue is split
+// into several runs into one database.
+inline constexpr int64_t kMaxTuneProblems = 1'000'000;
+// The most batch sizes one request lists (each network is built once per batch size and type).
+inline constexpr int64_t kMaxTuneBatches = 4096;
+
 struct TuneRequest {
     // The problems: exactly one of the three.
     std::vector<std::string> problems;  // problem strings (canonical or benchdnn)
