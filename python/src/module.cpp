@@ -32,6 +32,7 @@
 #include "convtune_framework_api.h"
 #include "convtune/app/simulate.hpp"
 #include "convtune/app/tune.hpp"
+#include "convtune/build_info.hpp"
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
 #include "convtune/file_io.hpp"
@@ -413,7 +414,22 @@ PYBIND11_MODULE(_convtune, m) {
 
     py::register_exception<Error>(m, "Error", PyExc_ValueError);
 
-    m.def("version", [] { return convtune_version(); }, "convtune's version string");
+    m.def("version", [] { return build_info().version; }, "convtune's version string");
+    m.def(
+        "build_info",
+        [] {
+            const BuildInfo b = build_info();
+            py::dict d;
+            d["version"] = b.version;
+            d["arch"] = b.arch;
+            d["isa"] = b.isa;
+            d["backends"] = b.backends;
+            d["compiler"] = b.compiler;
+            d["text"] = to_text(b);
+            return d;
+        },
+        "What this build is: version, arch (-march, '' = portable), isa, backends compiled in, compiler, and text "
+        "(what `convtune --version` prints)");
     m.def("get_flags", [] { return flags_to_dict(global_flags()); }, "The process-wide flags as a dict");
     m.def("set_flags", [](const py::dict& d) { set_global_flags(apply_flags(global_flags(), d)); },
           "Sets the process-wide flags named in the dict (validated first: nothing changes on an error)");
