@@ -91,6 +91,7 @@ int tune(TuneOptions& o) {
     app::TuneRequest r = o.r;
     if (!o.problem.empty()) r.problems = {o.problem};
     if (!o.db.empty()) r.db = o.db;
+    r.db_flush_s = o.db_flush_s;
     r.dir = o.over.dir;
     r.dtype = o.over.dtype;
     r.layout = o.over.layout;
@@ -179,7 +180,8 @@ void add_tune(CLI::App& app, Action& action) {
     cmd->add_flag("--json", o->json, "Print one JSON document");
     cmd->add_flag("--progress", o->progress, "Show the progress bar even when stderr is not a terminal");
     cmd->add_flag("--coordinator-only", o->coordinator_only, "Under mpirun: rank 0 hands out problems and merges, but decides none");
-    cmd->add_option("--db-flush", o->db_flush_s, "Under mpirun: seconds between rank 0's database writes (default 1; 0 = every result)")
+    cmd->add_option("--db-flush", o->db_flush_s, "Seconds between the database's writes (default 1; 0 = every result), and one at the end; a killed run loses "
+                    "what was decided since the last write (under mpirun: rank 0's merges)")
         ->check(CLI::Range(0.0, 3600.0));
     o->over.add_to(*cmd);
     cmd->get_option("--dtype")->description("Data types, comma-separated (f32, f16, bf16): every problem in each (default: as written)");

@@ -11,6 +11,7 @@
 #include "convtune/error.hpp"
 #include "convtune/memory_budget.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/tuning_db.hpp"
 #include "convtune/app/workload.hpp"
 #include "convtune/sim/replay_backend.hpp"
 #include "convtune/sim/stream.hpp"
@@ -160,6 +161,8 @@ TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
     // Everything is validated before anything is decided.
     if (!r.problems.empty() + !r.shapes.empty() + !r.workload.empty() != 1)
         throw InvalidRequest("problems", "give exactly one of {problems}, {shapes} or {workload}");
+    if (!(r.db_flush_s >= 0 && r.db_flush_s <= 3600))
+        throw InvalidRequest("db_flush", fmt::format("{} is not a number of seconds in [0, 3600]", r.db_flush_s));
     s_->flags = tune_flags(r);
     if (!r.replay.empty()) {
         s_->replay = std::make_unique<sim::ReplayBackend>(sim::load_replay(r.replay));  // a file, or a library name
@@ -181,6 +184,7 @@ TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
     rep.db = r.db ? *r.db : default_db_path();
     rep.count = static_cast<int64_t>(s_->lines.size());
     s_->ctx = std::make_unique<Context>(rep.db);
+    if (TuningDatabase* db = s_->ctx->database()) db->set_flush_interval(r.db_flush_s);
     s_->selector = &s_->ctx->selector(*s_->backend);
 }
 
@@ -223,6 +227,7 @@ TuneReport tune(const TuneRequest& r, TuneSink* sink, bool keep) {
         if (keep) rep.problems.push_back(std::move(t));
     }
     if (r.progress) r.progress(rep.count, rep.count, "");
+    if (TuningDatabase* db = job.context().database()) db->flush();  // the last batch, before the report ends
     if (sink) sink->end(rep);
     return rep;
 }

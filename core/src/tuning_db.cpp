@@ -185,6 +185,23 @@ std::optional<DbRecord> TuningDatabase::find(const Environment& env, const std::
     return it->second;
 }
 
+TuningDatabase::~TuningDatabase() {
+    try {
+        flush();
+    } catch (...) {  // (a destructor throws nothing; flush has warned about an Error already)
+    }
+}
+
+void TuningDatabase::set_flush_interval(double seconds) {
+    std::lock_guard lock(mutex_);
+    flush_s_ = seconds > 0 ? seconds : 0;
+}
+
+bool TuningDatabase::flush() {
+    std::lock_guard lock(mutex_);
+    return !dirty_ || persist_locked();
+}
+
 bool TuningDatabase::store(const Environment& env, const std::string& key, const DbRecord& r) {
     std::lock_guard lock(mutex_);
     DbSection* s = find_section(sections_, env);
@@ -193,6 +210,14 @@ bool TuningDatabase::store(const Environment& env, const std::string& key, const
         s = &sections_.back();
     }
     s->entries[key] = r;
+    dirty_ = true;
+    if (flush_s_ > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - last_write_).count() < flush_s_) return true;
+    return persist_locked();
+}
+
+// Under mutex_: one read-merge-write of everything in memory.
+bool TuningDatabase::persist_locked() {
+    last_write_ = std::chrono::steady_clock::now();
     try {
         FileLock file_lock(path_);
         std::vector<DbSection> on_disk;
@@ -210,6 +235,7 @@ bool TuningDatabase::store(const Environment& env, const std::string& key, const
         }
         sections_ = merge(std::move(on_disk), sections_);
         write_file(path_, sections_);
+        dirty_ = false;
         return true;
     } catch (const Error& e) {
         warn(std::string("tuning results not saved: ") + e.what() + "; tuning continues in memory");

@@ -46,6 +46,9 @@ struct TuneRequest {
     std::string flags;                  // "key=value,...", applied after the policy
     std::optional<FlagValues> flag_values;  // when set, the flags as they are (policy and flags unused)
     std::optional<std::string> db;      // tuning database file; nullopt = default_db_path(), "" = none
+    double db_flush_s = 1;              // seconds between the database's writes (0 = one per search), and one at
+                                        // the end: a write per problem costs a rename and two fsyncs; a killed
+                                        // run loses what was decided since the last write (docs/reliability.md)
     // Catalogue lists: every problem once per batch size and data type, comma-separated ("1,8,32",
     // "f32,f16,bf16"; "" = as written). The problems come batch by batch within a data type.
     std::string batch, dtype;
