@@ -279,6 +279,22 @@ BOOST_AUTO_TEST_CASE(number_lists_refuse_what_strtoll_would_skip) {
     BOOST_TEST(error_of([] { sim::parse_string_list("f32,", "dtype"); }) == "dtype: empty entry (trailing comma) in 'f32,'");
 }
 
+// A trace is bounded (issue 32, D17): kMaxTraceLines problem lines and kMaxTraceProblems distinct
+// problems; one more of either is refused at the line that crosses it.
+BOOST_AUTO_TEST_CASE(traces_are_bounded_in_lines_and_distinct_problems) {
+    std::string same, distinct;
+    for (int64_t i = 0; i < sim::kMaxTraceLines; ++i) same += "c=1,k=1,in=5,ker=3\n";
+    BOOST_TEST(sim::parse_trace(same)[0].size() == static_cast<std::size_t>(sim::kMaxTraceLines));
+    same += "c=1,k=1,in=5,ker=3\n";
+    BOOST_TEST(error_of([&] { sim::parse_trace(same); }) ==
+               "trace line 1000001: more than 1000000 problem lines, the most a trace may hold (docs/simulation.md)");
+    for (int64_t i = 1; i <= sim::kMaxTraceProblems; ++i) distinct += "c=1,k=1,in=5,ker=3,n=" + std::to_string(i) + "\n";
+    BOOST_TEST(sim::parse_trace(distinct)[0].size() == static_cast<std::size_t>(sim::kMaxTraceProblems));
+    distinct += "c=1,k=1,in=5,ker=3,n=100001\n";
+    BOOST_TEST(error_of([&] { sim::parse_trace(distinct); }) ==
+               "trace line 100001: more than 100000 distinct problems, the most a trace may hold (docs/simulation.md)");
+}
+
 // What a message echoes of the input: clipped and with control bytes escaped (quote_input), so
 // that a NUL cannot cut the message short and a 10 MB line costs a line of stderr, not 20 MB.
 BOOST_AUTO_TEST_CASE(echoed_input_is_escaped_and_clipped) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_set>
 
 #include "convtune/error.hpp"
 #include "convtune/hash.hpp"
@@ -165,6 +166,8 @@ TraceData parse_trace_data(std::string_view text) {
     };
     std::istringstream in{std::string(text)};
     int line_no = 0;
+    int64_t problem_lines = 0;
+    std::unordered_set<uint64_t> distinct;  // the problems' canonical forms, hashed
     for (std::string raw; std::getline(in, raw);) {
         ++line_no;
         const auto b = raw.find_first_not_of(" \t\r");
@@ -209,6 +212,13 @@ TraceData parse_trace_data(std::string_view text) {
         }
         c.layer = "line" + std::to_string(line_no);
         c.flags = flags;
+        // Bounds (kMaxTraceLines, kMaxTraceProblems), at the line that crosses one.
+        if (++problem_lines > kMaxTraceLines)
+            throw ParseError("trace line " + std::to_string(line_no) + ": more than " + std::to_string(kMaxTraceLines) +
+                             " problem lines, the most a trace may hold (docs/simulation.md)");
+        if (distinct.insert(fnv1a(c.problem.to_string())).second && static_cast<int64_t>(distinct.size()) > kMaxTraceProblems)
+            throw ParseError("trace line " + std::to_string(line_no) + ": more than " + std::to_string(kMaxTraceProblems) +
+                             " distinct problems, the most a trace may hold (docs/simulation.md)");
         cur.push_back(std::move(c));
     }
     flush();
