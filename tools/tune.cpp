@@ -32,6 +32,7 @@ struct TuneOptions {
     std::string problem, db;
     bool json = false, progress = false, coordinator_only = false;
     double db_flush_s = 1;
+    double rank_timeout_s = dist::TuneOptions{}.rank_timeout_s;
     ProblemOverrides over;
 };
 
@@ -103,6 +104,7 @@ int tune(TuneOptions& o) {
         dist::TuneOptions dopt;
         dopt.rank0_works = !o.coordinator_only;
         dopt.flush_s = o.db_flush_s;
+        dopt.rank_timeout_s = o.rank_timeout_s;
         std::unique_ptr<app::TuneSink> sink;
         if (o.json) sink = std::make_unique<JsonSink>();
         else sink = std::make_unique<TextSink>(bar);
@@ -121,7 +123,9 @@ int tune(TuneOptions& o) {
         if (rep.rank != 0) return ok;
         bar.finish();
         fmt::print(stderr, "{}", dist::to_text(rep));
-        return rep.failed.empty() ? ok : run_failed;
+        // A rank retired for silence may never answer again, and MPI cannot finish without it.
+        if (rep.abandoned) dist::end_job(run_failed);
+        return rep.failed.empty() && rep.lost.empty() ? ok : run_failed;
     }
     sim::Progress bar("tune", o.progress || ::isatty(2));
     r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
@@ -180,6 +184,10 @@ void add_tune(CLI::App& app, Action& action) {
     cmd->add_flag("--json", o->json, "Print one JSON document");
     cmd->add_flag("--progress", o->progress, "Show the progress bar even when stderr is not a terminal");
     cmd->add_flag("--coordinator-only", o->coordinator_only, "Under mpirun: rank 0 hands out problems and merges, but decides none");
+    cmd->add_option("--rank-timeout", o->rank_timeout_s,
+                    "Under mpirun: seconds a rank deciding a problem may go without a heartbeat before it is retired and its "
+                    "problem handed to another rank (default 60; 0 = wait forever)")
+        ->check(CLI::Range(0.0, 86400.0));
     cmd->add_option("--db-flush", o->db_flush_s, "Seconds between the database's writes (default 1; 0 = every result), and one at the end; a killed run loses "
                     "what was decided since the last write (under mpirun: rank 0's merges)")
         ->check(CLI::Range(0.0, 3600.0));
