@@ -46,13 +46,13 @@ Backend& find_backend(std::string_view name) {
         known += known.empty() ? "" : ", ";
         known += b->name();
     }
-    throw Error("backend: unknown backend '" + std::string(name) + "' (compiled in: " + known + ")");
+    throw Error("backend: unknown backend " + quote_input(name) + " (compiled in: " + known + ")");
 }
 
 const Algorithm& find_algorithm(std::string_view id) {
     for (Backend* b : backends())
         if (const Algorithm* a = b->find(id)) return *a;
-    throw Error("algo: unknown algorithm id '" + std::string(id) + "' (see `convtune list`)");
+    throw Error("algo: unknown algorithm id " + quote_input(id) + " (see `convtune list`)");
 }
 
 }  // namespace convtune

@@ -185,16 +185,16 @@ expect_absent(${W}/rec.json "record over the memory budget")
 # ---- input rules: refused, never clamped or ignored ---------------------------------------------
 expect_bad("shape file must be a regular file, but a directory stands there" parse ${W})
 file(WRITE ${W}/repeat0.txt "ic3ih8oc4kh3n\"a*0\"\n")
-expect_bad("line 1: name: repeat hint: must be >= 1 \\(got 0\\)" parse ${W}/repeat0.txt)
+expect_bad("line 1: name: repeat hint: must be >= 1 \\(got '0'\\)" parse ${W}/repeat0.txt)
 file(WRITE ${W}/repeatneg.txt "ic3ih8oc4kh3n\"a*-5\"\n")
-expect_bad("line 1: name: repeat hint: must be >= 1 \\(got -5\\)" parse ${W}/repeatneg.txt)
+expect_bad("line 1: name: repeat hint: must be >= 1 \\(got '-5'\\)" parse ${W}/repeatneg.txt)
 file(WRITE ${W}/repeatbig.txt "ic3ih8oc4kh3n\"a*2147483647\"\n")
-expect_bad("line 1: name: repeat hint: 2147483647 is above the maximum of 10000" parse ${W}/repeatbig.txt)
-expect_bad("line 1: name: repeat hint: 2147483647 is above the maximum of 10000"
+expect_bad("line 1: name: repeat hint: '2147483647' is above the maximum of 10000" parse ${W}/repeatbig.txt)
+expect_bad("line 1: name: repeat hint: '2147483647' is above the maximum of 10000"
            simulate --workload ${W}/repeatbig.txt --iterations 1 --plot ${W}/out.svg)
 expect_absent(${W}/out.svg "simulate with a repeat hint above the maximum")
 file(WRITE ${W}/bigcount.trace "n=1,c=3,k=4,in=8x8,ker=3x3 x10001\n")
-expect_bad("trace line 1: bad count 'x10001': 10001 is above the maximum of 10000" simulate --stream trace:${W}/bigcount.trace --iterations 1)
+expect_bad("trace line 1: bad count 'x10001': '10001' is above the maximum of 10000" simulate --stream trace:${W}/bigcount.trace --iterations 1)
 expect_bad("--min-saving: 'nan' is not a number in \\[0, 1\\]" simulate --workload ${W}/ok.workload --iterations 1 --min-saving nan)
 expect_bad("--seed: '-1' is not an integer" simulate --workload ${W}/ok.workload --iterations 1 --seed -1)
 expect_bad("--seed: '18446744073709551616' is not an integer" simulate --workload ${W}/ok.workload --iterations 1 --seed 18446744073709551616)
@@ -226,10 +226,63 @@ set(KEY "cpu|dir=fwd,dtype=f32,layout=nchw,n=1,c=2,k=2,g=1,in=5x5,ker=3x3,stride
 file(READ ${W}/good.json gooddb)
 string(JSON gooddb SET "${gooddb}" environments 0 entries "${KEY}" "{\"algorithm\":\"cpu.direct\",\"median_ms\":-1,\"spread\":0,\"samples\":1,\"search_ms\":0,\"time\":1}")
 file(WRITE ${W}/negative.json "${gooddb}")
-execute_process(COMMAND ${CLI} record --from-db ${W}/negative.json --backend cpu --out ${W}/fromdb.rec.json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT err MATCHES "warning: --from-db: left out entry 'cpu\\|dir=fwd[^']*c=2,[^']*': median -1(\\.0)? ms is not a time")
-  message(FATAL_ERROR "record --from-db with a negative median: exit ${rc}, expected 0 and a warning naming the entry\n${err}")
-endif()
+# A negative median (or spread, samples, search time) is refused at load, naming the entry (issue
+# 32, D16: `db check` called it valid, and record --from-db only left it out).
+expect_bad("negative.json: environment 0, entry 'cpu\\|dir=fwd[^']*c=2,[^']*': \"median_ms\" must be >= 0 \\(got -1\\)"
+           record --from-db ${W}/negative.json --backend cpu --out ${W}/fromdb.rec.json)
+expect_absent(${W}/fromdb.rec.json "record --from-db of a database with a negative median")
+expect_bad("negative.json: environment 0, entry 'cpu\\|dir=fwd[^']*': \"median_ms\" must be >= 0 \\(got -1\\)" db check ${W}/negative.json)
+foreach(field spread samples search_ms)
+  string(JSON neg SET "${gooddb}" environments 0 entries "${KEY}" "{\"algorithm\":\"cpu.direct\",\"median_ms\":1,\"${field}\":-2,\"time\":1}")
+  file(WRITE ${W}/negative_${field}.json "${neg}")
+  expect_bad("negative_${field}.json: environment 0, entry '[^']*': \"${field}\" must be >= 0 \\(got -2\\)" db check ${W}/negative_${field}.json)
+endforeach()
+
+# An empty value is refused by name, never taken as "not given" (a live run for hours, the default
+# database, the default budget, no plot). A list argument loses "", so the option comes last here,
+# with its empty value written out.
+function(expect_empty_refused option)
+  execute_process(COMMAND ${CLI} ${ARGN} ${option} "" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "${option}: must not be empty" OR NOT out STREQUAL "")
+    message(FATAL_ERROR "convtune ${ARGN} ${option} '': exit ${rc}, expected 2 and '${option}: must not be empty'\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  math(EXPR n "${CASES} + 1")
+  set(CASES ${n} PARENT_SCOPE)
+endfunction()
+expect_empty_refused(--replay simulate --workload ${W}/ok.workload --iterations 1)
+expect_empty_refused(--replay tune --problem ${P})
+expect_empty_refused(--db tune --problem ${P})
+expect_empty_refused(--db explain --problem ${P})
+expect_empty_refused(--db run --problem ${P} --flags benchmark=1)
+expect_empty_refused(--policy tune --problem ${P})
+expect_empty_refused(--flags tune --problem ${P})
+expect_empty_refused(--flags simulate --workload ${W}/ok.workload --iterations 1)
+expect_empty_refused(--max-bytes run --problem ${P})
+expect_empty_refused(--plot simulate --workload ${W}/ok.workload --iterations 1)
+expect_empty_refused(--pytorch-measured simulate --workload ${W}/ok.workload --iterations 1)
+expect_empty_refused(--from-db record --out ${W}/x.rec.json)
+expect_absent(${W}/x.rec.json "record --from-db ''")
+
+# Number lists: what strtoll would skip or drop is refused, as --dtype f32, is.
+expect_bad("--batch: empty entry \\(trailing comma\\) in '4,'" tune --workload alexnet --batch 4,)
+expect_bad("--batch: '\\+3' is not an integer" tune --workload alexnet --batch +3)
+expect_bad("--batch: ' 3' is not an integer" tune --workload alexnet --batch " 3")
+expect_bad("--dtype: empty entry \\(trailing comma\\)" tune --workload alexnet --dtype f32,)
+
+# Input is echoed clipped and escaped (quote_input): a 10 MB junk line costs a line of stderr, a
+# NUL byte is shown as \0 and does not cut the message short.
+string(REPEAT "a" 10000000 junk)
+file(WRITE ${W}/junk.txt "${junk}\n")
+file(WRITE ${W}/junk.trace "${junk}\n")
+unset(junk)
+foreach(cmd "parse;${W}/junk.txt" "tune;--shapes;${W}/junk.txt" "simulate;--stream;trace:${W}/junk.trace;--replay;${DATA}/resnet50_cpu_infer.json")
+  execute_process(COMMAND ${CLI} ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(LENGTH "${err}" n)
+  if(NOT rc EQUAL 2 OR n GREATER 1000 OR NOT err MATCHES "'aaaaaaaaaa+\\.\\.\\.'")
+    string(SUBSTRING "${err}" 0 1000 head)
+    message(FATAL_ERROR "convtune ${cmd} on a 10 MB junk line: exit ${rc}, ${n} B on stderr (expected 2 and at most 1000 B, clipped):\n${head}")
+  endif()
+endforeach()
+file(REMOVE ${W}/junk.txt ${W}/junk.trace)
 
 message(STATUS "${CASES} bad-input cases: exit 2, a message, nothing on stdout, nothing written")

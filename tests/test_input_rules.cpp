@@ -112,11 +112,11 @@ BOOST_AUTO_TEST_CASE(repeat_hints_are_bounded_and_never_clamped) {
     // A '*' not followed by an integer is part of the name.
     BOOST_TEST(parse_shape_text("ic3ih8oc4kh3n\"a*b\"")[0].name == "a*b");
     const std::pair<const char*, const char*> cases[] = {
-        {"ic3ih8oc4kh3n\"a*0\"", "line 1: name: repeat hint: must be >= 1 (got 0)"},
-        {"ic3ih8oc4kh3n\"a*-5\"", "line 1: name: repeat hint: must be >= 1 (got -5)"},
-        {"ic3ih8oc4kh3n\"a*10001\"", "line 1: name: repeat hint: 10001 is above the maximum of 10000"},
-        {"ic3ih8oc4kh3n\"a*2147483647\"", "line 1: name: repeat hint: 2147483647 is above the maximum of 10000"},
-        {"ic3ih8oc4kh3n\"a*99999999999999999999\"", "line 1: name: repeat hint: 99999999999999999999 is above the maximum"},
+        {"ic3ih8oc4kh3n\"a*0\"", "line 1: name: repeat hint: must be >= 1 (got '0')"},
+        {"ic3ih8oc4kh3n\"a*-5\"", "line 1: name: repeat hint: must be >= 1 (got '-5')"},
+        {"ic3ih8oc4kh3n\"a*10001\"", "line 1: name: repeat hint: '10001' is above the maximum of 10000"},
+        {"ic3ih8oc4kh3n\"a*2147483647\"", "line 1: name: repeat hint: '2147483647' is above the maximum of 10000"},
+        {"ic3ih8oc4kh3n\"a*99999999999999999999\"", "line 1: name: repeat hint: '99999999999999999999' is above the maximum"},
     };
     for (auto [text, prefix] : cases) {
         const std::string e = error_of([&] { parse_shape_text(text); });
@@ -125,12 +125,12 @@ BOOST_AUTO_TEST_CASE(repeat_hints_are_bounded_and_never_clamped) {
     // The same limit for a workload layer's and a trace line's xN.
     BOOST_TEST(sim::parse_workload_text("convtune-workload 1\nlayer a x10000 c=1,k=1,in=5,ker=3\n", "w").layers[0].repeat == kMaxRepeat);
     BOOST_TEST(starts_with(error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x10001 c=1,k=1,in=5,ker=3\n", "w"); }),
-                           "workload line 2: bad repeat 'x10001': 10001 is above the maximum of 10000"));
+                           "workload line 2: bad repeat 'x10001': '10001' is above the maximum of 10000"));
     BOOST_TEST(starts_with(error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x0 c=1,k=1,in=5,ker=3\n", "w"); }),
                            "workload line 2: bad repeat 'x0': must be >= 1"));
     BOOST_TEST(sim::parse_trace("c=1,k=1,in=5,ker=3 x10000\n")[0][0].count == kMaxRepeat);
     BOOST_TEST(starts_with(error_of([] { sim::parse_trace("c=1,k=1,in=5,ker=3 x2147483647\n"); }),
-                           "trace line 1: bad count 'x2147483647': 2147483647 is above the maximum of 10000"));
+                           "trace line 1: bad count 'x2147483647': '2147483647' is above the maximum of 10000"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -264,6 +264,55 @@ BOOST_AUTO_TEST_CASE(flags_refuse_empty_and_duplicate_entries) {
     BOOST_TEST(starts_with(error_of([] { parse_flags("benchmark=1,"); }), "flags: empty entry"));
     BOOST_TEST(starts_with(error_of([] { parse_flags(",benchmark=1"); }), "flags: empty entry"));
     BOOST_TEST(error_of([] { parse_flags("benchmark=1,benchmark=0"); }) == "benchmark: given twice");
+}
+
+// Number lists (tune --batch, simulate --batches/--scales) refuse what strtoll/strtod would skip
+// or drop: a trailing comma, a sign, leading space; as string lists (--dtype f32,) do.
+BOOST_AUTO_TEST_CASE(number_lists_refuse_what_strtoll_would_skip) {
+    BOOST_TEST((sim::parse_int_list("1,8,32", "batch") == std::vector<int64_t>{1, 8, 32}));
+    BOOST_TEST((sim::parse_double_list("0.5,.75,1", "scales") == std::vector<double>{0.5, 0.75, 1}));
+    for (const char* bad : {"4,", "+3", " 3", "3 ", "4,,8", ",4", "-1", "0x10"})
+        BOOST_TEST(starts_with(error_of([&] { sim::parse_int_list(bad, "batch"); }), "batch: "), bad);
+    for (const char* bad : {"0.5,", "+1", " 1", "1,,2"})
+        BOOST_TEST(starts_with(error_of([&] { sim::parse_double_list(bad, "scales"); }), "scales: "), bad);
+    BOOST_TEST(error_of([] { sim::parse_int_list("4,", "batch"); }) == "batch: empty entry (trailing comma) in '4,'");
+    BOOST_TEST(error_of([] { sim::parse_string_list("f32,", "dtype"); }) == "dtype: empty entry (trailing comma) in 'f32,'");
+}
+
+// A trace is bounded (issue 32, D17): kMaxTraceLines problem lines and kMaxTraceProblems distinct
+// problems; one more of either is refused at the line that crosses it.
+BOOST_AUTO_TEST_CASE(traces_are_bounded_in_lines_and_distinct_problems) {
+    std::string same, distinct;
+    for (int64_t i = 0; i < sim::kMaxTraceLines; ++i) same += "c=1,k=1,in=5,ker=3\n";
+    BOOST_TEST(sim::parse_trace(same)[0].size() == static_cast<std::size_t>(sim::kMaxTraceLines));
+    same += "c=1,k=1,in=5,ker=3\n";
+    BOOST_TEST(error_of([&] { sim::parse_trace(same); }) ==
+               "trace line 1000001: more than 1000000 problem lines, the most a trace may hold (docs/simulation.md)");
+    for (int64_t i = 1; i <= sim::kMaxTraceProblems; ++i) distinct += "c=1,k=1,in=5,ker=3,n=" + std::to_string(i) + "\n";
+    BOOST_TEST(sim::parse_trace(distinct)[0].size() == static_cast<std::size_t>(sim::kMaxTraceProblems));
+    distinct += "c=1,k=1,in=5,ker=3,n=100001\n";
+    BOOST_TEST(error_of([&] { sim::parse_trace(distinct); }) ==
+               "trace line 100001: more than 100000 distinct problems, the most a trace may hold (docs/simulation.md)");
+}
+
+// What a message echoes of the input: clipped and with control bytes escaped (quote_input), so
+// that a NUL cannot cut the message short and a 10 MB line costs a line of stderr, not 20 MB.
+BOOST_AUTO_TEST_CASE(echoed_input_is_escaped_and_clipped) {
+    const std::string nul("n=1\0,c=1,k=1,in=8,ker=3", 23);
+    const std::string m = error_of([&] { ConvProblem::parse(nul); });
+    BOOST_TEST(m == "n: '1\\0' is not an integer", m);
+    BOOST_TEST(error_of([] { parse_flags("benchmark=\x1b[2J"); }) == "benchmark: '\\x1b[2J' is not a boolean (use 0/1 or true/false)");
+    BOOST_TEST(quote_input(std::string(100, 'a')) == "'" + std::string(80, 'a') + "...'");
+    BOOST_TEST(quote_input(std::string("a\0\t\n\r\x7f", 6)) == "'a\\0\\t\\n\\r\\x7f'");
+    // A 10 MB junk line, as a shape file, a trace and a problem string: one short message each.
+    const std::string junk(10'000'000, 'a');
+    for (const std::string& msg : {error_of([&] { parse_shape_text(junk + "\n"); }), error_of([&] { sim::parse_trace(junk + "\n"); }),
+                                   error_of([&] { ConvProblem::parse_any(junk); }),
+                                   error_of([&] { ConvProblem::parse("n=1,c=1,k=1,in=8,ker=3,pad=" + std::string(10'000'000, '9')); }),
+                                   error_of([&] { ConvProblem::parse(junk + "=1"); }), error_of([&] { sim::parse_int_list(junk, "batch"); })}) {
+        BOOST_TEST(msg.size() < 400u, msg.substr(0, 400));
+        BOOST_TEST(msg.find("...'") != std::string::npos, msg.substr(0, 400));
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

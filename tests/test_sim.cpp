@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -19,7 +20,10 @@
 #include "convtune/error.hpp"
 #include "convtune/selector.hpp"
 #include "convtune/stats.hpp"
+#include "convtune/app/tune.hpp"
 #include "convtune/app/workload.hpp"
+#include "convtune/tuning_db.hpp"
+#include "support/check.hpp"
 #include "convtune/sim/perf_model.hpp"
 #include "convtune/sim/recording.hpp"
 #include "convtune/sim/replay_backend.hpp"
@@ -1371,6 +1375,91 @@ BOOST_AUTO_TEST_CASE(table_json_csv_and_svg) {
     };
     BOOST_TEST(count("<polyline") == count("</polyline>"));
     BOOST_TEST(count("<circle") == count("</circle>"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// tune --db writes its database in batches (issue 32, D2): one read-merge-write per --db-flush
+// seconds and one at the end, where each problem's search used to rename the file and fsync twice.
+BOOST_AUTO_TEST_SUITE(tune_database)
+
+namespace {
+
+std::vector<std::string> recorded_problems(const std::string& file, std::size_t n) {
+    std::vector<std::string> out;
+    for (const auto& p : Recording::load(file).problems) {
+        if (out.size() == n) break;
+        out.push_back(p.problem.to_string());
+    }
+    return out;
+}
+
+std::size_t entries_in(const std::string& db) {
+    std::size_t n = 0;
+    for (const DbSection& s : TuningDatabase::read_file(db)) n += s.entries.size();
+    return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_tune_writes_its_database_once_per_flush_interval_and_at_the_end) {
+    const std::string rec = std::string(CONVTUNE_TEST_DATA) + "/resnet50_cpu_infer.json";
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("convtune-tune-db-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::vector<std::size_t> entries;
+    for (double flush_s : {3600.0, 0.0}) {
+        const std::string db = (dir / ("t" + std::to_string(static_cast<int>(flush_s)) + ".json")).string();
+        std::filesystem::remove(db);
+        app::TuneRequest r;
+        r.problems = recorded_problems(rec, 8);
+        r.replay = rec;
+        r.db = db;
+        r.db_flush_s = flush_s;
+        std::vector<bool> written;  // whether the file exists as each problem after the first starts
+        r.progress = [&](int64_t done, int64_t total, const std::string&) {
+            if (done > 0 && done < total) written.push_back(std::filesystem::exists(db));
+        };
+        const app::TuneReport rep = app::tune(r, nullptr, true);
+        std::set<std::string> searched;  // the keys a search decided: what the database gets
+        for (const app::TunedProblem& t : rep.problems)
+            if (t.decision->source == Source::search) searched.insert(t.decision->key);
+        BOOST_TEST(searched.size() >= 6u);
+        BOOST_TEST(rep.count == 8);
+        BOOST_TEST(rep.not_tuned.empty());
+        BOOST_TEST_REQUIRE(written.size() == 7u);
+        if (flush_s > 0) {
+            // Nothing written while the run goes on (the interval never passed), everything at the end.
+            BOOST_TEST(std::count(written.begin(), written.end(), true) == 0, "the database was written during the run");
+        } else {
+            BOOST_TEST(std::count(written.begin(), written.end(), false) == 0, "db_flush_s=0: each search is written at once");
+        }
+        entries.push_back(entries_in(db));  // (a search the policy does not persist has none)
+        BOOST_TEST(entries.back() >= 6u);
+    }
+    BOOST_TEST(entries[0] == entries[1], "the batched run stored as many records as the one that wrote each at once");
+    // The database object alone: records wait for the interval, flush() and the destructor write them.
+    {
+        const std::string db = (dir / "direct.json").string();
+        const Environment env{"0.1.0", "cpu", "l", "d", ""};
+        {
+            TuningDatabase d(db);
+            d.set_flush_interval(3600);
+            for (int i = 0; i < 5; ++i) BOOST_TEST(d.store(env, "k" + std::to_string(i), {"cpu.direct", 1, 0, 1, 0, 1}));
+            BOOST_TEST(!std::filesystem::exists(db));
+            BOOST_TEST(d.flush());
+            BOOST_TEST(entries_in(db) == 5u);
+            BOOST_TEST(d.store(env, "k5", {"cpu.direct", 1, 0, 1, 0, 1}));
+            BOOST_TEST(entries_in(db) == 5u);
+        }
+        BOOST_TEST(entries_in(db) == 6u);  // the destructor wrote the last one
+    }
+    // An interval outside [0, 3600] is refused by name.
+    app::TuneRequest bad;
+    bad.problems = {"n=1,c=1,k=1,in=8,ker=3"};
+    bad.db = "";
+    bad.db_flush_s = -1;
+    BOOST_TEST(test::error_of([&] { app::tune(bad); }).rfind("db_flush: ", 0) == 0u);
+    std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,7 +9,7 @@
 namespace convtune::cli {
 
 std::string option_name(std::string_view field) {
-    static constexpr std::array<std::pair<std::string_view, std::string_view>, 30> table{{
+    static constexpr std::array<std::pair<std::string_view, std::string_view>, 31> table{{
         {"backend", "--backend"},   {"batch", "--batch"},           {"batches", "--batches"}, {"db", "--db"},
         {"dir", "--dir"},           {"dtype", "--dtype"},           {"flags", "--flags"},     {"from_db", "--from-db"},
         {"iterations", "--iterations"}, {"layout", "--layout"},     {"max_ms", "--max-ms"},   {"min_saving", "--min-saving"},
@@ -18,6 +18,7 @@ std::string option_name(std::string_view field) {
         {"scales", "--scales"},     {"seed", "--seed"},             {"shapes", "--shapes"},   {"shapes_dir", "--shapes-dir"},
         {"stream", "--stream"},     {"workload", "--workload"},     {"measured", "--pytorch-measured"},
         {"kernel_cache", "--kernel-cache"}, {"repeats", "--repeats"}, {"strict", "--strict"},
+        {"db_flush", "--db-flush"},
     }};
     for (const auto& [f, option] : table)
         if (f == field) return std::string(option);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cli.hpp"
+#include "convtune/build_info.hpp"
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
 
@@ -21,11 +22,19 @@ int main(int argc, char** argv) {
     using namespace convtune;
     CLI::App app{"convtune: see, test and beat cudnn.benchmark"};
     app.require_subcommand(1);
+    app.set_version_flag(
+        "--version",
+        [] {
+            std::string t = to_text(build_info());
+            t.pop_back();  // CLI11 ends the line
+            return t;
+        },
+        "Print the version, the build's instruction sets and its backends");
     app.fallthrough();  // --max-bytes may follow the subcommand
     std::string max_bytes;
     app.add_option("--max-bytes", max_bytes,
                    "Memory budget of one problem's host tensors and workspace, e.g. 2G (default: $CONVTUNE_MAX_BYTES, else "
-                   "min(8G, half the RAM))");
+                   "min(8G, half the RAM))")->check(cli::non_empty());
     cli::Action action;
     cli::add_list(app, action);
     cli::add_run(app, action);

@@ -125,10 +125,10 @@ void add_run(CLI::App& app, Action& action) {
     auto* cmd = app.add_subcommand("run", "Run one problem with one algorithm, optionally timed and checked");
     auto o = std::make_shared<RunOptions>();
     cmd->add_option("--problem,-p", o->problem, "Problem: canonical form (dir=fwd,c=64,...) or a benchdnn descriptor")->required();
-    cmd->add_option("--backend,-b", o->backend, "Backend whose heuristic picks the algorithm (default cpu)");
-    cmd->add_option("--algo,-a", o->algo, "Algorithm id (see `convtune list`)");
-    cmd->add_option("--flags", o->flags, "Let the selector choose under these flags, e.g. benchmark=1,deterministic=1 (see `convtune tune`)");
-    cmd->add_option("--db", o->db, "Tuning database the selector reads and writes (with --flags)");
+    cmd->add_option("--backend,-b", o->backend, "Backend whose heuristic picks the algorithm (default cpu)")->check(non_empty());
+    cmd->add_option("--algo,-a", o->algo, "Algorithm id (see `convtune list`)")->check(non_empty());
+    cmd->add_option("--flags", o->flags, "Let the selector choose under these flags, e.g. benchmark=1,deterministic=1 (see `convtune tune`)")->check(non_empty());
+    cmd->add_option("--db", o->db, "Tuning database the selector reads and writes (with --flags)")->check(non_empty());
     cmd->add_flag("--check", o->check, "Compare with the f64 oracle (exit 1 when above the algorithm's error bound)");
     cmd->add_option("--repeat", o->repeat, "Timed runs after one warm-up (0 = run once, untimed)")->check(CLI::Range(0, 1000000));
     cmd->add_option("--seed", o->seed, "Seed of the input data")->check(seed());

@@ -32,6 +32,7 @@ struct TuneOptions {
     std::string problem, db;
     bool json = false, progress = false, coordinator_only = false;
     double db_flush_s = 1;
+    double rank_timeout_s = dist::TuneOptions{}.rank_timeout_s;
     ProblemOverrides over;
 };
 
@@ -91,6 +92,7 @@ int tune(TuneOptions& o) {
     app::TuneRequest r = o.r;
     if (!o.problem.empty()) r.problems = {o.problem};
     if (!o.db.empty()) r.db = o.db;
+    r.db_flush_s = o.db_flush_s;
     r.dir = o.over.dir;
     r.dtype = o.over.dtype;
     r.layout = o.over.layout;
@@ -102,6 +104,7 @@ int tune(TuneOptions& o) {
         dist::TuneOptions dopt;
         dopt.rank0_works = !o.coordinator_only;
         dopt.flush_s = o.db_flush_s;
+        dopt.rank_timeout_s = o.rank_timeout_s;
         std::unique_ptr<app::TuneSink> sink;
         if (o.json) sink = std::make_unique<JsonSink>();
         else sink = std::make_unique<TextSink>(bar);
@@ -120,18 +123,24 @@ int tune(TuneOptions& o) {
         if (rep.rank != 0) return ok;
         bar.finish();
         fmt::print(stderr, "{}", dist::to_text(rep));
-        return rep.failed.empty() ? ok : run_failed;
+        // A rank retired for silence may never answer again, and MPI cannot finish without it.
+        if (rep.abandoned) dist::end_job(run_failed);
+        return rep.failed.empty() && rep.lost.empty() ? ok : run_failed;
     }
     sim::Progress bar("tune", o.progress || ::isatty(2));
     r.progress = [&bar](int64_t d, int64_t t, const std::string& w) { bar.update(d, t, w); };
+    app::TuneReport rep;
     if (o.json) {
         JsonSink w;
-        app::tune(r, &w);
+        rep = app::tune(r, &w);
     } else {
         TextSink text(bar);
-        app::tune(r, &text);
+        rep = app::tune(r, &text);
     }
-    return ok;
+    // As under mpirun: each problem that could not be tuned named on stderr, exit 3.
+    bar.finish();
+    for (const app::NotTunedProblem& p : rep.not_tuned) fmt::print(stderr, "{}", app::to_text(p));
+    return rep.not_tuned.empty() ? ok : run_failed;
 }
 
 struct ExplainOptions {
@@ -158,24 +167,29 @@ int explain(ExplainOptions& o) {
 void add_tune(CLI::App& app, Action& action) {
     auto* cmd = app.add_subcommand("tune", "Choose and explain the algorithm for problems under flags (benchmark=1 by default)");
     auto o = std::make_shared<TuneOptions>();
-    cmd->add_option("--problem,-p", o->problem, "One problem (canonical or benchdnn)");
-    cmd->add_option("--shapes,-s", o->r.shapes, "A shape file (benchdnn or canonical lines)");
+    cmd->add_option("--problem,-p", o->problem, "One problem (canonical or benchdnn)")->check(non_empty());
+    cmd->add_option("--shapes,-s", o->r.shapes, "A shape file (benchdnn or canonical lines)")->check(non_empty());
     cmd->add_option("--workload,-w", o->r.workload,
                     "Networks, comma-separated: built-in names (resnet50, vgg11, ...), shape or workload files; their distinct problems")
         ->check(non_empty());
     cmd->add_option("--mode", o->r.mode, "With --workload: infer (fwd, the default) or train (fwd, bwd_data, bwd_filter)")->check(non_empty());
     cmd->add_option("--shapes-dir", o->r.shapes_dir, "With --workload: the folder of the benchdnn files behind the built-in names")
         ->check(non_empty());
-    cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)");
-    cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend");
-    cmd->add_option("--policy", o->r.policy, policy_help());
-    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1");
-    cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)");
+    cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)")->check(non_empty());
+    cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend")->check(non_empty());
+    cmd->add_option("--policy", o->r.policy, policy_help())->check(non_empty());
+    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1")->check(non_empty());
+    cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)")->check(non_empty());
     cmd->add_option("--batch", o->r.batch, "Batch sizes, comma-separated: every problem at each (default: as written)")->check(non_empty());
     cmd->add_flag("--json", o->json, "Print one JSON document");
     cmd->add_flag("--progress", o->progress, "Show the progress bar even when stderr is not a terminal");
     cmd->add_flag("--coordinator-only", o->coordinator_only, "Under mpirun: rank 0 hands out problems and merges, but decides none");
-    cmd->add_option("--db-flush", o->db_flush_s, "Under mpirun: seconds between rank 0's database writes (default 1; 0 = every result)")
+    cmd->add_option("--rank-timeout", o->rank_timeout_s,
+                    "Under mpirun: seconds a rank deciding a problem may go without a heartbeat before it is retired and its "
+                    "problem handed to another rank (default 60; 0 = wait forever)")
+        ->check(CLI::Range(0.0, 86400.0));
+    cmd->add_option("--db-flush", o->db_flush_s, "Seconds between the database's writes (default 1; 0 = every result), and one at the end; a killed run loses "
+                    "what was decided since the last write (under mpirun: rank 0's merges)")
         ->check(CLI::Range(0.0, 3600.0));
     o->over.add_to(*cmd);
     cmd->get_option("--dtype")->description("Data types, comma-separated (f32, f16, bf16): every problem in each (default: as written)");
@@ -185,11 +199,11 @@ void add_tune(CLI::App& app, Action& action) {
 void add_explain(CLI::App& app, Action& action) {
     auto* cmd = app.add_subcommand("explain", "Choose the algorithm for one problem and explain the choice (tune for one problem)");
     auto o = std::make_shared<ExplainOptions>();
-    cmd->add_option("--problem,-p", o->r.problem, "The problem (canonical or benchdnn)")->required();
-    cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)");
-    cmd->add_option("--policy", o->r.policy, policy_help());
-    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=0,deterministic=1");
-    cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)");
+    cmd->add_option("--problem,-p", o->r.problem, "The problem (canonical or benchdnn)")->required()->check(non_empty());
+    cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)")->check(non_empty());
+    cmd->add_option("--policy", o->r.policy, policy_help())->check(non_empty());
+    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=0,deterministic=1")->check(non_empty());
+    cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)")->check(non_empty());
     cmd->add_flag("--json", o->json, "Print one JSON document");
     o->over.add_to(*cmd);
     cmd->callback([o, &action] { action = [o] { return explain(*o); }; });

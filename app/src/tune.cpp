@@ -9,7 +9,9 @@
 
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
+#include "convtune/memory_budget.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/tuning_db.hpp"
 #include "convtune/app/workload.hpp"
 #include "convtune/sim/replay_backend.hpp"
 #include "convtune/sim/stream.hpp"
@@ -49,6 +51,17 @@ nlohmann::json to_json(const TunedProblem& p) {
     return j;
 }
 
+nlohmann::json to_json(const NotTunedProblem& p) {
+    nlohmann::json j{{"problem", p.problem}};
+    if (!p.name.empty()) j["name"] = p.name;
+    j["reason"] = p.reason;
+    return j;
+}
+
+std::string to_text(const NotTunedProblem& p) {
+    return fmt::format("NOT TUNED: {}{}: {}\n", p.problem, p.name.empty() ? "" : "  # " + p.name, p.reason);
+}
+
 std::string to_text(const TunedProblem& p) {
     const Decision& d = *p.decision;
     std::string s = fmt::format("\n{}{}\n", p.problem, p.name.empty() ? "" : "  # " + p.name);
@@ -80,6 +93,15 @@ struct TuneJob::State {
 
 namespace {
 
+// Refuses a request of more than kMaxTuneProblems problems (at least `n`), naming the list that
+// multiplies them.
+void check_count(uint64_t n, const TuneRequest& r) {
+    if (n <= static_cast<uint64_t>(kMaxTuneProblems)) return;
+    const char* field = !r.batch.empty() ? "batch" : !r.dtype.empty() ? "dtype" : !r.workload.empty() ? "workload" : !r.shapes.empty() ? "shapes" : "problems";
+    throw InvalidRequest(field, fmt::format("the request makes {} problems or more, above the limit of {} for one tune (split the catalogue "
+                                            "into several runs into one database)", n, kMaxTuneProblems));
+}
+
 // The problems of a request, each expanded over the catalogue's data types and batch sizes:
 // network by network (or the problems or shape file as one block), then data type, then batch.
 std::vector<ShapeLine> request_lines(const TuneRequest& r) {
@@ -91,14 +113,17 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
     }
     const std::vector<std::string> dtypes = r.dtype.empty() ? std::vector<std::string>{""} : sim::parse_string_list(r.dtype, "dtype");
     const std::vector<int64_t> batches = r.batch.empty() ? std::vector<int64_t>{0} : sim::parse_int_list(r.batch, "batch");
+    if (static_cast<int64_t>(batches.size()) > kMaxTuneBatches)
+        throw InvalidRequest("batch", fmt::format("{} batch sizes, above the limit of {} for one tune", batches.size(), kMaxTuneBatches));
     if (std::set<int64_t>(batches.begin(), batches.end()).size() != batches.size())
-        throw InvalidRequest("batch", "a batch size is listed twice in '" + r.batch + "'");
+        throw InvalidRequest("batch", "a batch size is listed twice in " + quote_input(r.batch));
     std::vector<ShapeLine> lines;
     if (r.workload.empty()) {
         std::vector<ShapeLine> base;
         if (!r.problems.empty())
             for (const std::string& s : r.problems) base.push_back({0, "", 1, ConvProblem::parse_any(s)});
         else base = read_shape_file(r.shapes);
+        check_count(static_cast<uint64_t>(base.size()) * dtypes.size() * batches.size(), r);
         for (const std::string& dtype : dtypes)
             for (int64_t b : batches)
                 for (ShapeLine l : base) {
@@ -110,7 +135,9 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
     }
     // A network's problems are what record measures for it: its stream's distinct problems.
     std::set<std::string> seen;
-    for (const std::string& name : sim::parse_string_list(r.workload, "workload"))
+    const std::vector<std::string> networks = sim::parse_string_list(r.workload, "workload");
+    check_count(static_cast<uint64_t>(networks.size()) * dtypes.size() * batches.size(), r);  // each at least one problem
+    for (const std::string& name : networks)
         for (const std::string& dtype : dtypes)
             for (int64_t b : batches) {
                 WorkloadRequest w;
@@ -123,6 +150,7 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
                 const sim::Stream stream = w.make_stream();
                 for (const ConvProblem& p : sim::distinct_problems(stream, 1))
                     if (seen.insert(p.to_string()).second) lines.push_back({0, stream.workload().name, 1, p});
+                check_count(lines.size(), r);
             }
     return lines;
 }
@@ -133,6 +161,8 @@ TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
     // Everything is validated before anything is decided.
     if (!r.problems.empty() + !r.shapes.empty() + !r.workload.empty() != 1)
         throw InvalidRequest("problems", "give exactly one of {problems}, {shapes} or {workload}");
+    if (!(r.db_flush_s >= 0 && r.db_flush_s <= 3600))
+        throw InvalidRequest("db_flush", fmt::format("{} is not a number of seconds in [0, 3600]", r.db_flush_s));
     s_->flags = tune_flags(r);
     if (!r.replay.empty()) {
         s_->replay = std::make_unique<sim::ReplayBackend>(sim::load_replay(r.replay));  // a file, or a library name
@@ -142,6 +172,10 @@ TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
         require_available(*s_->backend);
     }
     s_->lines = request_lines(r);
+    // A problem over the memory budget is bad input, refused before anything is decided (not a
+    // problem that could not be tuned).
+    if (uses_host_memory(*s_->backend))
+        for (const ShapeLine& l : s_->lines) check_memory_budget(l.problem);
     for (const ShapeLine& l : s_->lines) s_->labels.push_back(l.name.empty() ? l.problem.to_string() : l.name);
 
     TuneReport& rep = s_->header;
@@ -150,6 +184,7 @@ TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
     rep.db = r.db ? *r.db : default_db_path();
     rep.count = static_cast<int64_t>(s_->lines.size());
     s_->ctx = std::make_unique<Context>(rep.db);
+    if (TuningDatabase* db = s_->ctx->database()) db->set_flush_interval(r.db_flush_s);
     s_->selector = &s_->ctx->selector(*s_->backend);
 }
 
@@ -178,13 +213,21 @@ TuneReport tune(const TuneRequest& r, TuneSink* sink, bool keep) {
     if (sink) sink->begin(rep);
     for (int64_t i = 0; i < rep.count; ++i) {
         if (r.progress) r.progress(i, rep.count, job.label(i));
-        TunedProblem t = job.decide(i);
+        TunedProblem t;
+        try {
+            t = job.decide(i);
+        } catch (const Error& e) {
+            const TunedProblem p = job.problem(i);
+            rep.not_tuned.push_back({i, p.problem, p.name, e.what()});
+            continue;
+        }
         rep.total_search_ms += t.decision->search_ms;
         rep.from_database += t.decision->source == Source::database;
         if (sink) sink->problem(t);
         if (keep) rep.problems.push_back(std::move(t));
     }
     if (r.progress) r.progress(rep.count, rep.count, "");
+    if (TuningDatabase* db = job.context().database()) db->flush();  // the last batch, before the report ends
     if (sink) sink->end(rep);
     return rep;
 }
@@ -202,7 +245,9 @@ void TuneJsonWriter::problem(const TunedProblem& p) {
 
 void TuneJsonWriter::end(const TuneReport& r) {
     out_ << (first_ ? "]" : "\n  ]") << ",\n  \"total_search_ms\": " << scalar(r.total_search_ms)
-         << ",\n  \"from_database\": " << scalar(r.from_database) << "\n}\n";
+         << ",\n  \"from_database\": " << scalar(r.from_database) << ",\n  \"not_tuned\": [";
+    for (std::size_t i = 0; i < r.not_tuned.size(); ++i) out_ << (i ? ",\n    " : "\n    ") << nested(to_json(r.not_tuned[i]));
+    out_ << (r.not_tuned.empty() ? "]" : "\n  ]") << "\n}\n";
     out_.flush();
 }
 
@@ -226,6 +271,7 @@ ExplainReport explain(const ExplainRequest& r) {
     t.dtype = r.dtype;
     t.layout = r.layout;
     TuneReport rep = tune(t, nullptr, true);
+    if (!rep.not_tuned.empty()) throw Error(rep.not_tuned.front().reason);  // explain's one problem: an error
     return {rep.backend, rep.flags, std::move(rep.problems.front())};
 }
 

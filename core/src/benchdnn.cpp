@@ -62,19 +62,19 @@ Desc tokenize(std::string_view s) {
             break;
         }
         if (!std::isalpha(static_cast<unsigned char>(ch)))
-            throw ParseError("unexpected character '" + std::string(1, ch) + "' at position " + std::to_string(i + 1));
+            throw ParseError("unexpected character " + quote_input(std::string(1, ch)) + " at position " + std::to_string(i + 1));
         std::size_t j = i;
         while (j < s.size() && std::isalpha(static_cast<unsigned char>(s[j]))) ++j;
         const std::string key(s.substr(i, j - i));
-        if (!is_known_key(key)) throw ParseError("unknown entry '" + key + "' at position " + std::to_string(i + 1));
+        if (!is_known_key(key)) throw ParseError("unknown entry " + quote_input(key) + " at position " + std::to_string(i + 1));
         std::size_t e = j;
         if (e < s.size() && s[e] == '-') ++e;
         while (e < s.size() && std::isdigit(static_cast<unsigned char>(s[e]))) ++e;
         int64_t val = 0;
         auto [p, ec] = std::from_chars(s.data() + j, s.data() + e, val);
         if (j == e || ec != std::errc() || p != s.data() + e)
-            throw ParseError("entry '" + key + "' has no valid number at position " + std::to_string(j + 1));
-        if (d.v.count(key)) throw ParseError("entry '" + key + "' given twice");
+            throw ParseError("entry " + quote_input(key) + " has no valid number at position " + std::to_string(j + 1));
+        if (d.v.count(key)) throw ParseError("entry " + quote_input(key) + " given twice");
         if (val >= (int64_t{1} << 31) || val <= -(int64_t{1} << 31)) throw ParseError("entry '" + key + "': magnitude must be below 2^31 (got " + std::to_string(val) + ")");
         if (val < 0) throw ParseError(key + ": must not be negative (got " + std::to_string(val) + ")");
         d.v[key] = val;
@@ -167,10 +167,10 @@ int parse_repeat(std::string_view digits, std::string_view what) {
     int64_t r = 0;
     const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), r);
     if (digits.empty() || ptr != digits.data() + digits.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
-        throw ParseError(w + ": '" + text + "' is not an integer");
-    if (digits.front() == '-' || (ec == std::errc() && r < 1)) throw ParseError(w + ": must be >= 1 (got " + text + ")");
+        throw ParseError(w + ": " + quote_input(text) + " is not an integer");
+    if (digits.front() == '-' || (ec == std::errc() && r < 1)) throw ParseError(w + ": must be >= 1 (got " + quote_input(text) + ")");
     if (ec == std::errc::result_out_of_range || r > kMaxRepeat)
-        throw ParseError(w + ": " + text + " is above the maximum of " + std::to_string(kMaxRepeat));
+        throw ParseError(w + ": " + quote_input(text) + " is above the maximum of " + std::to_string(kMaxRepeat));
     return static_cast<int>(r);
 }
 
@@ -230,7 +230,7 @@ std::vector<ShapeLine> parse_shape_text(std::string_view text) {
                 }
             }
         } catch (const Error& e) {
-            throw ParseError("line " + std::to_string(line_no) + ": " + e.what() + " in '" + std::string(line) + "'");
+            throw ParseError("line " + std::to_string(line_no) + ": " + e.what() + " in " + quote_input(line));
         }
         out.push_back(std::move(sl));
     }

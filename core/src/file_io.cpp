@@ -233,7 +233,8 @@ std::string keep_aside(const std::string& path) {
     if (::lstat(path.c_str(), &st) != 0) throw Error(path + ": cannot keep it aside: " + sys_error(errno));
     if (!S_ISREG(st.st_mode)) throw Error(path + ": cannot keep it aside: " + kind_of(st.st_mode) + " stands there, not a regular file");
     for (int i = 0; i < 10000; ++i) {
-        const std::string keep = path + ".corrupt" + (i ? "." + std::to_string(i) : std::string());
+        std::string keep = path + ".corrupt";
+        if (i) keep += '.' + std::to_string(i);  // (not `"." + to_string(i)`: GCC 12 warns -Wrestrict on that)
         if (::renameat2(AT_FDCWD, path.c_str(), AT_FDCWD, keep.c_str(), RENAME_NOREPLACE) == 0) return keep;
         if (errno == EEXIST) continue;
         if (errno != EINVAL && errno != ENOSYS) throw Error(path + ": cannot keep it aside as " + keep + ": " + sys_error(errno));

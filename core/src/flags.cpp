@@ -57,7 +57,7 @@ Policy parse_policy(std::string_view s) {
         if (s == kPolicies[i].name) return kPolicies[i].id;
         known += std::string(i == 0 ? "" : i + 1 == std::size(kPolicies) ? " or " : ", ") + std::string(kPolicies[i].name);
     }
-    throw ParseError("policy: unknown policy '" + std::string(s) + "' (expected " + known + ")");
+    throw ParseError("policy: unknown policy " + quote_input(s) + " (expected " + known + ")");
 }
 
 std::string FlagValues::to_string() const {
@@ -72,14 +72,14 @@ namespace {
 bool parse_bool(const std::string& key, std::string_view v) {
     if (v == "1" || v == "true" || v == "True" || v == "on") return true;
     if (v == "0" || v == "false" || v == "False" || v == "off") return false;
-    throw ParseError(key + ": '" + std::string(v) + "' is not a boolean (use 0/1 or true/false)");
+    throw ParseError(key + ": " + quote_input(v) + " is not a boolean (use 0/1 or true/false)");
 }
 
 template <class T>
 T parse_number(const std::string& key, std::string_view v, T lo) {
     T r{};
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
-    if (ec != std::errc() || p != v.data() + v.size()) throw ParseError(key + ": '" + std::string(v) + "' is not a number");
+    if (ec != std::errc() || p != v.data() + v.size()) throw ParseError(key + ": " + quote_input(v) + " is not a number");
     if (!(r >= lo)) {
         std::ostringstream m;
         m << key << ": must be >= " << lo << " (got " << v << ")";
@@ -139,7 +139,7 @@ FlagValues parse_flags(std::string_view text, FlagValues f) {
         text = last ? std::string_view{} : text.substr(comma + 1);
         if (item.empty() || (!last && text.empty())) throw ParseError("flags: empty entry (two commas in a row, or a comma at an end?)");
         const auto eq = item.find('=');
-        if (eq == std::string_view::npos) throw ParseError("flags: entry '" + std::string(item) + "' is not key=value");
+        if (eq == std::string_view::npos) throw ParseError("flags: entry " + quote_input(item) + " is not key=value");
         const std::string key(item.substr(0, eq));
         if (std::find(seen.begin(), seen.end(), key) != seen.end()) throw ParseError(key + ": given twice");
         seen.push_back(key);

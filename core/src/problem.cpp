@@ -1,6 +1,7 @@
 // ConvProblem: derived sizes, validation and the canonical text form.
 #include "convtune/problem.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <numeric>
@@ -48,13 +49,13 @@ std::size_t size_of(DataType t) {
 Direction parse_direction(std::string_view s) {
     for (Direction d : {Direction::fwd, Direction::bwd_data, Direction::bwd_filter})
         if (s == to_string(d)) return d;
-    throw ParseError("dir: unknown direction '" + std::string(s) + "' (expected fwd, bwd_data or bwd_filter)");
+    throw ParseError("dir: unknown direction " + quote_input(s) + " (expected fwd, bwd_data or bwd_filter)");
 }
 
 DataType parse_dtype(std::string_view s) {
     for (DataType t : {DataType::f32, DataType::f16, DataType::bf16, DataType::f64})
         if (s == to_string(t)) return t;
-    throw ParseError("dtype: unknown data type '" + std::string(s) + "' (expected f32, f16, bf16 or f64)");
+    throw ParseError("dtype: unknown data type " + quote_input(s) + " (expected f32, f16, bf16 or f64)");
 }
 
 // ---- derived sizes ---------------------------------------------------------------------
@@ -234,9 +235,9 @@ int64_t parse_int(std::string_view key, std::string_view v) {
     if (!v.empty() && *b == '+') ++b;
     auto [p, ec] = std::from_chars(b, e, r);
     if (ec == std::errc::result_out_of_range)
-        throw ParseError(std::string(key) + ": value '" + std::string(v) + "' is out of range");
+        throw ParseError(std::string(key) + ": value " + quote_input(v) + " is out of range");
     if (ec != std::errc() || p != e || b == e)
-        throw ParseError(std::string(key) + ": '" + std::string(v) + "' is not an integer");
+        throw ParseError(std::string(key) + ": " + quote_input(v) + " is not an integer");
     return r;
 }
 
@@ -247,7 +248,7 @@ int parse_dims(std::string_view key, std::string_view v, Dims& out, int64_t fill
     while (true) {
         const auto x = v.find('x');
         const std::string_view part = v.substr(0, x);
-        if (nd == kMaxSpatial) throw ParseError(std::string(key) + ": more than 3 spatial dims in '" + std::string(v) + "'");
+        if (nd == kMaxSpatial) throw ParseError(std::string(key) + ": more than 3 spatial dims in " + quote_input(v));
         out[static_cast<std::size_t>(nd++)] = parse_int(key, part);
         if (x == std::string_view::npos) break;
         v.remove_prefix(x + 1);
@@ -303,9 +304,14 @@ ConvProblem ConvProblem::parse(std::string_view text) {
         if (item.empty()) throw ParseError("problem: empty entry (two commas in a row?)");
         const auto eq = item.find('=');
         if (eq == std::string_view::npos)
-            throw ParseError("problem: entry '" + std::string(item) + "' is not key=value");
+            throw ParseError("problem: entry " + quote_input(item) + " is not key=value");
         const std::string key(trim(item.substr(0, eq)));
         const std::string_view val = trim(item.substr(eq + 1));
+        // The key is known before it is named in a message (an unknown one is echoed clipped).
+        static constexpr std::string_view known[] = {"dir", "dtype", "layout", "n", "c", "k", "g", "in", "ker", "stride", "dil", "pad", "pad_end"};
+        if (std::find(std::begin(known), std::end(known), key) == std::end(known))
+            throw ParseError("problem: unknown key " + quote_input(key) +
+                             " (known: dir, dtype, layout, n, c, k, g, in, ker, stride, dil, pad, pad_end)");
         for (const auto& s : seen)
             if (s == key) throw ParseError(key + ": given twice");
         seen.push_back(key);
@@ -324,9 +330,6 @@ ConvProblem ConvProblem::parse(std::string_view text) {
         else if (key == "dil") nd_dil = parse_dims(key, val, d, 1), dil = d;
         else if (key == "pad") nd_pad = parse_dims(key, val, d, 0), pad = d;
         else if (key == "pad_end") nd_pad_end = parse_dims(key, val, d, 0), pad_end = d;
-        else
-            throw ParseError("problem: unknown key '" + key +
-                             "' (known: dir, dtype, layout, n, c, k, g, in, ker, stride, dil, pad, pad_end)");
     }
     if (!have[1]) throw ParseError("c: missing (input channels are required)");
     if (!have[2]) throw ParseError("k: missing (output channels are required)");
@@ -353,10 +356,10 @@ ConvProblem ConvProblem::parse(std::string_view text) {
         if (l && *layout == layout_name(*l, nd)) {
             p.layout = *l;
         } else if (const std::optional<Layout> other = find_layout(*layout, 0)) {
-            throw ParseError("layout: '" + *layout + "' is a " + std::to_string(layout->size() - 2) + "-D layout but the problem has " +
+            throw ParseError("layout: " + quote_input(*layout) + " is a " + std::to_string(layout->size() - 2) + "-D layout but the problem has " +
                              std::to_string(nd) + " spatial dims (use " + layout_name(*other, nd) + ")");
         } else {
-            throw ParseError("layout: unknown layout '" + *layout + "' (expected " + layout_name(Layout::nchw, nd) + " or " +
+            throw ParseError("layout: unknown layout " + quote_input(*layout) + " (expected " + layout_name(Layout::nchw, nd) + " or " +
                              layout_name(Layout::nhwc, nd) + ")");
         }
     }
@@ -380,7 +383,7 @@ std::optional<Layout> find_layout(std::string_view text, int spatial_dims) {
 
 Layout parse_layout(std::string_view text, int spatial_dims) {
     if (const std::optional<Layout> l = find_layout(text, spatial_dims)) return *l;
-    throw ParseError("layout: unknown layout '" + std::string(text) + "' (expected nchw or nhwc)");
+    throw ParseError("layout: unknown layout " + quote_input(text) + " (expected nchw or nhwc)");
 }
 
 ConvProblem with_overrides(ConvProblem p, std::string_view dir, std::string_view dtype, std::string_view layout) {

@@ -42,6 +42,13 @@ double get_number(const json& j, const char* key, const std::string& where) {
     if (!j[key].is_number()) throw ParseError(where + ": \"" + key + "\" must be a number");
     return j[key].get<double>();
 }
+// A time, spread or count: a finite number >= 0 (0 when missing). A negative one is refused at
+// load, naming the entry, rather than read as written (a median of -1 ms would win every search).
+double get_non_negative(const json& j, const char* key, const std::string& where) {
+    const double v = get_number(j, key, where);
+    if (!(v >= 0)) throw ParseError(where + ": \"" + key + "\" must be >= 0 (got " + j[key].dump() + ")");
+    return v;
+}
 // An integer in [lo, hi] (integral floats such as 3.0 included); anything else is refused rather
 // than converted with undefined behaviour.
 int64_t get_integer(const json& j, const char* key, const std::string& where, double lo, double hi) {
@@ -99,14 +106,15 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
                  get_string(e, "device", where), get_string(e, "driver", where)};
         if (!e.contains("entries") || !e["entries"].is_object()) throw ParseError(where + ": \"entries\" must be an object");
         for (const auto& [key, r] : e["entries"].items()) {
-            const std::string w = where + ", entry '" + key + "'";
+            const std::string w = where + ", entry " + quote_input(key);
             if (!r.is_object()) throw ParseError(w + " must be an object");
             DbRecord rec;
             rec.algorithm = get_string(r, "algorithm", w);
-            rec.median_ms = get_number(r, "median_ms", w);
-            rec.spread = get_number(r, "spread", w);
+            rec.median_ms = get_non_negative(r, "median_ms", w);
+            rec.spread = get_non_negative(r, "spread", w);
             rec.samples = static_cast<int>(get_integer(r, "samples", w, -2147483648.0, 2147483647.0));
-            rec.search_ms = get_number(r, "search_ms", w);
+            if (rec.samples < 0) get_non_negative(r, "samples", w);  // refuses it, naming the entry
+            rec.search_ms = get_non_negative(r, "search_ms", w);
             rec.time = get_integer(r, "time", w, -0x1p53, 0x1p53);
             s.entries[key] = rec;
         }
@@ -177,6 +185,23 @@ std::optional<DbRecord> TuningDatabase::find(const Environment& env, const std::
     return it->second;
 }
 
+TuningDatabase::~TuningDatabase() {
+    try {
+        flush();
+    } catch (...) {  // (a destructor throws nothing; flush has warned about an Error already)
+    }
+}
+
+void TuningDatabase::set_flush_interval(double seconds) {
+    std::lock_guard lock(mutex_);
+    flush_s_ = seconds > 0 ? seconds : 0;
+}
+
+bool TuningDatabase::flush() {
+    std::lock_guard lock(mutex_);
+    return !dirty_ || persist_locked();
+}
+
 bool TuningDatabase::store(const Environment& env, const std::string& key, const DbRecord& r) {
     std::lock_guard lock(mutex_);
     DbSection* s = find_section(sections_, env);
@@ -185,6 +210,14 @@ bool TuningDatabase::store(const Environment& env, const std::string& key, const
         s = &sections_.back();
     }
     s->entries[key] = r;
+    dirty_ = true;
+    if (flush_s_ > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - last_write_).count() < flush_s_) return true;
+    return persist_locked();
+}
+
+// Under mutex_: one read-merge-write of everything in memory.
+bool TuningDatabase::persist_locked() {
+    last_write_ = std::chrono::steady_clock::now();
     try {
         FileLock file_lock(path_);
         std::vector<DbSection> on_disk;
@@ -202,6 +235,7 @@ bool TuningDatabase::store(const Environment& env, const std::string& key, const
         }
         sections_ = merge(std::move(on_disk), sections_);
         write_file(path_, sections_);
+        dirty_ = false;
         return true;
     } catch (const Error& e) {
         warn(std::string("tuning results not saved: ") + e.what() + "; tuning continues in memory");

@@ -21,12 +21,36 @@ std::optional<int64_t> Dispatcher::take(int rank) {
         if (eligible(rank, *it)) {
             const int64_t i = *it;
             pending_.erase(it);
+            in_flight_[i] = rank;
             return i;
         }
     return std::nullopt;
 }
 
+bool Dispatcher::holds(int rank) const {
+    for (const auto& [i, r] : in_flight_)
+        if (r == rank) return true;
+    return false;
+}
+
+std::vector<int64_t> Dispatcher::lose(int rank) {
+    lost_.insert(rank);
+    std::vector<int64_t> back;
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+        if (it->second == rank) {
+            back.push_back(it->first);
+            it = in_flight_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto it = back.rbegin(); it != back.rend(); ++it) pending_.push_front(*it);
+    give_up_orphans();
+    return back;
+}
+
 void Dispatcher::done(int rank, int64_t i) {
+    in_flight_.erase(i);
     ++done_;
     ++decided_[static_cast<std::size_t>(rank)];
     auto it = failed_by_.find(i);
@@ -41,6 +65,7 @@ void Dispatcher::done(int rank, int64_t i) {
 }
 
 void Dispatcher::failed(int rank, int64_t i, const std::string& why) {
+    in_flight_.erase(i);
     failed_by_[i].insert(rank);
     reasons_[i].push_back("rank " + std::to_string(rank) + ": " + why);
     if (static_cast<int>(failed_by_[i].size()) >= max_attempts_) {

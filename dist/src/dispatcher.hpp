@@ -21,12 +21,20 @@ public:
     void done(int rank, int64_t i);
     void failed(int rank, int64_t i, const std::string& why);
 
+    // A rank that stopped answering (stuck, stopped, gone): retired, and the problems it holds
+    // are handed to others first, without counting as a failure of theirs. Returns them.
+    std::vector<int64_t> lose(int rank);
+    bool lost(int rank) const { return lost_.count(rank) != 0; }
+    std::vector<int> lost_ranks() const { return {lost_.begin(), lost_.end()}; }
+    // Whether rank holds a problem it has not answered yet.
+    bool holds(int rank) const;
+
     // A rank that takes no work (rank 0 when it only coordinates).
     void exclude(int rank) {
         excluded_.insert(rank);
         give_up_orphans();
     }
-    bool retired(int rank) const { return retired_.count(rank) != 0 || excluded_.count(rank) != 0; }
+    bool retired(int rank) const { return retired_.count(rank) != 0 || excluded_.count(rank) != 0 || lost_.count(rank) != 0; }
     bool finished() const { return done_ + static_cast<int64_t>(given_up_.size()) == count_; }
     int64_t done() const { return done_; }
     int64_t count() const { return count_; }
@@ -48,7 +56,8 @@ private:
     std::map<int64_t, std::vector<std::string>> reasons_;
     std::map<int64_t, std::vector<std::string>> given_up_;
     std::vector<int> blame_;  // per rank: failures of problems another rank then decided
-    std::set<int> retired_, excluded_;
+    std::set<int> retired_, excluded_, lost_;
+    std::map<int64_t, int> in_flight_;  // problem -> the rank deciding it
     std::vector<int64_t> decided_;
     int64_t done_ = 0, retried_ = 0;
 };

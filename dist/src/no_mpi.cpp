@@ -13,6 +13,7 @@ namespace {
 TuneReport tune(const app::TuneRequest&, app::TuneSink*, const TuneOptions&) { unavailable(); }
 std::string to_text(const TuneReport&) { unavailable(); }
 Session::Session() { unavailable(); }
+void end_job(int) { unavailable(); }
 Session::~Session() = default;
 int Session::rank() const { return 0; }
 int Session::size() const { return 1; }

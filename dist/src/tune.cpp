@@ -1,18 +1,26 @@
 #include "convtune/dist/tune.hpp"
 
+#include <fcntl.h>
 #include <fmt/core.h>
 #include <fmt/ranges.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cmath>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -35,14 +43,16 @@ using nlohmann::json;
 
 constexpr int tag_result = 17001;  // rank -> 0: a result (or, with i = -1, the first request)
 constexpr int tag_assign = 17002;  // 0 -> rank: the next problem index, or -1 = stop
+constexpr int tag_heartbeat = 17003;  // rank -> 0: still deciding (rank_timeout_s)
 
 struct Injection {
     int rank = -1;
     int64_t after = 0;
     bool exit = false;
+    bool stop = false;
 };
 
-// CONVTUNE_DIST_FAIL=RANK:AFTER[:exit]
+// CONVTUNE_DIST_FAIL=RANK:AFTER[:exit|:stop]
 Injection injection() {
     const char* v = std::getenv("CONVTUNE_DIST_FAIL");
     if (!v || !*v) return {};
@@ -51,11 +61,12 @@ Injection injection() {
     long rank = -1;
     long long after = -1;
     const int n = std::sscanf(v, "%ld:%lld:%7s", &rank, &after, mode);
-    if (n < 2 || rank < 0 || after < 0 || (n == 3 && std::string(mode) != "exit"))
-        throw Error(std::string("CONVTUNE_DIST_FAIL: expected RANK:AFTER or RANK:AFTER:exit, got '") + v + "'");
+    if (n < 2 || rank < 0 || after < 0 || (n == 3 && std::string(mode) != "exit" && std::string(mode) != "stop"))
+        throw Error("CONVTUNE_DIST_FAIL: expected RANK:AFTER, RANK:AFTER:exit or RANK:AFTER:stop, got " + quote_input(v));
     inj.rank = static_cast<int>(rank);
     inj.after = after;
-    inj.exit = n == 3;
+    inj.exit = n == 3 && std::string(mode) == "exit";
+    inj.stop = n == 3 && std::string(mode) == "stop";
     return inj;
 }
 
@@ -65,15 +76,119 @@ std::string format_duration(double s) {
     return fmt::format("{:.0f}h{:02.0f}m", std::floor(s / 3600), std::floor(std::fmod(s, 3600) / 60));
 }
 
-// A private folder, removed with its contents (where it lives: $TMPDIR, else /tmp).
+// ---- Private folders: "$TMPDIR/convtune-dist-<host>-<pid>-XXXXXX" -------------------------------
+
+// This host's name as it appears in a folder's name ([A-Za-z0-9._] kept, anything else '_').
+std::string host_tag() {
+    char h[256] = {0};
+    if (::gethostname(h, sizeof h - 1) != 0) return "host";
+    std::string out;
+    for (const char* c = h; *c; ++c) out += (std::isalnum(static_cast<unsigned char>(*c)) || *c == '.' || *c == '_') ? *c : '_';
+    return out.empty() ? "host" : out;
+}
+
+// The folders alive in this process, for the signal handler: fixed storage, no allocation there.
+constexpr int kMaxDirs = 8;
+char g_dirs[kMaxDirs][4096];
+std::atomic<bool> g_dir_used[kMaxDirs];
+struct sigaction g_old_action[3];
+constexpr int kSignals[3] = {SIGTERM, SIGINT, SIGHUP};
+
+struct Dirent64 {
+    ino64_t d_ino;
+    off64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+// Removes a folder of regular files with async-signal-safe calls only (open, getdents64,
+// unlinkat, close, rmdir): what the handler below does for each live folder.
+void remove_dir_signal_safe(const char* dir) {
+    for (int pass = 0; pass < 4 && ::rmdir(dir) != 0 && errno == ENOTEMPTY; ++pass) {
+        const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) return;
+        alignas(8) char buf[4096];
+        long n;
+        while ((n = ::syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+            for (long off = 0; off < n;) {
+                const auto* d = reinterpret_cast<const Dirent64*>(buf + off);
+                if (std::strcmp(d->d_name, ".") != 0 && std::strcmp(d->d_name, "..") != 0) ::unlinkat(fd, d->d_name, 0);
+                off += d->d_reclen;
+            }
+        ::close(fd);
+    }
+}
+
+extern "C" void remove_dirs_on_signal(int sig) {
+    const int saved = errno;
+    for (int i = 0; i < kMaxDirs; ++i)
+        if (g_dir_used[i].load()) remove_dir_signal_safe(g_dirs[i]);
+    errno = saved;
+    // Then what the signal would have done: the previous handler, else the default (death).
+    for (int k = 0; k < 3; ++k) {
+        if (kSignals[k] != sig) continue;
+        const struct sigaction& old = g_old_action[k];
+        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
+            old.sa_handler(sig);
+            return;
+        }
+        if (old.sa_handler == SIG_IGN && !(old.sa_flags & SA_SIGINFO)) return;
+    }
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(sig, &dfl, nullptr);
+    ::raise(sig);
+}
+
+// Once per process: the handler for SIGTERM, SIGINT and SIGHUP, and the folders of this host's
+// processes that are gone (a rank killed with kill -9 had no chance to remove its own).
+void prepare_temp_dirs() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        for (int k = 0; k < 3; ++k) {
+            struct sigaction sa {};
+            sa.sa_handler = remove_dirs_on_signal;
+            sigemptyset(&sa.sa_mask);
+            ::sigaction(kSignals[k], &sa, &g_old_action[k]);
+        }
+        const std::string prefix = "convtune-dist-" + host_tag() + "-";
+        std::error_code ec;
+        for (fs::directory_iterator it(fs::temp_directory_path(ec), ec), end; !ec && it != end; it.increment(ec)) {
+            const std::string name = it->path().filename().string();
+            if (name.rfind(prefix, 0) != 0 || !it->is_directory(ec) || it->is_symlink(ec)) continue;
+            char* stop = nullptr;
+            const long pid = std::strtol(name.c_str() + prefix.size(), &stop, 10);
+            if (pid <= 0 || *stop != '-' || pid == ::getpid()) continue;
+            if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+            std::error_code rm;
+            fs::remove_all(it->path(), rm);
+        }
+    });
+}
+
+// A private folder, removed with its contents (where it lives: $TMPDIR, else /tmp): by its
+// destructor, on SIGTERM/SIGINT/SIGHUP, or by the next run when this process died otherwise.
 class TempDir {
 public:
     TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "convtune-dist-XXXXXX").string();
+        prepare_temp_dirs();
+        std::string tmpl =
+            (fs::temp_directory_path() / ("convtune-dist-" + host_tag() + "-" + std::to_string(::getpid()) + "-XXXXXX")).string();
         if (!::mkdtemp(tmpl.data())) throw Error("cannot create a temporary folder in " + fs::temp_directory_path().string());
         path_ = tmpl;
+        static std::mutex slots;  // (the handler only reads: a slot is filled before it is marked used)
+        std::lock_guard lk(slots);
+        for (int i = 0; i < kMaxDirs && path_.size() < sizeof g_dirs[0]; ++i)
+            if (!g_dir_used[i].load()) {
+                std::memcpy(g_dirs[i], path_.c_str(), path_.size() + 1);
+                g_dir_used[i].store(true);
+                slot_ = i;
+                break;
+            }
     }
     ~TempDir() {
+        if (slot_ >= 0) g_dir_used[slot_].store(false);
         std::error_code ec;
         fs::remove_all(path_, ec);
     }
@@ -83,6 +198,7 @@ public:
 
 private:
     std::string path_;
+    int slot_ = -1;
 };
 
 // One rank's decisions: its own TuneJob over a private copy of the database as rank 0 read it.
@@ -113,6 +229,11 @@ public:
                     std::fprintf(stderr, "convtune: rank %d exits (CONVTUNE_DIST_FAIL)\n", rank_);
                     std::fflush(stderr);
                     std::_Exit(1);
+                }
+                if (inj_.stop) {
+                    std::fprintf(stderr, "convtune: rank %d stops itself (CONVTUNE_DIST_FAIL)\n", rank_);
+                    std::fflush(stderr);
+                    ::raise(SIGSTOP);  // as kill -STOP: every thread stops until SIGCONT
                 }
                 throw Error("injected failure (CONVTUNE_DIST_FAIL)");
             }
@@ -159,7 +280,10 @@ json hello(const std::string& err) {
 }
 
 // Ranks other than 0: ask, decide, send, until told to stop.
-TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& seed, int rank, int size, Injection inj) {
+TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& seed, int rank, int size, Injection inj,
+               const TuneOptions& o) {
+    // While a problem is decided (on a thread of its own), the main thread tells rank 0 it is alive.
+    const auto beat = std::chrono::duration<double>(o.rank_timeout_s > 0 ? std::min(1.0, o.rank_timeout_s / 4) : 0);
     TuneReport rep;
     rep.rank = rank;
     rep.ranks = size;
@@ -175,7 +299,14 @@ TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& se
         while (true) {
             const int64_t i = std::stoll(detail::recv_string(0, tag_assign, MPI_COMM_WORLD));
             if (i < 0) break;
-            const json m = w->decide(i);
+            json m;
+            if (beat.count() > 0) {
+                auto decided = std::async(std::launch::async, [&w, i] { return w->decide(i); });
+                while (decided.wait_for(beat) == std::future_status::timeout) detail::send_string("", 0, tag_heartbeat, MPI_COMM_WORLD);
+                m = decided.get();
+            } else {
+                m = w->decide(i);
+            }
             if (m["ok"].get<bool>()) {
                 ++rep.totals.count;
                 rep.totals.total_search_ms += m["d"]["search_ms"].get<double>();
@@ -230,7 +361,7 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
     if (!s.is_null()) seed = s.get<std::string>();
 
     if (rank != 0) {
-        TuneReport rep = serve(r, seed, rank, size, inj);
+        TuneReport rep = serve(r, seed, rank, size, inj, o);
         rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return rep;
     }
@@ -296,7 +427,11 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
         });
 
     std::set<int> waiting;  // ranks that asked for work and got none yet
-    int stopped = 0;        // ranks told to stop
+    std::set<int> stopped;  // ranks told to stop
+    // When each rank was last heard from (a result, a request or a heartbeat): one that holds a
+    // problem and is silent for rank_timeout_s is lost (Dispatcher::lose).
+    std::vector<std::chrono::steady_clock::time_point> heard(static_cast<std::size_t>(size), t0);
+    std::vector<std::string> lost_why;
     std::map<int64_t, app::TunedProblem> ready;  // decided, not yet given to the sink
     int64_t next = 0;
     std::vector<std::string> startup;  // ranks that could not start
@@ -323,7 +458,7 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
             std::optional<int64_t> i;
             if (disp.finished() || disp.retired(*it)) {
                 detail::send_string("-1", *it, tag_assign, MPI_COMM_WORLD);
-                ++stopped;
+                stopped.insert(*it);
             } else if ((i = disp.take(*it))) {
                 detail::send_string(std::to_string(*i), *it, tag_assign, MPI_COMM_WORLD);
             } else {
@@ -376,11 +511,39 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
                     if (!flag) break;
                     int from = 0;
                     json m = json::parse(detail::recv_string(st.MPI_SOURCE, tag_result, MPI_COMM_WORLD, &from));
+                    heard[static_cast<std::size_t>(from)] = std::chrono::steady_clock::now();
                     std::lock_guard lk(mu);
-                    account(from, m);
+                    const bool was_lost = disp.lost(from);  // its answer came too late: another rank has its problem
+                    if (!was_lost) account(from, m);
                     waiting.insert(from);
                     assign();  // before the slower bookkeeping, so the rank is not kept waiting
-                    got.push_back(std::move(m));
+                    if (!was_lost) got.push_back(std::move(m));
+                }
+                while (true) {  // heartbeats: only when they came
+                    int flag = 0;
+                    MPI_Status st;
+                    detail::check(MPI_Iprobe(MPI_ANY_SOURCE, tag_heartbeat, MPI_COMM_WORLD, &flag, &st), "MPI_Iprobe");
+                    if (!flag) break;
+                    int from = 0;
+                    detail::recv_string(st.MPI_SOURCE, tag_heartbeat, MPI_COMM_WORLD, &from);
+                    heard[static_cast<std::size_t>(from)] = std::chrono::steady_clock::now();
+                }
+                if (o.rank_timeout_s > 0) {
+                    const auto now = std::chrono::steady_clock::now();
+                    std::lock_guard lk(mu);
+                    for (int k = 1; k < size; ++k) {
+                        const double silent = std::chrono::duration<double>(now - heard[static_cast<std::size_t>(k)]).count();
+                        if (disp.lost(k) || stopped.count(k) || !disp.holds(k) || silent < o.rank_timeout_s) continue;
+                        const std::vector<int64_t> back = disp.lose(k);
+                        std::string what;
+                        for (int64_t i : back) what += (what.empty() ? "" : ", ") + job->problem(i).problem;
+                        lost_why.push_back(fmt::format("rank {}: no word from it for {:.0f} s (--rank-timeout) while it decided {}; "
+                                                       "retired (stopped, hung or gone), its problem handed to another rank",
+                                                       k, silent, what.empty() ? "a problem" : what));
+                        std::fprintf(stderr, "convtune: %s\n", lost_why.back().c_str());
+                        std::fflush(stderr);
+                    }
+                    assign();
                 }
             }
             {
@@ -401,7 +564,9 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
             int64_t done, given_up;
             {
                 std::lock_guard lk(mu);
-                finished = disp.finished() && local_done && stopped == size - 1;
+                int ended = 0;  // ranks told to stop, or lost and silent since
+                for (int k = 1; k < size; ++k) ended += stopped.count(k) || disp.lost(k);
+                finished = disp.finished() && local_done && ended == size - 1;
                 done = disp.done();
                 given_up = static_cast<int64_t>(disp.given_up().size());
             }
@@ -440,11 +605,21 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
     for (const auto& [i, why] : disp.given_up()) {
         const app::TunedProblem t = job->problem(i);
         rep.failed.push_back({i, t.problem, t.name, why});
+        rep.totals.not_tuned.push_back({i, t.problem, t.name, fmt::format("{}", fmt::join(why, "; "))});
     }
     rep.not_started = startup;
+    rep.lost = lost_why;
+    for (int k = 1; k < size; ++k) rep.abandoned = rep.abandoned || (disp.lost(k) && !stopped.count(k));
     if (sink) sink->end(rep.totals);
     rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return rep;
+}
+
+void end_job(int code) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
 }
 
 std::string to_text(const TuneReport& r) {
@@ -453,9 +628,8 @@ std::string to_text(const TuneReport& r) {
     s += fmt::format("; {} retried after a failure\n", r.retried);
     for (int k : r.retired) s += fmt::format("rank {} retired: it failed problems that other ranks decided\n", k);
     for (const std::string& n : r.not_started) s += fmt::format("{} (could not start; the others took its share)\n", n);
-    for (const FailedProblem& f : r.failed) {
-        s += fmt::format("NOT TUNED: {}{}: {}\n", f.problem, f.name.empty() ? "" : "  # " + f.name, fmt::join(f.reasons, "; "));
-    }
+    for (const std::string& n : r.lost) s += n + "\n";
+    for (const app::NotTunedProblem& f : r.totals.not_tuned) s += app::to_text(f);
     return s;
 }
 

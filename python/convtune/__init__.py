@@ -42,13 +42,21 @@ __all__ = [
     "tune",
     "simulate",
     "version",
+    "build_info",
     "list_backends",
 ]
 
 
 def version():
-    """convtune's version string, e.g. '0.1.0'."""
-    return _convtune.version()
+    """convtune's version string, e.g. '0.1.0' (build_info()["version"])."""
+    return _convtune.build_info()["version"]
+
+
+def build_info():
+    """What this build is, as `convtune --version` prints it (one C++ build_info()): ``version``,
+    ``arch`` (the -march value, "" = portable), ``isa`` (instruction sets the code was compiled
+    for), ``backends`` (compiled in, available here or not), ``compiler``, and ``text``."""
+    return _convtune.build_info()
 
 
 def list_backends():

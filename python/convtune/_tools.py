@@ -19,6 +19,19 @@ def _opt_str(name, v):
     return v
 
 
+def _path(name, v):
+    """None -> "" (not given); a str or path -> its text, which must not be empty: "" is refused as
+    the CLI refuses --replay "" (else it would silently mean "not given")."""
+    if v is None:
+        return ""
+    if not isinstance(v, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or a path, got {type(v).__name__}")
+    v = os.fspath(v)
+    if v == "":
+        raise _convtune.Error(f"{name}: must not be empty")
+    return v
+
+
 def _list_str(name, v):
     """None, a comma-separated string or a sequence of numbers -> the CLI's list syntax."""
     if v is None:
@@ -95,7 +108,8 @@ def tune(problems=None, *, shapes=None, workload=None, mode=None, shapes_dir=Non
     ``flags`` ("key=value,..." or a dict).
     ``db``: tuning database file (default: $CONVTUNE_DB; none when unset).
     Returns {"format", "backend", "flags", "problems": [{"problem", "name", "algorithm", "source", "search_ms",
-    "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database"}.
+    "median_ms", "key", "candidates": [...]}, ...], "total_search_ms", "from_database", "not_tuned": [{"problem",
+    "name", "reason"}, ...]}: a problem nothing could run is named in not_tuned, the others are tuned.
     """
     return json.loads(_tune_text(problems, shapes=shapes, workload=workload, mode=mode, shapes_dir=shapes_dir, backend=backend,
                                  policy=policy, flags=flags, db=db, batch=batch, dir=dir, dtype=dtype, layout=layout))
@@ -127,8 +141,8 @@ def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=None
                                   stream, iterations, _opt_str("mode", mode), _int("batch", batch, minimum=1), _list_str("batches", batches),
                                   _list_str("scales", scales), _opt_str("dtype", dtype), _opt_str("layout", layout),
                                   _int("seed", seed, 1, 0, UINT64_MAX), flag_list, bool(compare), _opt_str("backend", backend),
-                                  _opt_str("replay", replay and os.fspath(replay)), bool(strict), float(min_saving),
-                                  _opt_str("plot", plot and os.fspath(plot)), _int("repeats", repeats, 0, 1, INT_MAX))
+                                  _path("replay", replay), bool(strict), float(min_saving),
+                                  _path("plot", plot), _int("repeats", repeats, 0, 1, INT_MAX))
     finally:
         if tmp is not None:
             os.unlink(tmp)

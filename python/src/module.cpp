@@ -32,6 +32,7 @@
 #include "convtune_framework_api.h"
 #include "convtune/app/simulate.hpp"
 #include "convtune/app/tune.hpp"
+#include "convtune/build_info.hpp"
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
 #include "convtune/file_io.hpp"
@@ -95,7 +96,7 @@ FlagValues apply_flags(FlagValues f, const py::dict& d) {
         else if (const NumericFlag* n = find_numeric_flag(key))
             std::visit([&](auto field) { f.*field = get_number(key, v, static_cast<std::remove_reference_t<decltype(f.*field)>>(n->lo)); },
                        n->field);
-        else throw Error("flags: unknown flag '" + key + "'");
+        else throw Error("flags: unknown flag " + quote_input(key));
     }
     if (f.max_samples < f.min_samples) throw Error("max_samples: must be >= min_samples");
     return f;
@@ -413,7 +414,22 @@ PYBIND11_MODULE(_convtune, m) {
 
     py::register_exception<Error>(m, "Error", PyExc_ValueError);
 
-    m.def("version", [] { return convtune_version(); }, "convtune's version string");
+    m.def("version", [] { return build_info().version; }, "convtune's version string");
+    m.def(
+        "build_info",
+        [] {
+            const BuildInfo b = build_info();
+            py::dict d;
+            d["version"] = b.version;
+            d["arch"] = b.arch;
+            d["isa"] = b.isa;
+            d["backends"] = b.backends;
+            d["compiler"] = b.compiler;
+            d["text"] = to_text(b);
+            return d;
+        },
+        "What this build is: version, arch (-march, '' = portable), isa, backends compiled in, compiler, and text "
+        "(what `convtune --version` prints)");
     m.def("get_flags", [] { return flags_to_dict(global_flags()); }, "The process-wide flags as a dict");
     m.def("set_flags", [](const py::dict& d) { set_global_flags(apply_flags(global_flags(), d)); },
           "Sets the process-wide flags named in the dict (validated first: nothing changes on an error)");

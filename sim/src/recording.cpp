@@ -43,7 +43,7 @@ Notes parse_notes(const json& names, const std::string& where) {
             const Notes one = Notes(static_cast<Note>(1u << bit));
             if (one.to_string() == v.get<std::string>()) n = n | one, found = true;
         }
-        if (!found) throw ParseError(where + ": unknown note '" + v.get<std::string>() + "'");
+        if (!found) throw ParseError(where + ": unknown note " + quote_input(v.get<std::string>()));
     }
     return n;
 }
@@ -53,7 +53,7 @@ Status::Code parse_code(const std::string& s, const std::string& where) {
     if (s == "failed") return Status::Code::failed;
     if (s == "out_of_memory") return Status::Code::out_of_memory;
     if (s == "unsupported") return Status::Code::unsupported;
-    throw ParseError(where + ": unknown status '" + s + "'");
+    throw ParseError(where + ": unknown status " + quote_input(s));
 }
 
 template <class T>
@@ -472,7 +472,7 @@ Recording load_replay(const std::string& value, const std::string& dir) {
         names += e.name;
     }
     const std::string root = dir.empty() ? recordings_dir() : dir;
-    throw InvalidRequest("replay", "'" + value + "' is neither a recording file nor a name in the recording library (" +
+    throw InvalidRequest("replay", quote_input(value) + " is neither a recording file nor a name in the recording library (" +
                                        (names.empty() ? "which is empty or missing: " + root : "names: " + names) +
                                        "; `convtune list recordings` shows them)");
 }

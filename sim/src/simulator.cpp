@@ -50,11 +50,11 @@ Setting parse_setting(std::string_view text) {
     if (const auto colon = text.find(':'); colon != std::string_view::npos) {
         label = std::string(text.substr(0, colon));
         spec = std::string(text.substr(colon + 1));
-        if (label.empty()) throw InvalidRequest("flags", "empty label in '" + std::string(text) + "'");
+        if (label.empty()) throw InvalidRequest("flags", "empty label in " + quote_input(text));
     } else if (text.find('=') == std::string_view::npos) {
         std::string names;
         for (const Setting& s : standard_settings()) names += s.name + ", ";
-        throw InvalidRequest("flags", "unknown setting '" + std::string(text) + "' (expected " + names + "key=value,... or LABEL:key=value,...)");
+        throw InvalidRequest("flags", "unknown setting " + quote_input(text) + " (expected " + names + "key=value,... or LABEL:key=value,...)");
     }
     try {
         return {label, parse_flags(spec), spec};

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_set>
 
 #include "convtune/error.hpp"
 #include "convtune/hash.hpp"
@@ -15,22 +16,29 @@ namespace convtune::sim {
 
 namespace {
 
-std::vector<std::string> split_commas(const std::string& text) {
+// The entries of a comma-separated list. A trailing comma is an empty entry (getline would drop
+// it silently); so is "" itself.
+std::vector<std::string> split_commas(const std::string& text, const std::string& field) {
+    if (!text.empty() && text.back() == ',') throw InvalidRequest(field, "empty entry (trailing comma) in " + quote_input(text));
     std::vector<std::string> out;
     std::stringstream ss(text);
     for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
     return out;
 }
 
+// A number as the user must write it: digits (a sign, a space or another leading character is
+// refused here, as strtoll/strtod would skip or take it; a number may start with '.').
+bool plain_number(const std::string& s) { return !s.empty() && (std::isdigit(static_cast<unsigned char>(s.front())) || s.front() == '.'); }
+
 }  // namespace
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& field) {
     std::vector<int64_t> v;
-    for (const std::string& s : split_commas(text)) {
+    for (const std::string& s : split_commas(text, field)) {
         char* end = nullptr;
         const long long x = std::strtoll(s.c_str(), &end, 10);
-        if (s.empty() || *end != '\0' || x < 1 || x > (1 << 20))
-            throw InvalidRequest(field, "'" + s + "' is not an integer in [1, 1048576] (expected a comma-separated list)");
+        if (!plain_number(s) || *end != '\0' || x < 1 || x > (1 << 20))
+            throw InvalidRequest(field, quote_input(s) + " is not an integer in [1, 1048576] (expected a comma-separated list)");
         v.push_back(x);
     }
     if (v.empty()) throw InvalidRequest(field, "empty list");
@@ -39,10 +47,9 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 
 std::vector<std::string> parse_string_list(const std::string& text, const std::string& field) {
     std::vector<std::string> v;
-    if (!text.empty() && text.back() == ',') throw InvalidRequest(field, "empty entry (trailing comma)");
-    for (const std::string& s : split_commas(text)) {
-        if (s.empty()) throw InvalidRequest(field, "empty entry in '" + text + "'");
-        if (std::find(v.begin(), v.end(), s) != v.end()) throw InvalidRequest(field, "'" + s + "' is listed twice");
+    for (const std::string& s : split_commas(text, field)) {
+        if (s.empty()) throw InvalidRequest(field, "empty entry in " + quote_input(text));
+        if (std::find(v.begin(), v.end(), s) != v.end()) throw InvalidRequest(field, quote_input(s) + " is listed twice");
         v.push_back(s);
     }
     if (v.empty()) throw InvalidRequest(field, "empty list");
@@ -51,11 +58,11 @@ std::vector<std::string> parse_string_list(const std::string& text, const std::s
 
 std::vector<double> parse_double_list(const std::string& text, const std::string& field) {
     std::vector<double> v;
-    for (const std::string& s : split_commas(text)) {
+    for (const std::string& s : split_commas(text, field)) {
         char* end = nullptr;
         const double x = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end != '\0' || !(x > 0) || x > 64)
-            throw InvalidRequest(field, "'" + s + "' is not a number in (0, 64] (expected a comma-separated list)");
+        if (!plain_number(s) || *end != '\0' || !(x > 0) || x > 64)
+            throw InvalidRequest(field, quote_input(s) + " is not a number in (0, 64] (expected a comma-separated list)");
         v.push_back(x);
     }
     if (v.empty()) throw InvalidRequest(field, "empty list");
@@ -84,7 +91,7 @@ StreamSpec StreamSpec::parse(std::string_view text) {
         s.kind = StreamKind::trace;
         s.trace_path = std::string(text.substr(6));
     } else {
-        throw InvalidRequest("stream", "unknown stream '" + std::string(text) + "' (expected fixed, batch, resolution, mixed or trace:FILE)");
+        throw InvalidRequest("stream", "unknown stream " + quote_input(text) + " (expected fixed, batch, resolution, mixed or trace:FILE)");
     }
     return s;
 }
@@ -197,6 +204,8 @@ TraceData parse_trace_data(std::string_view text) {
     };
     std::istringstream in{std::string(text)};
     int line_no = 0;
+    int64_t problem_lines = 0;
+    std::unordered_set<uint64_t> distinct;  // the problems' canonical forms, hashed
     for (std::string raw; std::getline(in, raw);) {
         ++line_no;
         const auto b = raw.find_first_not_of(" \t\r");
@@ -245,6 +254,13 @@ TraceData parse_trace_data(std::string_view text) {
         }
         c.layer = "line" + std::to_string(line_no);
         c.flags = flags;
+        // Bounds (kMaxTraceLines, kMaxTraceProblems), at the line that crosses one.
+        if (++problem_lines > kMaxTraceLines)
+            throw ParseError("trace line " + std::to_string(line_no) + ": more than " + std::to_string(kMaxTraceLines) +
+                             " problem lines, the most a trace may hold (docs/simulation.md)");
+        if (distinct.insert(fnv1a(c.problem.to_string())).second && static_cast<int64_t>(distinct.size()) > kMaxTraceProblems)
+            throw ParseError("trace line " + std::to_string(line_no) + ": more than " + std::to_string(kMaxTraceProblems) +
+                             " distinct problems, the most a trace may hold (docs/simulation.md)");
         cur.push_back(std::move(c));
     }
     flush();

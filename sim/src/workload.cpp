@@ -21,7 +21,7 @@ std::string_view to_string(Mode m) { return m == Mode::train ? "train" : "infer"
 Mode parse_mode(std::string_view s) {
     if (s == "infer" || s == "inference") return Mode::infer;
     if (s == "train" || s == "training") return Mode::train;
-    throw InvalidRequest("mode", "unknown mode '" + std::string(s) + "' (expected train or infer)");
+    throw InvalidRequest("mode", "unknown mode " + quote_input(s) + " (expected train or infer)");
 }
 
 int64_t Workload::convolutions() const {
@@ -110,7 +110,7 @@ Workload parse_workload_text(std::string_view text, const std::string& name) {
             if (tok.size() == 4) {
                 if (tok[2][0] != 'x') fail("bad repeat '" + tok[2] + "' (expected xN, N >= 1)");
                 try {
-                    l.repeat = parse_repeat(std::string_view(tok[2]).substr(1), "bad repeat '" + tok[2] + "'");
+                    l.repeat = parse_repeat(std::string_view(tok[2]).substr(1), "bad repeat " + quote_input(tok[2]));
                 } catch (const Error& e) {
                     fail(e.what());
                 }
@@ -156,7 +156,7 @@ Workload load_workload(const std::string& name_or_file, const std::string& shape
             if (w.name == name_or_file) b = &w;
             known += (known.empty() ? "" : ", ") + std::string(w.name);
         }
-        if (!b) throw InvalidRequest("workload", "'" + name_or_file + "' is neither a file nor a built-in workload (built-in: " + known + ")");
+        if (!b) throw InvalidRequest("workload", quote_input(name_or_file) + " is neither a file nor a built-in workload (built-in: " + known + ")");
         const std::string dir = shapes_dir.empty() ? default_shapes_dir() : shapes_dir;
         path = (fs::path(dir) / b->file).string();
         if (!fs::is_regular_file(path, ec))

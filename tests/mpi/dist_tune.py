@@ -18,13 +18,24 @@
            arrives) ends the job; what was stored stays,
            and the same command run again completes a database equal to the single-process one
 
+  stuck    a rank that stops (CONVTUNE_DIST_FAIL=1:0:stop: SIGSTOP, as kill -STOP) holding a problem is
+           retired after --rank-timeout and named, its problem decided by rank 0: every problem in
+           the report and the database equal to the single process's, exit 3 (issue 32, D8)
+  signal   the ranks' private folders ($TMPDIR/convtune-dist-<host>-<pid>-*) are removed when mpirun
+           is interrupted (SIGTERM, SIGINT) or a rank is killed with SIGKILL (by the next run:
+           folders of processes that are gone), and never those of a live process (issue 32, D7)
+
 Usage: dist_tune.py CASE CONVTUNE MPIRUN DATA_DIR WORK_DIR
 """
 import json
 import os
+import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 
 case, convtune, mpirun, data, work = sys.argv[1:6]
 recording = os.path.join(data, "resnet50_h200_f32_train.json")
@@ -255,6 +266,117 @@ elif case == "exit":
     same(decisions(single), decisions(merged), "rerun after a dead rank")
     if json.loads(again.stdout)["from_database"] != len(partial):
         fail(f"the rerun took {json.loads(again.stdout)['from_database']} decisions from the database, {len(partial)} were stored")
+elif case == "stuck":
+    shapes = os.path.join(work, "r50.shapes")
+    n = shapes_of_recording(shapes)
+    for attempt in range(3):
+        single, merged, s, m = replay_pair(shapes, env={"CONVTUNE_DIST_FAIL": "1:0:stop"}, expect=None,
+                                           extra=["--rank-timeout", "3"])
+        if m.returncode == 0 and "no word from it" not in m.stderr:
+            # rank 0 decided every problem before rank 1 asked for one: nothing was stuck; again
+            print("rank 1 got no problem before rank 0 finished; trying again")
+            os.remove(merged)
+            continue
+        break
+    if m.returncode != 3:
+        fail(f"a stopped rank: exit {m.returncode}, expected 3\n{m.stderr[-3000:]}")
+    if not re.search(r"rank 1: no word from it for [0-9]+ s \(--rank-timeout\) while it decided dir=.*retired .*handed to another rank",
+                     m.stderr):
+        fail("the stopped rank was not named as retired with its problem handed on: " + m.stderr[-3000:])
+    if len(json.loads(m.stdout)["problems"]) != n:
+        fail(f"rank 0's report lists {len(json.loads(m.stdout)['problems'])} problems, not {n}")
+    same(decisions(single), decisions(merged), "a stopped rank")
+elif case == "signal":
+    tmp = os.path.join(work, "tmp")
+    os.makedirs(tmp)
+    host = "".join(c if c.isalnum() or c in "._" else "_" for c in socket.gethostname()) or "host"
+    prefix = f"convtune-dist-{host}-"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = os.path.join(tmp, f"{prefix}{gone.pid}-abcdef")  # a process that is gone (kill -9)
+    live = os.path.join(tmp, f"{prefix}{os.getpid()}-keepme")  # a live process's: kept
+    for d in (stale, live):
+        os.makedirs(d)
+        with open(os.path.join(d, "tuning.json"), "w") as f:
+            f.write("{}")
+    shapes = os.path.join(work, "r50.shapes")
+    shapes_of_recording(shapes)
+    env = dict(os.environ, TMPDIR=tmp, CONVTUNE_DIST_FAIL="1:0:stop")
+
+    def folders():
+        return sorted(x for x in os.listdir(tmp) if x.startswith(prefix) and x != os.path.basename(live))
+
+    def wait_gone(pids):
+        """mpirun may end before a rank it killed is reaped: wait until the processes are gone."""
+        for _ in range(300):
+            alive = []
+            for pid in pids:
+                try:
+                    os.kill(pid, 0)
+                    alive.append(pid)
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    alive.append(pid)
+            if not alive:
+                return
+            time.sleep(0.1)
+        fail(f"the ranks {pids} are still running after mpirun ended")
+
+    def hanging_job():
+        """A job that never ends by itself: rank 0 only coordinates, rank 1 stops on its first
+        problem, --rank-timeout 0 waits for it forever. Returns it once both ranks' folders exist."""
+        cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", convtune, "tune", "--replay", recording, "--shapes",
+               shapes, "--db", os.path.join(work, "sig.db"), "--coordinator-only", "--rank-timeout", "0"]
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(300):
+            if len(folders()) >= 2:
+                return p
+            time.sleep(0.1)
+        p.kill()
+        fail(f"the ranks' folders did not appear: {os.listdir(tmp)}")
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        p = hanging_job()
+        if os.path.exists(stale):
+            fail("the folder of a process that is gone was not removed at the start")
+        if not os.path.exists(live):
+            fail("the folder of a live process was removed")
+        pids = {int(x[len(prefix):].split("-")[0]) for x in folders()}
+        p.send_signal(sig)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail(f"mpirun did not end on {sig.name}")
+        left = folders()
+        # The stopped rank cannot run its handler (mpirun kills it with SIGKILL); rank 0's folder goes at once.
+        alive = [x for x in left if int(x[len(prefix):].split("-")[0]) not in pids]
+        if alive or len(left) > 1:
+            fail(f"after {sig.name} to mpirun: folders left {left}")
+        print(f"{sig.name}: rank 0's folder removed by its handler; left {left} (the stopped rank's, SIGKILLed)")
+        wait_gone(pids)
+        # The next run removes what a killed process left.
+        run(["tune", "--replay", recording, "--problem", "n=32,c=3,k=64,in=224x224,ker=7x7,stride=2x2,pad=3x3,pad_end=2x2", "--db", os.path.join(work, "next.db")],
+            env={"TMPDIR": tmp}, mpi=2)
+        if folders():
+            fail(f"the next run left the folders of dead processes: {folders()}")
+    # kill -9 of a rank: mpirun ends the job; the killed rank's folder goes at the next run.
+    env["CONVTUNE_DIST_FAIL"] = "1:0:stop"
+    p = hanging_job()
+    pids = {int(x[len(prefix):].split("-")[0]) for x in folders()}
+    os.kill(max(pids), signal.SIGKILL)
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("mpirun did not end after a rank was killed")
+    wait_gone(pids)
+    run(["tune", "--replay", recording, "--problem", "n=32,c=3,k=64,in=224x224,ker=7x7,stride=2x2,pad=3x3,pad_end=2x2", "--db", os.path.join(work, "next.db")],
+        env={"TMPDIR": tmp}, mpi=2)
+    if folders() or not os.path.exists(live):
+        fail(f"after kill -9 of a rank and another run: folders {os.listdir(tmp)}")
+    print("kill -9 of a rank: its folder removed by the next run; a live process's kept throughout")
 else:
     fail("unknown case " + case)
 print("PASS")

@@ -76,3 +76,33 @@ BOOST_AUTO_TEST_CASE(every_rank_retired_gives_up_the_rest) {
     BOOST_TEST(d.finished());
     BOOST_TEST(d.given_up().size() == 3u);
 }
+
+// A rank that stops answering (kill -STOP, a hung device): its problem goes to another rank first,
+// not as a failure, and it gets no more work (issue 32, D8).
+BOOST_AUTO_TEST_CASE(a_lost_rank_hands_its_problem_on) {
+    Dispatcher d(3, 2, 2, 3);
+    BOOST_TEST(*d.take(0) == 0);
+    BOOST_TEST(*d.take(1) == 1);
+    BOOST_TEST(d.holds(1));
+    BOOST_TEST((d.lose(1) == std::vector<int64_t>{1}));
+    BOOST_TEST(d.lost(1));
+    BOOST_TEST(d.retired(1));
+    BOOST_TEST(!d.holds(1));
+    BOOST_TEST(!d.take(1).has_value());
+    BOOST_TEST(*d.take(0) == 1);  // first in line
+    d.done(0, 0);
+    d.done(0, 1);
+    BOOST_TEST(*d.take(0) == 2);
+    d.done(0, 2);
+    BOOST_TEST(d.finished());
+    BOOST_TEST(d.given_up().empty());
+    BOOST_TEST(d.retried() == 0);
+    BOOST_TEST((d.lost_ranks() == std::vector<int>{1}));
+    // Every rank lost: the rest is given up, named.
+    Dispatcher e(2, 2, 2, 3);
+    e.take(0);
+    e.lose(0);
+    e.lose(1);
+    BOOST_TEST(e.finished());
+    BOOST_TEST(e.given_up().size() == 2u);
+}

@@ -167,3 +167,11 @@ def test_replay_by_library_name_estimates_and_strict():
     with pytest.raises(convtune.Error) as e:
         convtune.simulate(replay="h100", **common)
     assert str(e.value).startswith("replay: 'h100' is neither a recording file nor a name in the recording library (names: h200;")
+
+
+def test_version_and_build_info_are_the_clis(cli):
+    """convtune.version() and build_info() come from the one C++ build_info(), as --version."""
+    info = convtune.build_info()
+    assert convtune.version() == info["version"] == convtune.__version__
+    assert "cpu" in info["backends"] and isinstance(info["isa"], list) and isinstance(info["arch"], str)
+    assert cli("--version", check=0).stdout == info["text"]

@@ -13,9 +13,41 @@
 
 namespace convtune {
 
+// Input text as a message echoes it, in single quotes: at most `max_chars` bytes of it (then
+// "...", so a 10 MB line costs a line of stderr), control bytes and DEL escaped (\0, \t, \n, \r,
+// else \xNN) so that a NUL cannot cut the message short and nothing reaches a terminal raw.
+// Every message that quotes what the user gave (a problem string, a shape or trace line, a list
+// entry, a flag) goes through it.
+inline std::string quote_input(std::string_view text, std::size_t max_chars = 80) {
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out = "'";
+    const std::size_t n = text.size() > max_chars ? max_chars : text.size();
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c == 0) out += "\\0";
+        else if (c == '\t') out += "\\t";
+        else if (c == '\n') out += "\\n";
+        else if (c == '\r') out += "\\r";
+        else if (c < 0x20 || c == 0x7f) (out += "\\x") += std::string{hex[c >> 4], hex[c & 15]};
+        else out += static_cast<char>(c);
+    }
+    if (n < text.size()) out += "...";
+    return out + "'";
+}
+
 class Error : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    // A NUL byte inside the message would end what() there: it is shown as \0.
+    explicit Error(const std::string& what) : std::runtime_error(without_nul(what)) {}
+    explicit Error(const char* what) : std::runtime_error(what) {}
+
+private:
+    static std::string without_nul(const std::string& s) {
+        if (s.find('\0') == std::string::npos) return s;
+        std::string out;
+        for (char c : s) c ? out += c : out += "\\0";
+        return out;
+    }
 };
 
 // A problem field breaks a rule. what() = "<field>: <rule>".

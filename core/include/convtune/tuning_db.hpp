@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -66,15 +67,27 @@ public:
     // store); throws Error when something other than a regular file stands at `path` and
     // DatabaseVersionError for a file of a newer format version.
     explicit TuningDatabase(std::string path, Warn warn = {});
+    ~TuningDatabase();  // writes what is not written yet (flush)
+    TuningDatabase(const TuningDatabase&) = delete;
+    TuningDatabase& operator=(const TuningDatabase&) = delete;
 
     const std::string& path() const { return path_; }
     // The record for key in env, if any and if `known(algorithm)` (unknown ids are skipped with
     // one warning each).
     std::optional<DbRecord> find(const Environment& env, const std::string& key,
                                  const std::function<bool(const std::string&)>& known = {});
-    // Stores and persists at once. Returns false (after a warning) when the file could not be
-    // written; the record is still kept in memory.
+    // Stores in memory and persists: at once by default; with a flush interval, only when the
+    // last write is at least that old (then every record not written yet goes in one
+    // read-merge-write: one rename and two fsyncs for the batch, not per record), and at flush()
+    // and destruction. Returns false (after a warning) when the file could not be written; the
+    // record is still kept in memory (and written by the next write that succeeds).
     bool store(const Environment& env, const std::string& key, const DbRecord& r);
+    // Seconds between writes (0 = every store writes, the default). A process killed between two
+    // writes loses the records stored since the last one: at most the batch of one interval,
+    // plus those stored since the last store that wrote (a store is what triggers a write).
+    void set_flush_interval(double seconds);
+    // Writes the records not written yet, if any. Returns false (after a warning) on failure.
+    bool flush();
     std::vector<DbSection> sections() const;
 
     // File-level helpers (used by `convtune db`). read_file throws ParseError with the reason,
@@ -89,7 +102,11 @@ public:
 
 private:
     void warn(const std::string& m);
+    bool persist_locked();
     std::string path_;
+    double flush_s_ = 0;
+    bool dirty_ = false;  // records in memory not in the file yet
+    std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
     Warn warn_;
     mutable std::mutex mutex_;
     std::vector<DbSection> sections_;

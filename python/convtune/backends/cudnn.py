@@ -33,6 +33,7 @@ policies (``flags(..., policy="pytorch")``, or with cudnn.policy set to "pytorch
 import contextlib
 import numbers
 import sys
+import threading
 import types
 
 from .. import _convtune
@@ -181,7 +182,10 @@ def flags(enabled=_KEEP, benchmark=_KEEP, benchmark_limit=_KEEP, deterministic=_
     interleave (the one left last restores what the other set). scope="thread" gives this thread
     flags of its own for the block: other threads never see them, and leaving the block puts
     back exactly what this thread had. Inside a thread-scoped block the default scope is the
-    thread, and the module's attributes read and set this thread's flags.
+    thread, and the module's attributes read and set this thread's flags. Thread-scoped blocks
+    of generators or asyncio tasks may end in any order: when the last one ends, the thread has
+    the flags it had before the first (a block that ends while a later one is open takes its own
+    values with it; the later one's stay).
     """
     for k in knobs:
         if k not in _KNOBS:
@@ -208,13 +212,49 @@ def flags(enabled=_KEEP, benchmark=_KEEP, benchmark_limit=_KEEP, deterministic=_
         new["policy"] = policy
     new.update({k: v for k, v in knobs.items() if v is not None})
     _set(new, scope)
+    if scope == "thread":
+        block = {"saved": saved, "changes": new}  # what it puts back, and what it set
+        _open_blocks().append(block)
     try:
         yield
     finally:
         if scope == "thread":
-            _convtune.set_thread_flags(saved)
+            _close_thread_block(block)
         else:
             _convtune.set_flags(saved)
+
+
+_thread_blocks = threading.local()
+
+
+def _open_blocks():
+    """This thread's open flags(scope="thread") blocks, in the order they were entered."""
+    if not hasattr(_thread_blocks, "open"):
+        _thread_blocks.open = []
+    return _thread_blocks.open
+
+
+def _close_thread_block(block):
+    """Ends a thread-scoped block. Blocks of generators or asyncio tasks may end in any order. The
+    innermost one puts back exactly what it found. One that ends while blocks entered after it are
+    still open takes its own values with it: the thread's flags become what it found with the
+    changes of those later blocks on top, and the next of them will put back what it found. So
+    when the last block ends, the thread has the flags it had before the first (no override is
+    left behind)."""
+    blocks = _open_blocks()
+    i = next((k for k, b in enumerate(blocks) if b is block), None)
+    if i is None:  # ended on another thread than it began on (a generator closed elsewhere)
+        _convtune.set_thread_flags(block["saved"])
+        return
+    del blocks[i]
+    if i == len(blocks):
+        _convtune.set_thread_flags(block["saved"])
+        return
+    blocks[i]["saved"] = block["saved"]
+    flags = dict(block["saved"] if block["saved"] is not None else _convtune.get_flags())
+    for later in blocks[i:]:
+        flags.update(later["changes"])
+    _convtune.set_thread_flags(flags)
 
 
 class _Flag:

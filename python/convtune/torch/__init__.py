@@ -500,11 +500,13 @@ def stats():
     direction), ``sources`` (where their decisions came from: search, database, memory,
     heuristic, ...), ``algorithms`` (calls per algorithm id), ``search_ms`` (time spent
     searching), ``fallback`` (calls PyTorch ran itself, per reason) with one ``details`` message
-    per reason, and the settings (``override``: "cpp" or "python", the kernels that ran). None
-    before any enable()."""
+    per reason, and the settings (``override``: "cpp" or "python", the kernels that ran). Before
+    any successful enable(): the same dict, every count zero and the settings None."""
     s = _state
     if s is not None:
         return _stats_of(s)
+    if _last_stats is None:
+        return {**_new_stats(), "device": None, "backend": None, "policy": None, "db": None, "override": None}
     return _last_stats
 
 

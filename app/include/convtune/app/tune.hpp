@@ -23,6 +23,14 @@
 
 namespace convtune::app {
 
+// The most problems one tune request may hold (problems x data types x batch sizes, or each
+// network's distinct problems at each): checked before anything is decided or allocated for
+// them, naming the list that makes the count (docs/reliability.md). A larger catalogue is split
+// into several runs into one database.
+inline constexpr int64_t kMaxTuneProblems = 1'000'000;
+// The most batch sizes one request lists (each network is built once per batch size and type).
+inline constexpr int64_t kMaxTuneBatches = 4096;
+
 struct TuneRequest {
     // The problems: exactly one of the three.
     std::vector<std::string> problems;  // problem strings (canonical or benchdnn)
@@ -38,6 +46,9 @@ struct TuneRequest {
     std::string flags;                  // "key=value,...", applied after the policy
     std::optional<FlagValues> flag_values;  // when set, the flags as they are (policy and flags unused)
     std::optional<std::string> db;      // tuning database file; nullopt = default_db_path(), "" = none
+    double db_flush_s = 1;              // seconds between the database's writes (0 = one per search), and one at
+                                        // the end: a write per problem costs a rename and two fsyncs; a killed
+                                        // run loses what was decided since the last write (docs/reliability.md)
     // Catalogue lists: every problem once per batch size and data type, comma-separated ("1,8,32",
     // "f32,f16,bf16"; "" = as written). The problems come batch by batch within a data type.
     std::string batch, dtype;
@@ -59,6 +70,20 @@ nlohmann::json to_json(const TunedProblem& p);
 // The explain table: the choice, where it came from, and every candidate with its state.
 std::string to_text(const TunedProblem& p);
 
+// A problem nothing could be decided for (no algorithm can run it under the flags, every
+// candidate failed, or, under mpirun, every rank that tried failed): reported by name, the run
+// goes on with the next problem.
+struct NotTunedProblem {
+    int64_t index = 0;    // in the request's order
+    std::string problem;  // canonical form
+    std::string name;     // the shape file's name for it ("" = none)
+    std::string reason;   // the error, or "rank R: ..." per attempt under mpirun
+};
+// {problem, name (when set), reason}
+nlohmann::json to_json(const NotTunedProblem& p);
+// "NOT TUNED: <problem>  # <name>: <reason>\n", what the CLI prints on stderr for each
+std::string to_text(const NotTunedProblem& p);
+
 struct TuneReport {
     std::string backend, flags;
     std::string db;  // the database used ("" = none)
@@ -66,6 +91,7 @@ struct TuneReport {
     double total_search_ms = 0;
     int from_database = 0;
     std::vector<TunedProblem> problems;  // only when tune() was asked to keep them
+    std::vector<NotTunedProblem> not_tuned;  // in order; the CLI exits 3 when there are any
 };
 
 class TuneSink {
@@ -102,12 +128,15 @@ private:
     std::unique_ptr<State> s_;
 };
 
-// Validates the whole request, then decides each problem. Errors name the request's fields.
+// Validates the whole request (errors name the request's fields and are thrown before anything
+// is decided), then decides each problem. A problem that cannot be decided (Error from its
+// decision) is not an error of the request: it goes to TuneReport::not_tuned and the next one is
+// decided, so the sink always sees a whole run.
 TuneReport tune(const TuneRequest& r, TuneSink* sink = nullptr, bool keep = false);
 
 // The JSON form, written while tune() runs:
 // {"format", "backend", "flags", "problems": [to_json(TunedProblem)...], "total_search_ms",
-//  "from_database"}
+//  "from_database", "not_tuned": [to_json(NotTunedProblem)...]}
 class TuneJsonWriter final : public TuneSink {
 public:
     explicit TuneJsonWriter(std::ostream& out) : out_(out) {}

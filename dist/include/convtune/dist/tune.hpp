@@ -17,7 +17,13 @@
 // database keeps what was stored, and the same command run again resumes from it.
 //
 // CONVTUNE_DIST_FAIL=RANK:AFTER makes rank RANK fail every problem after its first AFTER
-// (RANK:AFTER:exit: the process exits mid-problem) — the tests' injected failure.
+// (RANK:AFTER:exit: the process exits mid-problem; RANK:AFTER:stop: it stops itself with SIGSTOP,
+// as kill -STOP does) — the tests' injected failure.
+//
+// Each rank's private copy of the database lives in "$TMPDIR/convtune-dist-<host>-<pid>-XXXXXX"
+// (else /tmp), removed when the rank ends, also on SIGTERM, SIGINT and SIGHUP (what mpirun sends
+// its ranks when it is interrupted or one rank dies); those of processes that died without
+// either (kill -9) are removed by the next distributed tune on the host.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +40,12 @@ struct TuneOptions {
     int max_attempts = 2;     // distinct ranks that may fail a problem before it is given up
     int retire_after = 3;     // a rank's failures, of problems another rank then decided, before it is retired
     double flush_s = 1;       // rank 0 writes new records to the database at most this often (0 = each at once)
+    // A rank deciding a problem sends rank 0 a heartbeat every min(1 s, rank_timeout_s / 4). One
+    // silent for rank_timeout_s while it holds a problem (stopped with kill -STOP, hung, its
+    // host gone) is retired and named, and its problem handed to another rank; the job then ends
+    // with exit 3 after the report (MPI cannot finish with a rank that does not answer). 0 = wait
+    // for every rank forever.
+    double rank_timeout_s = 60;
 };
 
 struct FailedProblem {
@@ -51,6 +63,8 @@ struct TuneReport {
     int64_t retried = 0;          // rank 0: problems decided after a failure elsewhere
     std::vector<FailedProblem> failed;  // rank 0: problems given up, in order
     std::vector<std::string> not_started;  // rank 0: "rank R: why" for ranks that could not start
+    std::vector<std::string> lost;         // rank 0: "rank R: ..." for ranks retired for silence (rank_timeout_s)
+    bool abandoned = false;                // rank 0: a lost rank never answered again: end the job (end_job)
     double wall_s = 0;
 };
 
@@ -63,6 +77,10 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink = nullptr, const 
 
 // Rank 0's summary: ranks, what each decided, retries, retired ranks, each problem given up.
 std::string to_text(const TuneReport& r);
+
+// Ends the whole job now with `code` (MPI_Abort), after flushing stdout and stderr: what rank 0
+// does when a rank it retired for silence still holds the job (TuneReport::abandoned).
+[[noreturn]] void end_job(int code);
 
 // Thrown on the other ranks when rank 0 refused the request (rank 0 throws and prints the reason).
 class PeerFailed : public Error {
