@@ -589,3 +589,28 @@ def test_concurrent_processes_share_one_database(tmp_path):
     r = subprocess.run([sys.executable, "-c", _ONE, db, "3", "5"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["sources"] == {"database": 6}
+
+
+def test_without_a_usable_gpu_enable_falls_through_with_one_warning_and_counts():
+    # The script written for the cluster (enable() with its default device "cuda") on a machine
+    # without a usable GPU: one warning, PyTorch runs every convolution, each call is counted.
+    import torch.nn.functional as F
+    if torch.cuda.is_available() and convtune.backends.cudnn.is_available():
+        pytest.skip("this machine has a usable GPU: enable() runs convtune there")
+    x, w = torch.randn(1, 2, 6, 6, requires_grad=True), torch.randn(3, 2, 3, 3, requires_grad=True)
+    expected = F.conv2d(x, w, padding=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ct.enable(db="")
+    assert [str(c.message) for c in caught if "no usable GPU" in str(c.message)] != [] and len(caught) == 1
+    assert ct.is_enabled()
+    y = F.conv2d(x, w, padding=1)
+    assert torch.equal(y, expected)
+    y.sum().backward()  # PyTorch's own backward: the gradients exist
+    assert x.grad is not None and w.grad is not None
+    F.conv2d(x.detach(), w.detach())
+    st = ct.stats()
+    assert st["fallback"].get("no_gpu") == 2 and sum(st["convtune"].values()) == 0
+    assert "no usable GPU" in st["details"]["no_gpu"] and st["override"] == "none"
+    ct.disable()
+    assert not ct.is_enabled()

@@ -68,13 +68,14 @@ class _State:
         self.backend = backend
         self.policy = policy
         self.db = db
-        self.override = override  # "cpp" or "python": which kernels run
+        self.override = override  # "cpp" or "python": which kernels run ("none": no usable GPU)
         self.context = _convtune.FrameworkContext(db)
         self.library = None  # python: the torch.library.Library
         self.cpp = None  # cpp: the loaded convtune.torch._override module
         self.handle = None  # cpp: its state's handle (stats)
         self.cuda_index = None  # the CUDA device convtune's handles live on (the first one used)
         self.stats = _new_stats()
+        self.passthrough = None  # (reason, message): every call runs PyTorch's own kernels, counted
 
 
 def _new_stats():
@@ -331,7 +332,7 @@ def _pytorch_backward(gy, x, w, stride, padding, dilation, groups, mask):
 def _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, run):
     s = _state
     tflags = _torch_flags()
-    why = None if s is None else _refusal(x, w, transposed, s)
+    why = None if s is None else s.passthrough or _refusal(x, w, transposed, s)
     if why is None and s is not None and not tflags["enabled"]:
         why = ("cudnn_disabled", "torch.backends.cudnn.enabled is False: PyTorch's own kernels")
     if s is None or why is not None:
@@ -414,7 +415,10 @@ def enable(db=None, policy="convtune", device="cuda", backend=None, override=Non
     kernels: "cpp" (the C++ override, compiled once for this torch; convtune.Error when it cannot
     be built or loaded), "python" (torch.library kernels), "auto" (cpp, else python with one
     warning saying why); default $CONVTUNE_TORCH_OVERRIDE, else "auto". Enabling again replaces
-    the previous settings (and starts new stats)."""
+    the previous settings (and starts new stats). device="cuda" on a machine without a usable GPU
+    (no CUDA device, or a convtune without cuDNN) warns once and lets PyTorch run every
+    convolution, counting each as fallback "no_gpu" (stats()["override"] is "none"), so that one
+    script runs on a laptop and on the cluster."""
     global _state
     if device not in _DEVICES:
         raise Error(f"device: must be one of {', '.join(_DEVICES)} (got {device!r})")
@@ -423,13 +427,37 @@ def enable(db=None, policy="convtune", device="cuda", backend=None, override=Non
     key, default_backend = _DEVICES[device]
     backend = backend or default_backend
     names = {b["name"]: b for b in _convtune.backends()}
-    if backend not in names:
+    no_gpu = None
+    if device == "cuda" and backend == "cudnn":
+        if backend not in names:
+            no_gpu = "this convtune was built without the cuDNN backend"
+        elif not names[backend]["available"]:
+            no_gpu = names[backend]["reason"]
+        elif not torch.cuda.is_available():
+            no_gpu = "PyTorch sees no CUDA device"
+    if no_gpu is None and backend not in names:
         raise Error(f"backend: unknown backend '{backend}' (this build has {', '.join(names)})")
-    if not names[backend]["available"]:
+    if no_gpu is None and not names[backend]["available"]:
         raise Error(f"backend: '{backend}' is unavailable here: {names[backend]['reason']}")
     if backend == "cudnn" and device != "cuda" or backend != "cudnn" and device == "cuda":
         raise Error(f"backend: '{backend}' does not run {device} tensors")
     db = os.environ.get("CONVTUNE_DB", "") if db is None else os.fspath(db)
+    if no_gpu is not None:
+        # No usable GPU (a laptop running the cluster's script): PyTorch runs every convolution,
+        # on whatever device its tensors are, and each call is counted as a fallback.
+        disable()
+        warnings.warn(f"convtune.torch: no usable GPU ({no_gpu}): PyTorch runs every convolution itself", RuntimeWarning,
+                      stacklevel=2)
+        s = _State(device, backend, policy, db, "none")
+        s.passthrough = ("no_gpu", f"no usable GPU ({no_gpu}): PyTorch's own kernels")
+        lib = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for key in ("AutogradCPU", "AutogradCUDA"):
+                lib.impl("convolution", _kernel, key)
+        s.library = lib
+        _state = s
+        return
     mode, cpp = _resolve_override(override)
     disable()
     s = _State(device, backend, policy, db, mode)
