@@ -22,7 +22,7 @@ Precisions: fp32 = float32 with allow_tf32=False; tf32 = float32 with allow_tf32
 amp = float16 autocast with channels_last (the usual mixed-precision recipe); bf16 = the same with
 bfloat16; fp16 = the network and its inputs in float16, channels_last (inference). 1-D networks
 stay channels-first (`format` prints the dtype and layout a network runs in).
-Networks (NETWORKS, random weights): torchvision's resnet50, mobilenet_v3_large, efficientnet_b0,
+Networks (NETWORKS, random weights): torchvision's resnet50, mobilenet_v3_large, mobilenet_v2, efficientnet_b0,
 convnext_tiny, resnext50_32x4d, regnet_y_400mf, deeplabv3_resnet50 and r3d_18 (3-D), and three
 defined here: unet (a four-level U-Net with transposed convolutions), conv1d_encoder (1-D, strided)
 and wavenet (dilated 1-D).
@@ -142,17 +142,18 @@ class _Segmentation(nn.Module):
 
 NETWORKS = {
     # name: (constructor, default input shape (channels, spatial...), classes, per-pixel target)
-    # What each adds to the benchmark: resnet50 plain 3x3/1x1; mobilenet_v3_large, efficientnet_b0 and
+    # What each adds to the benchmark: resnet50 plain 3x3/1x1; mobilenet_v3_large, mobilenet_v2, efficientnet_b0 and
     # convnext_tiny depthwise (3x3, 5x5, 7x7); resnext50_32x4d and regnet_y_400mf grouped; unet transposed;
     # deeplabv3_resnet50 dilated 2-D; r3d_18 3-D; conv1d_encoder 1-D strided; wavenet dilated 1-D.
     "resnet50": (_tv("resnet50"), (3, 224, 224), 1000, False),
     "mobilenet_v3_large": (_tv("mobilenet_v3_large"), (3, 224, 224), 1000, False),
+    "mobilenet_v2": (_tv("mobilenet_v2"), (3, 224, 224), 1000, False),
     "efficientnet_b0": (_tv("efficientnet_b0"), (3, 224, 224), 1000, False),
     "convnext_tiny": (_tv("convnext_tiny"), (3, 224, 224), 1000, False),
     "resnext50_32x4d": (_tv("resnext50_32x4d"), (3, 224, 224), 1000, False),
     "regnet_y_400mf": (_tv("regnet_y_400mf"), (3, 224, 224), 1000, False),
     "unet": (lambda: UNet(), (3, 256, 256), 2, True),
-    "deeplabv3_resnet50": (lambda: _Segmentation(_tv("deeplabv3_resnet50", num_classes=21, aux_loss=False)()),
+    "deeplabv3_resnet50": (lambda: _Segmentation(_tv("deeplabv3_resnet50", num_classes=21, aux_loss=False, weights_backbone=None)()),
                            (3, 256, 256), 21, True),
     "r3d_18": (_tv("r3d_18"), (3, 16, 112, 112), 400, False),
     "conv1d_encoder": (lambda: Conv1dEncoder(), (1, 16000), 1000, False),
