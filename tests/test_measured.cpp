@@ -2,10 +2,13 @@
 // the file's validation, and the off/pytorch rows' totals computed by hand from the file.
 #define BOOST_TEST_MODULE measured
 #include <boost/test/unit_test.hpp>
+#include <fmt/core.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <unistd.h>
 
 #include "convtune/error.hpp"
 #include "convtune/sim/measured.hpp"
@@ -138,4 +141,118 @@ BOOST_AUTO_TEST_CASE(bad_files_are_refused_naming_the_field) {
     det["measurements"][2]["setting"]["deterministic"] = 1;
     BOOST_TEST(refused(det, "deterministic"));
     BOOST_CHECK_THROW(PyTorchMeasurements::load(write("nojson.json", "{")), Error);
+}
+
+// ---- The measured library (PyTorchLibrary): a folder of grid files, merged, with a model for
+// the problems none of them measured.
+namespace {
+
+// A folder of its own for each test's library.
+fs::path library_dir(const std::string& name) {
+    const fs::path d = fs::temp_directory_path() / ("convtune_measured_lib_" + std::to_string(::getpid()) + "_" + name);
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+}
+
+// One run of one setting measuring `problems` (key, first, steady), at allow_tf32 `tf32`.
+json lib_run(int bm, const std::string& cache, int tf32, const std::string& device, const std::vector<std::tuple<std::string, double, double>>& problems,
+             double startup = 50) {
+    json ps = json::array();
+    for (const auto& [k, f, s] : problems) ps.push_back({{"key", k}, {"first_ms", f}, {"steady_ms", s}});
+    return {{"setting", {{"benchmark", bm}, {"allow_tf32", tf32}, {"deterministic", 0}}},
+            {"cache", cache},
+            {"startup_ms", startup},
+            {"environment", {{"device", device}, {"torch", "2.11"}, {"cudnn", 91900}}},
+            {"problems", ps}};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(library_replays_what_its_files_measured_and_tells_tf32_apart) {
+    const fs::path d = library_dir("merge");
+    // Network 1 (allow_tf32=0): A (f32) measured twice per setting; network 2 (allow_tf32=1): A again.
+    std::ofstream(d / "net1.json") << grid(json::array({lib_run(0, "warm", 0, "GPU X", {{A, 10, 1}}, 40), lib_run(0, "warm", 0, "GPU X", {{A, 12, 1.5}}, 60),
+                                                        lib_run(1, "warm", 0, "GPU X", {{A, 100, 0.5}}), lib_run(1, "warm", 0, "GPU X", {{A, 120, 0.7}})}))
+                                              .dump();
+    std::ofstream(d / "net2.json") << grid(json::array({lib_run(0, "warm", 1, "GPU X", {{A, 5, 0.2}, {B, 7, 0.3}}),
+                                                        lib_run(1, "warm", 1, "GPU X", {{A, 50, 0.1}, {B, 70, 0.2}})}))
+                                              .dump();
+    std::ofstream(d / "notes.txt") << "not a grid";  // only .json and .json.gz files are read
+    const PyTorchLibrary lib = PyTorchLibrary::load_dir(d.string(), "lib");
+    BOOST_REQUIRE_EQUAL(lib.files.size(), 2u);
+    BOOST_TEST(lib.describe().find("2 networks, 3 problems (f32 1, tf32 2)") == 0, lib.describe());
+    const ConvProblem a = ConvProblem::parse(A);
+    // allow_tf32=0: network 1's measurements of A, run r taking its r-th; none predicted.
+    const PyTorchMeasurements off = lib.for_problems({a}, false);
+    BOOST_TEST(off.estimated.empty());
+    BOOST_TEST(off.library == "lib");
+    BOOST_REQUIRE_EQUAL(off.select("bm0", "warm").size(), 2u);
+    BOOST_TEST(off.select("bm0", "warm")[0]->problems.at(A).first_ms == 10.0);
+    BOOST_TEST(off.select("bm0", "warm")[1]->problems.at(A).first_ms == 12.0);
+    BOOST_TEST(off.select("bm1", "warm")[1]->problems.at(A).steady_ms == 0.7);
+    // allow_tf32=1: network 2's (one run, cycled through the two the library's runs have).
+    const PyTorchMeasurements on = lib.for_problems({a}, true);
+    BOOST_TEST(on.estimated.empty());
+    BOOST_TEST(on.select("bm1", "warm")[0]->problems.at(A).first_ms == 50.0);
+    BOOST_TEST(on.select("bm1", "warm")[1]->problems.at(A).first_ms == 50.0);
+    // A cold kernel cache was never measured: no run of it.
+    BOOST_TEST(on.select("bm0", "cold").empty());
+    fs::remove_all(d);
+}
+
+BOOST_AUTO_TEST_CASE(library_model_recovers_a_law_the_measurements_follow) {
+    // Problems whose times follow an exact law in the model's features: the fit must find it
+    // and predict an unmeasured problem by it. steady = 0.05 + 2 GMACs (f16) + 0.5 GB;
+    // first = steady + 3 (bm0) or 40 + 10 steady (bm1); all f16 fwd 2-D, groups 1.
+    const fs::path d = library_dir("law");
+    auto law = [](const ConvProblem& p, int bm) {
+        const double g = static_cast<double>(p.macs()) * 1e-9;
+        const double gb = static_cast<double>(p.x_elements() + p.w_elements() + p.y_elements()) * 2 * 1e-9;
+        const double steady = 0.05 + 2 * g + 0.5 * gb;
+        return std::pair{bm ? 40 + 10 * steady : steady + 3, steady};
+    };
+    std::vector<ConvProblem> measured;
+    for (int n : {1, 2, 4, 8, 16})
+        for (int c : {16, 64, 256})
+            for (int k : {32, 128}) measured.push_back(ConvProblem::parse(fmt::format("dtype=f16,layout=nhwc,n={},c={},k={},in=28x28,ker=3x3,pad=1x1", n, c, k)));
+    for (int bm : {0, 1}) {
+        std::vector<std::tuple<std::string, double, double>> rows;
+        for (const ConvProblem& p : measured) rows.emplace_back(p.to_string(), law(p, bm).first, law(p, bm).second);
+        std::ofstream(d / fmt::format("bm{}.json", bm)) << grid(json::array({lib_run(bm, "cold", 1, "GPU X", rows)})).dump();
+    }
+    const PyTorchLibrary lib = PyTorchLibrary::load_dir(d.string(), "law");
+    const ConvProblem fresh = ConvProblem::parse("dtype=f16,layout=nhwc,n=32,c=128,k=96,in=28x28,ker=3x3,pad=1x1");
+    const PyTorchMeasurements m = lib.for_problems({fresh, measured[3]}, true);
+    BOOST_REQUIRE_EQUAL(m.estimated.size(), 1u);
+    BOOST_TEST(m.estimated[0] == fresh.to_string());
+    for (int bm : {0, 1}) {
+        const auto runs = m.select(bm ? "bm1" : "bm0", "cold");
+        BOOST_REQUIRE_EQUAL(runs.size(), 1u);
+        const MeasuredRun::Problem& got = runs[0]->problems.at(fresh.to_string());
+        BOOST_TEST(got.steady_ms == law(fresh, bm).second, boost::test_tools::tolerance(1e-6));
+        BOOST_TEST(got.first_ms == law(fresh, bm).first, boost::test_tools::tolerance(1e-6));
+        // The measured one is replayed as measured, not fitted.
+        BOOST_TEST(runs[0]->problems.at(measured[3].to_string()).first_ms == law(measured[3], bm).first);
+    }
+    // An f32 problem: the library measured no f32 at all, so nothing can tell its class from the
+    // intercept: it is still predicted, never below the smallest time measured, its first call
+    // never below its steady time.
+    const ConvProblem f32 = ConvProblem::parse("n=4,c=64,k=64,in=28x28,ker=3x3,pad=1x1");
+    const MeasuredRun::Problem& g = lib.for_problems({f32}, false).select("bm1", "cold")[0]->problems.at(f32.to_string());
+    BOOST_TEST(g.steady_ms >= law(measured[0], 1).second - 1e-12);
+    BOOST_TEST(g.first_ms >= g.steady_ms);
+    fs::remove_all(d);
+}
+
+BOOST_AUTO_TEST_CASE(library_refuses_files_of_different_gpus_and_is_empty_without_a_folder) {
+    const fs::path d = library_dir("gpus");
+    std::ofstream(d / "a.json") << grid(json::array({lib_run(0, "warm", 1, "GPU X", {{A, 1, 1}})})).dump();
+    std::ofstream(d / "b.json") << grid(json::array({lib_run(0, "warm", 1, "GPU Y", {{A, 1, 1}})})).dump();
+    BOOST_CHECK_EXCEPTION(PyTorchLibrary::load_dir(d.string(), "gpus"), Error,
+                          [](const Error& e) { return std::string(e.what()).find("one library holds one GPU model") != std::string::npos; });
+    const PyTorchLibrary none = PyTorchLibrary::load_dir((d / "nothing").string(), "none");
+    BOOST_TEST(none.empty());
+    BOOST_CHECK_THROW(none.for_problems({ConvProblem::parse(A)}, true), Error);
+    fs::remove_all(d);
 }

@@ -1285,9 +1285,15 @@ BOOST_AUTO_TEST_CASE(no_recommendation_inside_the_estimates_uncertainty) {
 }
 
 BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
-    const auto lib = recording_library(kLibrary);
-    BOOST_REQUIRE(!lib.empty());
+    auto lib = recording_library(kLibrary);
+    BOOST_REQUIRE_EQUAL(lib.size(), 2u);
+    // h100 holds PyTorch's measurements only (no recording), h200 recordings only.
+    BOOST_TEST(lib.front().name == "h100");
+    BOOST_TEST(lib.front().files.empty());
+    BOOST_TEST(lib.front().pytorch_dir == kLibrary + "/h100/pytorch");
+    lib.erase(lib.begin());
     BOOST_TEST(lib.front().name == "h200");
+    BOOST_TEST(lib.front().pytorch_dir.empty());
     BOOST_TEST(lib.front().files.size() == 10u);  // .json and .json.gz files alike
     const Recording h200 = load_replay("h200", kLibrary);
     const Recording f16 = Recording::load(kLibrary + "/h200/resnet50_f16_nhwc_infer.json");
@@ -1319,8 +1325,13 @@ BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_names_and_unmergeable_recordings_are_refused) {
+    BOOST_CHECK_EXCEPTION(load_replay("a100", kLibrary), InvalidRequest, [](const InvalidRequest& e) {
+        return e.field() == "replay" && e.rule().find("'a100' is neither a recording file nor a name in the recording library (names: h100, h200;") == 0;
+    });
+    // A library name with PyTorch's measurements only has no recording to replay (simulate takes
+    // its off and pytorch settings from them instead: test_sim_cli).
     BOOST_CHECK_EXCEPTION(load_replay("h100", kLibrary), InvalidRequest, [](const InvalidRequest& e) {
-        return e.field() == "replay" && e.rule().find("'h100' is neither a recording file nor a name in the recording library (names: h200;") == 0;
+        return e.field() == "replay" && e.rule().find("'h100' holds PyTorch's measurements only") == 0;
     });
     BOOST_CHECK_EXCEPTION(load_replay("no/such.json", kLibrary), InvalidRequest,
                           [](const InvalidRequest& e) { return e.rule().find("cannot open") != std::string::npos; });

@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/sim/measured.hpp"
 #include "convtune/sim/recording.hpp"
 
 namespace convtune::cli {
@@ -35,7 +36,13 @@ void add_list(CLI::App& app, Action& action) {
                         fmt::print("  {}: {}\n", f, r.environment.describe());
                         for (const std::string& c : cov) fmt::print("    {}\n", c);
                     }
-                    doc.push_back({{"name", e.name}, {"recordings", files}});
+                    nlohmann::json entry{{"name", e.name}, {"recordings", files}};
+                    if (!e.pytorch_dir.empty()) {
+                        const sim::PyTorchLibrary pl = sim::PyTorchLibrary::load_dir(e.pytorch_dir, e.name);
+                        entry["pytorch"] = {{"folder", e.pytorch_dir}, {"files", pl.files.size()}, {"covers", pl.describe()}};
+                        if (!*json) fmt::print("  {}: PyTorch's own measurements (off and pytorch settings): {}\n", e.pytorch_dir, pl.describe());
+                    }
+                    doc.push_back(entry);
                 }
                 if (*json) fmt::print("{}\n", doc.dump(2));
                 return ok;

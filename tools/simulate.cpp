@@ -63,7 +63,8 @@ void add_simulate(CLI::App& app, Action& action) {
     cmd->add_option("--pytorch-measured", o->r.measured,
                     "PyTorch's own measurements (python/convtune/pytorch_measure.py grid): the off and pytorch settings replay them; "
                     "alone (no --replay or --backend), only those two settings are simulated")->check(non_empty());
-    cmd->add_option("--kernel-cache", o->r.kernel_cache, "With --pytorch-measured: the CUDA kernel cache the run starts with, cold or warm")
+    cmd->add_option("--kernel-cache", o->r.kernel_cache, "With PyTorch's measurements (--pytorch-measured, or a --replay name whose library holds them): "
+                    "the CUDA kernel cache the run starts with, cold or warm (default warm)")
         ->check(CLI::IsMember({"cold", "warm"}));
     cmd->add_flag("--strict", o->r.strict,
                   "With --replay: refuse problems the recording lacks instead of estimating them with the performance model fitted on it");

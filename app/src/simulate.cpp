@@ -11,6 +11,7 @@
 #include "convtune/error.hpp"
 #include "convtune/file_io.hpp"
 #include "convtune/registry.hpp"
+#include "convtune/sim/measured.hpp"
 #include "convtune/sim/recording.hpp"
 #include "convtune/sim/replay_backend.hpp"
 
@@ -69,18 +70,32 @@ SimulateReport simulate(const SimulateRequest& r) {
 
     if (!r.kernel_cache.empty() && r.kernel_cache != "cold" && r.kernel_cache != "warm")
         throw InvalidRequest("kernel_cache", "'" + r.kernel_cache + "' is neither cold nor warm");
-    if (!r.kernel_cache.empty() && r.measured.empty())
-        throw InvalidRequest("kernel_cache", "applies with {measured} only: PyTorch's measurements hold both kernel-cache states, "
-                                             "a recording holds the one it was made in");
+    // PyTorch's own measurements: a file given, else the measured library of a --replay name.
     std::optional<sim::PyTorchMeasurements> measured;
-    if (!r.measured.empty()) measured = sim::PyTorchMeasurements::load(r.measured);
-    const bool measured_only = measured && r.replay.empty() && r.backend.empty();
+    std::optional<sim::LibraryEntry> entry;
+    std::size_t library_problems = 0;
+    if (r.measured.empty() && !r.replay.empty() && r.replay.find('/') == std::string::npos && !std::filesystem::exists(r.replay))
+        entry = sim::library_entry(r.replay);
+    if (!r.measured.empty()) {
+        measured = sim::PyTorchMeasurements::load(r.measured);
+    } else if (entry && !entry->pytorch_dir.empty()) {
+        const sim::PyTorchLibrary lib = sim::PyTorchLibrary::load_dir(entry->pytorch_dir, entry->name);
+        // cuDNN's allow_tf32 of the user's run: the trace's, else PyTorch's default (True).
+        const bool tf32 = stream.trace_flags().empty() || stream.trace_flags().front().allow_tf32;
+        const std::vector<ConvProblem> problems = sim::distinct_problems(stream, iterations);
+        measured = lib.for_problems(problems, tf32);
+        library_problems = problems.size();
+    }
+    if (!r.kernel_cache.empty() && !measured)
+        throw InvalidRequest("kernel_cache", "applies where PyTorch's measurements back it: with {measured}, or a --replay name whose "
+                                             "library holds them (`convtune list recordings`); a recording holds the one state it was made in");
+    const bool measured_only = measured && (r.replay.empty() || (entry && entry->files.empty())) && r.backend.empty();
     if (measured_only && r.repeats > 0)
         throw InvalidRequest("repeats", "PyTorch's measurements carry their own runs; {repeats} applies to a backend or a replay");
 
     std::unique_ptr<sim::ReplayBackend> replay;
     Backend* backend = nullptr;
-    if (!r.replay.empty()) {
+    if (!r.replay.empty() && !measured_only) {
         sim::Recording rec = sim::load_replay(r.replay);  // a file, or a name in the recording library
         if (!r.backend.empty() && r.backend != rec.environment.backend)
             throw InvalidRequest("backend", "'" + r.backend + "' does not match the recording's backend '" + rec.environment.backend + "'");
@@ -105,6 +120,12 @@ SimulateReport simulate(const SimulateRequest& r) {
     rep.context.title = r.workload.describe(stream) + ", " + std::to_string(iterations) + " iterations";
     rep.context.details = stream_details(stream.spec()) + rep.result.engine + (replay ? " of " + r.replay : std::string()) + " on backend " +
                           rep.result.backend + " (" + rep.result.environment + ")";
+    if (measured && !measured->library.empty())
+        rep.context.details += fmt::format("; off and pytorch from PyTorch's measured library '{}' ({} kernel cache), {} of {} problems "
+                                           "predicted by its model",
+                                           measured->library, so.kernel_cache, measured->estimated.size(), library_problems);
+    if (measured && !measured->library.empty())
+        rep.pytorch_library = {measured->library, so.kernel_cache, measured->estimated, library_problems};
     if (!r.plot.empty()) write_file_atomic(r.plot, sim::to_svg(rep.result, rep.context));
     return rep;
 }
@@ -112,6 +133,11 @@ SimulateReport simulate(const SimulateRequest& r) {
 nlohmann::json to_json(const SimulateReport& r) {
     nlohmann::json j = sim::to_json(r.result, r.context);
     j["format"] = report_format;
+    if (!r.pytorch_library.name.empty())
+        j["pytorch_library"] = {{"name", r.pytorch_library.name},
+                                {"kernel_cache", r.pytorch_library.kernel_cache},
+                                {"problems", r.pytorch_library.problems},
+                                {"predicted", r.pytorch_library.predicted}};
     return j;
 }
 

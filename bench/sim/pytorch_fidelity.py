@@ -23,6 +23,11 @@ A workload whose runs change shape (a `cycle` > 1: a stream from torch_networks.
 
     bench/sim/pytorch_fidelity.py --cli build/cpu/tools/convtune --results bench/sim/results/h200 \
         --problems bench/sim/data --iterations 100,1000 --out fidelity.md
+    bench/sim/pytorch_fidelity.py --cli build/cpu/tools/convtune --results bench/sim/results/h100 --replay h100 --hold-out
+
+--replay NAME takes PyTorch's costs from the measured library NAME (what a user without a GPU
+gets) instead of each workload's own measurements; --hold-out leaves each workload's own file
+out of that library (the library's model then predicts the problems no other network shares).
 
 The per-problem measurements and the network runs are separate processes, so the prediction
 never sees the runs it is checked against (except other_ms, from the first off run, as above).
@@ -65,14 +70,22 @@ def measured_total(run, n):
     return sum(measured_series(run, n))
 
 
-def simulate(cli, trace, measure, cache, n):
-    cmd = [cli, "simulate", "--stream", "trace:" + trace, "--pytorch-measured", measure, "--kernel-cache", cache,
-           "--iterations", str(n), "--json"]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def simulate(cli, trace, source, cache, n):
+    """source: ("file", measure.json) or ("library", name, recordings dir or None)."""
+    env = dict(os.environ)
+    if source[0] == "file":
+        how = ["--pytorch-measured", source[1]]
+    else:
+        how = ["--replay", source[1]]
+        if source[2]:
+            env["CONVTUNE_RECORDINGS_DIR"] = source[2]
+    cmd = [cli, "simulate", "--stream", "trace:" + trace] + how + ["--kernel-cache", cache, "--iterations", str(n), "--json"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if p.returncode not in (0,):
         sys.exit(f"pytorch_fidelity: {' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
     doc = json.loads(p.stdout)
-    out = {}
+    out = {"predicted": len(doc.get("pytorch_library", {}).get("predicted", [])),
+           "problems": doc.get("pytorch_library", {}).get("problems", 0)}
     for s in doc["settings"]:
         if s.get("failure"):
             sys.exit(f"pytorch_fidelity: {s['name']} failed: {s['failure']}")
@@ -124,6 +137,11 @@ def main():
                     "<w>.trace")
     ap.add_argument("--iterations", default="100,1000")
     ap.add_argument("--tolerance", type=float, default=0.15)
+    ap.add_argument("--replay", metavar="NAME", help="take PyTorch's costs from the measured library NAME (`simulate --replay NAME`, "
+                    "no GPU) instead of each workload's own measurements (the advise way on a GPU)")
+    ap.add_argument("--hold-out", action="store_true", help="with --replay: each workload against the library without its own "
+                    "file (leave one network out: its problems then come from the library's model, or from other networks that "
+                    "share them)")
     ap.add_argument("--out")
     a = ap.parse_args()
     ns = [int(x) for x in a.iterations.split(",")]
@@ -132,9 +150,16 @@ def main():
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     be_lines = ["| workload | cache | predicted break-even | measured break-even | error |", "|---|---|---:|---:|---:|"]
     diff_lines = ["| workload | cache | N | predicted on-off | measured on-off | ratio |", "|---|---|---:|---:|---:|---:|"]
-    plain_timed, ratios = [], []
+    plain_timed, ratios, be_errors = [], [], []
     worst, outside, off_runs, cases, same, decided = 0.0, 0, 0, 0, 0, 0
     tmp = tempfile.mkdtemp()
+    library = None
+    if a.replay:
+        doc = json.loads(subprocess.run([a.cli, "list", "recordings", "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
+        library = next((e["pytorch"]["folder"] for e in doc if e["name"] == a.replay and "pytorch" in e), None)
+        if not library:
+            sys.exit(f"pytorch_fidelity: the recording library has no PyTorch measurements named {a.replay}")
+    predicted_of = {}
     for measure in sorted(glob.glob(os.path.join(a.results, "*-measure.json"))):
         w = os.path.basename(measure)[: -len("-measure.json")]
         runs_path = os.path.join(a.results, w + "-runs.json")
@@ -148,6 +173,18 @@ def main():
             print(f"pytorch_fidelity: {w}: no network runs with {', '.join(missing)}, skipped", file=sys.stderr)
             continue
         cycle = runs[0].get("cycle", 1)
+        source = ("file", measure)
+        if a.replay:
+            held = None
+            if a.hold_out:
+                held = os.path.join(tmp, "lono-" + w)
+                os.makedirs(os.path.join(held, a.replay, "pytorch"))
+                kept = [f for f in os.listdir(library) if not f.startswith(w + ".json")]
+                if len(kept) == len(os.listdir(library)):
+                    sys.exit(f"pytorch_fidelity: {w}: no file {w}.json[.gz] in {library} to hold out")
+                for f in kept:
+                    os.symlink(os.path.join(library, f), os.path.join(held, a.replay, "pytorch", f))
+            source = ("library", a.replay, held)
         own = os.path.join(a.results, w + ".trace")
         if os.path.exists(own) and "# timing plain" in open(own).read(4096):
             # The advise way: the network's own capture on the GPU, its steps timed in a plain run.
@@ -161,7 +198,7 @@ def main():
             # other_ms, per position of the cycle: the first off run's steady step there minus off's
             # predicted steady convolutions there (what a user's capture of their own steps measures).
             first_off = next(r for r in runs if r["benchmark"] == 0)
-            probe = simulate(a.cli, trace, measure, first_off["cache"], 2 * cycle)
+            probe = simulate(a.cli, trace, source, first_off["cache"], 2 * cycle)
             other = [m - p for m, p in zip(steady_cycle(first_off), probe["off"]["per"][cycle:])]
 
         def plus_other(x, n):
@@ -169,7 +206,8 @@ def main():
 
         for cache in ("cold", "warm"):
             sel = {bm: [r for r in runs if r["benchmark"] == bm and r["cache"] == cache] for bm in (0, 1)}
-            sims = {n: simulate(a.cli, trace, measure, cache, n) for n in ns}
+            sims = {n: simulate(a.cli, trace, source, cache, n) for n in ns}
+            predicted_of[w] = f"{sims[ns[0]]['predicted']} of {sims[ns[0]]['problems']}"
             for n in ns:
                 sim = sims[n]
                 pred_of, med_of = {}, {}
@@ -206,9 +244,16 @@ def main():
             series = {bm: [statistics.median(x) for x in zip(*(measured_series(r, n) for r in sel[bm]))] for bm in (0, 1)}
             mbe = break_even(series[0], series[1])
             e = "-" if not (pbe and mbe) else f"{100 * (pbe - mbe) / mbe:+.0f}%"
+            if pbe and mbe:
+                be_errors.append(abs(pbe - mbe) / mbe)
             be_lines.append(f"| {w} | {cache} | {pbe or 'never'} | {mbe or 'never'} | {e} |")
         print(f"pytorch_fidelity: {w}: other_ms {', '.join(f'{o:.1f}' for o in other)}", file=sys.stderr)
-    how = (f"Totals (predicted = simulate's total; for {', '.join(plain_timed) or 'no workload'} the trace's own plain-run step "
+    src = ("each workload's own PyTorch measurements (--pytorch-measured)" if not a.replay else
+           f"the measured library '{a.replay}' (--replay {a.replay})" + (", each workload held out of it" if a.hold_out else ""))
+    how = (f"PyTorch's costs from {src}" +
+           (" (problems predicted by the library's model: " + ", ".join(f"{w} {v}" for w, v in predicted_of.items()) + ")"
+            if a.replay else "") + ".\n\n" +
+           f"Totals (predicted = simulate's total; for {', '.join(plain_timed) or 'no workload'} the trace's own plain-run step "
            "times give the time outside convolutions, for the others N x other_ms from the first off run):\n\n")
     text = (how + "\n".join(lines) +
             "\n\nBenchmark on minus off (the cost or gain of the flag), predicted against measured medians:\n\n" +
@@ -216,7 +261,9 @@ def main():
             "\n\nBreak-even of benchmark=True against benchmark=False:\n\n" + "\n".join(be_lines) +
             f"\n\nworst error {100 * worst:.1f}% (tolerance {100 * a.tolerance:.0f}%); measured runs outside the predicted range: {outside}; "
             f"predictions outside the span of the measured runs: {off_runs} of {cases}; "
-            f"the faster setting predicted is the faster one measured (medians) in {same} of {decided} (workload, cache, N) cases\n")
+            f"the faster setting predicted is the faster one measured (medians) in {same} of {decided} (workload, cache, N) cases; "
+            f"on-off ratio in [0.67, 1.5] in {sum(0.67 <= r <= 1.5 for r in ratios)} of {len(ratios)}; "
+            f"break-even within 25% in {sum(e <= 0.25 for e in be_errors)} of {len(be_errors)} where both exist\n")
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)

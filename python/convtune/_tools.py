@@ -117,7 +117,7 @@ def tune(problems=None, *, shapes=None, workload=None, mode=None, shapes_dir=Non
 
 def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=None, mode=None, batch=None, batches=None,
                    scales=None, dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False,
-                   min_saving=0.02, shapes_dir=None, plot=None, repeats=None):
+                   min_saving=0.02, shapes_dir=None, plot=None, repeats=None, pytorch_measured=None, kernel_cache=None):
     """simulate()'s JSON text, byte for byte what ``convtune simulate --json`` prints."""
     tmp = None
     try:
@@ -142,7 +142,8 @@ def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=None
                                   _list_str("scales", scales), _opt_str("dtype", dtype), _opt_str("layout", layout),
                                   _int("seed", seed, 1, 0, UINT64_MAX), flag_list, bool(compare), _opt_str("backend", backend),
                                   _path("replay", replay), bool(strict), float(min_saving),
-                                  _path("plot", plot), _int("repeats", repeats, 0, 1, INT_MAX))
+                                  _path("plot", plot), _int("repeats", repeats, 0, 1, INT_MAX),
+                                  _path("pytorch_measured", pytorch_measured), _opt_str("kernel_cache", kernel_cache))
     finally:
         if tmp is not None:
             os.unlink(tmp)
@@ -150,7 +151,7 @@ def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=None
 
 def simulate(workload=None, *, stream="fixed", trace=None, iterations=None, mode=None, batch=None, batches=None, scales=None,
              dtype=None, layout=None, seed=1, flags=None, compare=False, backend=None, replay=None, strict=False, min_saving=0.02,
-             shapes_dir=None, plot=None, repeats=None):
+             shapes_dir=None, plot=None, repeats=None, pytorch_measured=None, kernel_cache=None):
     """Replay a workload's iterations under flag settings, like ``convtune simulate --json``.
 
     workload: a built-in name ("resnet50", ...), a shape file or a workload file; not needed for a
@@ -160,7 +161,10 @@ def simulate(workload=None, *, stream="fixed", trace=None, iterations=None, mode
     settings when none is given or with compare=True. backend: run live on that backend (default
     cpu); replay: a recording from `convtune record` to replay instead, or a name of the recording
     library ("h200"; `convtune list recordings`); problems the recording lacks are estimated (and
-    counted, with a range on every total) unless strict=True, which refuses them. batches/scales:
+    counted, with a range on every total) unless strict=True, which refuses them. A library name
+    whose folder holds PyTorch's own measurements ("h100") takes the off and pytorch settings from
+    them; pytorch_measured: a measurement file (pytorch_measure.py grid) instead; kernel_cache:
+    "cold" or "warm" (default warm), the CUDA kernel cache those measurements start with. batches/scales:
     lists or comma-separated strings. plot: also write the SVG plot to this file. iterations:
     default the trace's length, else 100. mode: "infer" (default) or "train". On a trace, the flags
     it records are the baseline each setting changes only the named flags of, and mode, batch,
@@ -173,4 +177,5 @@ def simulate(workload=None, *, stream="fixed", trace=None, iterations=None, mode
     return json.loads(_simulate_text(workload, stream=stream, trace=trace, iterations=iterations, mode=mode, batch=batch,
                                      batches=batches, scales=scales, dtype=dtype, layout=layout, seed=seed, flags=flags,
                                      compare=compare, backend=backend, replay=replay, strict=strict, min_saving=min_saving,
-                                     shapes_dir=shapes_dir, plot=plot, repeats=repeats))
+                                     shapes_dir=shapes_dir, plot=plot, repeats=repeats, pytorch_measured=pytorch_measured,
+                                     kernel_cache=kernel_cache))

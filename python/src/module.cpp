@@ -547,15 +547,16 @@ PYBIND11_MODULE(_convtune, m) {
           [](const std::string& workload, const std::string& shapes_dir, const std::string& stream, int iterations, const std::string& mode,
              int64_t batch, const std::string& batches, const std::string& scales, const std::string& dtype, const std::string& layout,
              uint64_t seed, const std::vector<std::string>& flags, bool compare, const std::string& backend, const std::string& replay,
-             bool strict, double min_saving, const std::string& plot, int repeats) {
+             bool strict, double min_saving, const std::string& plot, int repeats, const std::string& measured, const std::string& kernel_cache) {
               const app::WorkloadRequest w{.workload = workload, .shapes_dir = shapes_dir, .mode = mode, .stream = stream, .dtype = dtype,
                                         .layout = layout, .batches = batches, .scales = scales, .batch = batch, .seed = seed};
               app::SimulateRequest r{.workload = w, .iterations = iterations, .repeats = repeats, .flags = flags, .compare = compare, .backend = backend,
-                                     .replay = replay, .measured = "", .kernel_cache = "", .strict = strict,
+                                     .replay = replay, .measured = measured, .kernel_cache = kernel_cache, .strict = strict,
                                      .min_saving = min_saving, .plot = plot, .progress = {}};
               return simulate_json(r);
           },
           py::arg("workload"), py::arg("shapes_dir"), py::arg("stream"), py::arg("iterations"), py::arg("mode"), py::arg("batch"),
           py::arg("batches"), py::arg("scales"), py::arg("dtype"), py::arg("layout"), py::arg("seed"), py::arg("flags"), py::arg("compare"),
-          py::arg("backend"), py::arg("replay"), py::arg("strict"), py::arg("min_saving"), py::arg("plot"), py::arg("repeats"));
+          py::arg("backend"), py::arg("replay"), py::arg("strict"), py::arg("min_saving"), py::arg("plot"), py::arg("repeats"),
+          py::arg("measured"), py::arg("kernel_cache"));
 }

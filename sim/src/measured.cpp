@@ -8,6 +8,7 @@
 #include "convtune/error.hpp"
 #include "convtune/file_io.hpp"
 #include "convtune/problem.hpp"
+#include "convtune/sim/recording.hpp"
 
 namespace convtune::sim {
 
@@ -27,7 +28,7 @@ double time_field(const nlohmann::json& j, const char* name, const std::string& 
 }  // namespace
 
 PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
-    const std::string text = read_file_bounded(path, kMaxMeasurementBytes, "PyTorch measurement grid");
+    const std::string text = read_data_file(path, kMaxMeasurementBytes, "PyTorch measurement grid");
     nlohmann::json doc;
     try {
         doc = nlohmann::json::parse(text);

@@ -352,6 +352,11 @@ std::string gzip(std::string_view text) {
 
 }  // namespace
 
+std::string read_data_file(const std::string& path, std::uint64_t max_bytes, std::string_view what) {
+    const std::string text = read_file_bounded(path, max_bytes, what);
+    return gzipped(path) ? gunzip(text, path) : text;
+}
+
 Recording Recording::load(const std::string& path) {
     std::string text;
     try {
@@ -416,6 +421,19 @@ std::string recordings_dir() {
     return CONVTUNE_INSTALLED_RECORDINGS_DIR;
 }
 
+namespace {
+// The .json and .json.gz files of a folder, sorted.
+std::vector<std::string> json_files(const std::filesystem::path& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(dir, ec))
+        if (const std::string n = f.path().filename().string(); f.is_regular_file(ec) && (n.ends_with(".json") || n.ends_with(".json.gz")))
+            out.push_back(f.path().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+}  // namespace
+
 std::vector<LibraryEntry> recording_library(const std::string& dir) {
     const std::string root = dir.empty() ? recordings_dir() : dir;
     std::vector<LibraryEntry> out;
@@ -423,16 +441,18 @@ std::vector<LibraryEntry> recording_library(const std::string& dir) {
     if (root.empty() || !std::filesystem::is_directory(root, ec)) return out;
     for (const auto& d : std::filesystem::directory_iterator(root, ec)) {
         if (!d.is_directory(ec)) continue;
-        LibraryEntry e{d.path().filename().string(), {}};
-        for (const auto& f : std::filesystem::directory_iterator(d.path(), ec))
-            if (const std::string n = f.path().filename().string();
-                f.is_regular_file(ec) && (n.ends_with(".json") || n.ends_with(".json.gz")))
-                e.files.push_back(f.path().string());
-        std::sort(e.files.begin(), e.files.end());
-        if (!e.files.empty()) out.push_back(std::move(e));
+        LibraryEntry e{d.path().filename().string(), json_files(d.path()), {}};
+        if (!json_files(d.path() / "pytorch").empty()) e.pytorch_dir = (d.path() / "pytorch").string();
+        if (!e.files.empty() || !e.pytorch_dir.empty()) out.push_back(std::move(e));
     }
     std::sort(out.begin(), out.end(), [](const LibraryEntry& a, const LibraryEntry& b) { return a.name < b.name; });
     return out;
+}
+
+std::optional<LibraryEntry> library_entry(const std::string& name, const std::string& dir) {
+    for (LibraryEntry& e : recording_library(dir))
+        if (e.name == name) return std::move(e);
+    return std::nullopt;
 }
 
 std::vector<std::string> coverage(const Recording& r) {
@@ -462,6 +482,10 @@ Recording load_replay(const std::string& value, const std::string& dir) {
     const std::vector<LibraryEntry> lib = recording_library(dir);
     for (const LibraryEntry& e : lib) {
         if (e.name != value) continue;
+        if (e.files.empty())
+            throw InvalidRequest("replay", quote_input(value) + " holds PyTorch's measurements only (" + e.pytorch_dir +
+                                               "), no recording of convtune's algorithms: its off and pytorch settings can be "
+                                               "simulated, the others need a recording");
         std::vector<Recording> parts;
         for (const std::string& f : e.files) parts.push_back(Recording::load(f));
         return merge_recordings(std::move(parts), "recording library '" + value + "'");

@@ -165,8 +165,14 @@ def test_replay_by_library_name_estimates_and_strict():
         convtune.simulate(replay="h200", batch=8, strict=True, **common)
     assert str(e.value).startswith("replay: the recording has no timings for 23 of the 23 problems") and "(strict: none is estimated)" in str(e.value)
     with pytest.raises(convtune.Error) as e:
-        convtune.simulate(replay="h100", **common)
-    assert str(e.value).startswith("replay: 'h100' is neither a recording file nor a name in the recording library (names: h200;")
+        convtune.simulate(replay="a100", **common)
+    assert str(e.value).startswith("replay: 'a100' is neither a recording file nor a name in the recording library (names: h100, h200;")
+    # h100 holds PyTorch's own measurements only: its off and pytorch settings, the problems it
+    # never measured predicted by its model (batch 32's ResNet-50 is not among its networks').
+    doc = convtune.simulate(replay="h100", kernel_cache="cold", **dict(common, flags=["off", "pytorch"]))
+    assert [s["name"] for s in doc["settings"]] == ["off", "pytorch"]
+    assert doc["pytorch_library"]["name"] == "h100" and doc["pytorch_library"]["kernel_cache"] == "cold"
+    assert 0 < len(doc["pytorch_library"]["predicted"]) <= doc["pytorch_library"]["problems"]
 
 
 def test_version_and_build_info_are_the_clis(cli):

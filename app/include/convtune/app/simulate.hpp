@@ -35,13 +35,20 @@ struct SimulateRequest {
 struct SimulateReport {
     sim::SimulationResult result;
     sim::ReportContext context;
+    // The off and pytorch settings replayed from a --replay name's measured library: its name,
+    // the kernel-cache state, the stream's distinct problems and those its model predicted.
+    struct PyTorchLibraryUse {
+        std::string name, kernel_cache;
+        std::vector<std::string> predicted;
+        std::size_t problems = 0;
+    } pytorch_library;
     bool failed() const;  // a setting could not run the stream
 };
 
 // Validates the whole request (and that the plot can be written) before anything runs, then
 // simulates and writes the plot. Errors name the request's fields.
 SimulateReport simulate(const SimulateRequest& r);
-// The JSON form: sim::to_json plus "format".
+// The JSON form: sim::to_json plus "format" (and "pytorch_library" where one was used).
 nlohmann::json to_json(const SimulateReport& r);
 
 struct RecordRequest {

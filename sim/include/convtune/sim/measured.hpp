@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "convtune/problem.hpp"
+
 namespace convtune::sim {
 
 struct MeasuredRun {
@@ -30,14 +32,51 @@ struct PyTorchMeasurements {
     int cudnn = 0;
     int allow_tf32 = 1;
     std::vector<MeasuredRun> runs;
+    // Made by PyTorchLibrary::for_problems: the problems whose times the library's model
+    // predicted (it had no measurement of them), and what the library is.
+    std::vector<std::string> estimated;
+    std::string library;
 
-    // Reads and validates a grid file (format convtune-pytorch-measurement-grid, version 1):
+    // Reads and validates a grid file (plain or gzip-compressed, .json.gz) (format convtune-pytorch-measurement-grid, version 1):
     // times finite and within [0, 1e7] ms, settings bm0/bm1, caches cold/warm, keys canonical
     // problems. Throws Error naming the file and the field.
     static PyTorchMeasurements load(const std::string& path);
 
     // The runs of one setting ("bm0"/"bm1") in one kernel-cache state.
     std::vector<const MeasuredRun*> select(const std::string& setting, const std::string& cache) const;
+};
+
+// The measured library: every grid file of a recording library folder's `pytorch/` subfolder
+// (data/recordings/<name>/pytorch/*.json[.gz], one per network, all of one GPU model), merged per
+// problem. A problem's times at a kernel-cache state and benchmark setting are every run's that
+// measured it, in any file; f32 problems are told apart by allow_tf32 (cuDNN's TF32 applies to
+// them only), f16/bf16 problems are not.
+//
+// For a problem no file measured, the times come from a model fitted on the whole library by
+// least squares, one fit per quantity (steady time and first call, per setting and kernel-cache
+// state; docs/simulation.md, "PyTorch's measured library", has its features and its
+// leave-one-network-out error):
+//   steady_ms = a + sum over data classes (f32, TF32, f16/bf16) of b_class * GMACs
+//               + c * GB moved + d * GMACs of grouped problems + e * GMACs of backward-filter ones
+//   first_ms  = a + b * half + c * depthwise + d * depthwise half + e * grouped + f * backward
+//               + g * 3-D + h * 1-D + i * steady_ms (the problem's, measured or predicted)
+// with every prediction at least the smallest time the library measured for that quantity, and a
+// first call at least its steady time.
+struct PyTorchLibrary {
+    std::string name;                  // the library's name (its folder) or path
+    std::vector<PyTorchMeasurements> files;
+
+    // Every grid file in `dir` (*.json, *.json.gz, sorted); an empty library when `dir` does not
+    // exist. Throws Error when a file is not a valid grid or the files are of different GPUs.
+    static PyTorchLibrary load_dir(const std::string& dir, const std::string& name);
+    bool empty() const { return files.empty(); }
+    // "11 networks, 599 problems (f32 171, ...), NVIDIA H100 80GB HBM3, PyTorch 2.11.0+cu130, cuDNN 91900"
+    std::string describe() const;
+
+    // The measurements of `problems` with allow_tf32 as given: as many runs per setting and
+    // kernel-cache state as any one file holds, run r taking each problem's r-th measurement
+    // (cycling through those there are), the model's prediction where there is none.
+    PyTorchMeasurements for_problems(const std::vector<ConvProblem>& problems, bool allow_tf32) const;
 };
 
 }  // namespace convtune::sim

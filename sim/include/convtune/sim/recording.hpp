@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "convtune/backend.hpp"
@@ -142,16 +143,26 @@ Recording merge_recordings(std::vector<Recording> parts, const std::string& wher
 std::string recordings_dir();
 struct LibraryEntry {
     std::string name;
-    std::vector<std::string> files;  // paths, sorted
+    std::vector<std::string> files;  // recordings: paths, sorted
+    // The folder of PyTorch's own measurements on that GPU (<name>/pytorch/, measured.hpp's
+    // PyTorchLibrary), when it holds a .json or .json.gz file; empty otherwise.
+    std::string pytorch_dir;
 };
-// The library's names (its folders holding at least one .json file), sorted; empty when the
-// folder does not exist.
+// The library's names (its folders holding at least one recording or a pytorch/ folder of
+// measurements), sorted; empty when the folder does not exist.
 std::vector<LibraryEntry> recording_library(const std::string& dir = "");
+// The entry named `name`, or nullopt.
+std::optional<LibraryEntry> library_entry(const std::string& name, const std::string& dir = "");
 // What a recording covers, one line per direction, type and layout: "fwd f16 nhwc, batch 32: 23 problems".
 std::vector<std::string> coverage(const Recording& r);
 
+// A data file's text: read_file_bounded, then decompressed when its name ends in .gz (at most
+// kMaxRecordingBytes once decompressed). Throws Error / ParseError naming the file.
+std::string read_data_file(const std::string& path, std::uint64_t max_bytes, std::string_view what);
+
 // A --replay value: an existing file is loaded (Recording::load); anything else is a library
-// name, whose recordings are merged. Throws InvalidRequest("replay", ...) for a missing file (a
+// name, whose recordings are merged (an entry with PyTorch's measurements only is refused here:
+// it has no recording to replay). Throws InvalidRequest("replay", ...) for a missing file (a
 // value with '/' or ending in .json) or an unknown name, listing the library's names.
 Recording load_replay(const std::string& file_or_name, const std::string& dir = "");
 
