@@ -21,7 +21,6 @@
 #include "convtune/policy.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/selector.hpp"
-#include "convtune/sim/report.hpp"
 #include "convtune/stats.hpp"
 
 namespace convtune::sim {

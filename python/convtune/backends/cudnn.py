@@ -84,7 +84,7 @@ def _check(name, value):
         if not isinstance(value, str):
             raise FlagTypeError(f"policy expects a str, but got {_typename(value)}")
         if value not in _POLICIES:
-            raise _Error(f"policy: unknown policy '{value}' (expected pytorch, pytorch-v7, convtune or adaptive)")
+            raise _Error(f"policy: unknown policy '{value}' (expected {', '.join(_POLICIES)})")
         return value
     if name in ("workspace_limit",):
         if value is None:
@@ -279,7 +279,7 @@ class _CudnnModule(types.ModuleType):
     benchmark_limit = _Flag("benchmark_limit", "How many candidates that run are timed (int >= 0, default 10; 0 = all).")
     deterministic = _Flag("deterministic", "Only bitwise-reproducible algorithms (bool, default False).")
     allow_tf32 = _Flag("allow_tf32", "fp32 convolutions may use TF32 tensor cores (bool, default True).")
-    policy = _Flag("policy", "Selection policy: 'convtune' (default), 'pytorch', 'pytorch-v7' or 'adaptive'.")
+    policy = _Flag("policy", "Selection policy: 'convtune' (default) or another name of convtune's registry (an unknown one is refused with the list).")
     workspace_limit = _Flag("workspace_limit", "Largest workspace an algorithm may use, in bytes (None = unlimited).")
     search_budget_ms = _Flag("search_budget_ms", "convtune policy: timing budget per problem in ms.")
     min_samples = _Flag("min_samples", "convtune policy: samples per candidate before the median can be stable.")
