@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(library_replays_what_its_files_measured_and_tells_tf32_apar
     std::ofstream(d / "notes.txt") << "not a grid";  // only .json and .json.gz files are read
     const PyTorchLibrary lib = PyTorchLibrary::load_dir(d.string(), "lib");
     BOOST_REQUIRE_EQUAL(lib.files.size(), 2u);
-    BOOST_TEST(lib.describe().find("2 networks, 3 problems (f32 1, tf32 2)") == 0, lib.describe());
+    BOOST_TEST(lib.describe().find("2 workloads, 3 problems (f32 1, tf32 2)") == 0, lib.describe());
     const ConvProblem a = ConvProblem::parse(A);
     // allow_tf32=0: network 1's measurements of A, run r taking its r-th; none predicted.
     const PyTorchMeasurements off = lib.for_problems({a}, false);

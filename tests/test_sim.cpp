@@ -1287,13 +1287,13 @@ BOOST_AUTO_TEST_CASE(no_recommendation_inside_the_estimates_uncertainty) {
 BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
     auto lib = recording_library(kLibrary);
     BOOST_REQUIRE_EQUAL(lib.size(), 2u);
-    // h100 holds PyTorch's measurements only (no recording), h200 recordings only.
+    // h100 holds PyTorch's measurements only (no recording), h200 recordings and measurements.
     BOOST_TEST(lib.front().name == "h100");
     BOOST_TEST(lib.front().files.empty());
     BOOST_TEST(lib.front().pytorch_dir == kLibrary + "/h100/pytorch");
     lib.erase(lib.begin());
     BOOST_TEST(lib.front().name == "h200");
-    BOOST_TEST(lib.front().pytorch_dir.empty());
+    BOOST_TEST(lib.front().pytorch_dir == kLibrary + "/h200/pytorch");
     BOOST_TEST(lib.front().files.size() == 10u);  // .json and .json.gz files alike
     const Recording h200 = load_replay("h200", kLibrary);
     const Recording f16 = Recording::load(kLibrary + "/h200/resnet50_f16_nhwc_infer.json");

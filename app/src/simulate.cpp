@@ -80,8 +80,12 @@ SimulateReport simulate(const SimulateRequest& r) {
         measured = sim::PyTorchMeasurements::load(r.measured);
     } else if (entry && !entry->pytorch_dir.empty()) {
         const sim::PyTorchLibrary lib = sim::PyTorchLibrary::load_dir(entry->pytorch_dir, entry->name);
-        // cuDNN's allow_tf32 of the user's run: the trace's, else PyTorch's default (True).
-        const bool tf32 = stream.trace_flags().empty() || stream.trace_flags().front().allow_tf32;
+        // cuDNN's allow_tf32 the measured rows stand for: the `off` setting's (else `pytorch`'s),
+        // over the trace's flags where it records them; PyTorch's default (True) otherwise.
+        bool tf32 = stream.trace_flags().empty() || stream.trace_flags().front().allow_tf32;
+        for (const char* name : {"pytorch", "off"})
+            for (const sim::Setting& st : settings)
+                if (st.name == name) tf32 = (stream.trace_flags().empty() ? st : sim::over(st, stream.trace_flags().front())).flags.allow_tf32;
         const std::vector<ConvProblem> problems = sim::distinct_problems(stream, iterations);
         measured = lib.for_problems(problems, tf32);
         library_problems = problems.size();

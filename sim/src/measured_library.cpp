@@ -140,7 +140,7 @@ std::string PyTorchLibrary::describe() const {
     std::string types;
     for (const auto& [t, n] : per_type) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", t, n);
     const PyTorchMeasurements& f = files.front();
-    return fmt::format("{} networks, {} problems ({}), {}, PyTorch {}, cuDNN {}", files.size(), m.problems.size(), types, f.device, f.torch, f.cudnn);
+    return fmt::format("{} workloads, {} problems ({}), {}, PyTorch {}, cuDNN {}", files.size(), m.problems.size(), types, f.device, f.torch, f.cudnn);
 }
 
 PyTorchMeasurements PyTorchLibrary::for_problems(const std::vector<ConvProblem>& problems, bool allow_tf32) const {

@@ -70,7 +70,7 @@ struct PyTorchLibrary {
     // exist. Throws Error when a file is not a valid grid or the files are of different GPUs.
     static PyTorchLibrary load_dir(const std::string& dir, const std::string& name);
     bool empty() const { return files.empty(); }
-    // "11 networks, 599 problems (f32 171, ...), NVIDIA H100 80GB HBM3, PyTorch 2.11.0+cu130, cuDNN 91900"
+    // "11 workloads, 599 problems (f32 171, ...), NVIDIA H100 80GB HBM3, PyTorch 2.11.0+cu130, cuDNN 91900"
     std::string describe() const;
 
     // The measurements of `problems` with allow_tf32 as given: as many runs per setting and
