@@ -87,6 +87,9 @@ def shipped_data_is_found_in_the_package():
     assert recordings == os.path.join(PKG, "data", "recordings"), f"CONVTUNE_RECORDINGS_DIR={recordings!r} after import"
     sim = convtune.simulate(workload="resnet50", stream="fixed", iterations=3, dtype="f16", layout="nhwc", batch=32, replay="h200")
     assert sim["engine"] == "replay" and sim["estimated_problems"] == 0, sim["details"]
+    # PyTorch's measured library ships too (h100/pytorch/): the off and pytorch rows from it.
+    sim = convtune.simulate(workload="resnet50", stream="fixed", iterations=3, replay="h100", kernel_cache="cold", flags=["off", "pytorch"])
+    assert sim["pytorch_library"]["name"] == "h100" and [s["source"] for s in sim["settings"]] == ["measured", "measured"], sim["details"]
 
 
 @check
