@@ -84,20 +84,19 @@ public:
     // How many eligible candidates a decision with benchmark off reaches (-1: all); it picks the
     // first, the others are counted (the adaptive policy's threshold counts them).
     virtual int heuristic_reach(const FlagValues&) const { return 1; }
-    // Benchmark off takes the backend's fixed default (Backend::fixed_default) when eligible.
+    // Benchmark off takes the backend's fixed default (Backend::fixed_default) when eligible
+    // (what pytorch_v7.cpp's pick does).
     virtual bool uses_fixed_default(const FlagValues&) const { return false; }
-    // A search first decides support (on cuDNN: builds the execution plan) for every candidate
-    // the backend's heuristics suggest (Ranking::suggested), in ranking order, and only then
-    // times up to search_reach of the eligible ones, as PyTorch v8 builds a plan for every
-    // configuration its heuristics return before timing any. Candidates the heuristics do not
-    // suggest are decided only when the timing reaches them. false: support is decided for each
-    // candidate as the timing reaches it.
+    // The search first decides support (on cuDNN: builds the execution plan) for every
+    // candidate it may time, in ranking order, and only then times up to search_reach of the
+    // eligible ones, as PyTorch v8 builds a plan for every configuration its heuristics return
+    // before timing any (pytorch.cpp's search; the simulator reads it too). false: support is
+    // decided for each candidate as the timing reaches it.
     virtual bool decides_support_before_timing() const { return false; }
     // The search sees only what the framework's lists name (Ranking::framework_listings): a
     // candidate listed n times is timed n times and counts n towards search_reach, one listed 0
-    // times is never reached (PyTorch v8: a plan per configuration of heuristics mode A and of
-    // the fallback list, duplicates included). With decides_support_before_timing, only listed
-    // candidates have their support decided first.
+    // times is never reached, its support never decided (PyTorch v8: a plan per configuration of
+    // heuristics mode A and of the fallback list, duplicates included; pytorch.cpp's search).
     virtual bool times_framework_listings() const { return false; }
 
     // Which algorithms a search stops timing once earlier searches of this process found them far

@@ -2,11 +2,13 @@
 // database, from the backend's heuristic, or by timing candidates — and runs it, falling
 // through to the next candidate when one fails or runs out of memory.
 //
-// The selector only orchestrates: what goes into the cache key, when to search, which candidates
-// a decision reaches, how they are measured and whether the result is persisted are the policy's
-// answers (FlagValues::policy -> SelectionPolicy, policy.hpp; each policy's rules are at the top
-// of its file in core/src/policies/ and in docs/autotuning.md); timing and choosing are the
-// measurement's (measurement.hpp).
+// The selector only orchestrates: the memory cache, the tuning database, the policy's decision,
+// the fall-through. What goes into the cache key, when to search, which candidates a decision
+// reaches, how they are measured and whether the result is persisted are the policy's answers,
+// and the walks that reach and time the candidates are the policy's (FlagValues::policy ->
+// SelectionPolicy, policy.hpp; each policy's rules are at the top of its file in
+// core/src/policies/ and in docs/autotuning.md); timing and choosing are the measurement's
+// (measurement.hpp).
 // Filters, every policy: deterministic drops NONDETERMINISTIC; f32 without allow_tf32 drops
 // TENSOR_CORE; DOWN_CONVERT_INPUTS is always dropped; workspace above workspace_limit is dropped.
 #pragma once

@@ -9,12 +9,14 @@
 #include "convtune/error.hpp"
 #include "convtune/policy.hpp"
 
+// One line each, every line ending in a backslash up to the list's end.
 #define CONVTUNE_POLICIES(X)        \
     X("pytorch", pytorch)           \
     X("pytorch-v7", pytorch_v7)     \
     X("convtune", convtune)         \
     X("adaptive", adaptive)         \
-    X("incremental", incremental)
+    X("incremental", incremental)   \
+    /* the list's end */
 
 namespace convtune {
 
