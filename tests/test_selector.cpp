@@ -186,7 +186,7 @@ BOOST_AUTO_TEST_CASE(notes_filters_and_workspace) {
                            {"big", {1}, {}, 1 << 20},
                            {"never", {1}, {}, 0, Mode::unsupported},
                            {"plain", {3}}});
-    for (Policy pol : {Policy::pytorch, Policy::pytorch_v7, Policy::convtune}) {
+    for (Policy pol : {parse_policy("pytorch"), parse_policy("pytorch-v7"), parse_policy("convtune")}) {
         FlagValues f = flags("benchmark=1,benchmark_limit=0,deterministic=1,allow_tf32=0,workspace_limit=1000");
         f.policy = pol;
         TuningCache cache;

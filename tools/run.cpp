@@ -63,7 +63,7 @@ int run_command(const RunOptions& o) {
     // The whole run's peak, refused before anything is allocated: the tensors, then the
     // workspace during the run or, with --check, the oracle's arrays after it.
     check_memory_budget(p);  // the tensors alone, first
-    if (uses_host_memory(algo->backend())) check_memory_budget(p, algo->workspace_size(p), o.check ? oracle_bytes(p) : 0);
+    if (algo->backend().memory() == Memory::host) check_memory_budget(p, algo->workspace_size(p), o.check ? oracle_bytes(p) : 0);
     else if (o.check) check_memory_budget(p, 0, oracle_bytes(p));
     HostTensors t = make_host_tensors(p, o.seed);
     std::vector<double> times;

@@ -174,7 +174,7 @@ TuneJob::TuneJob(const TuneRequest& r) : s_(std::make_unique<State>()) {
     s_->lines = request_lines(r);
     // A problem over the memory budget is bad input, refused before anything is decided (not a
     // problem that could not be tuned).
-    if (uses_host_memory(*s_->backend))
+    if (s_->backend->memory() == Memory::host)
         for (const ShapeLine& l : s_->lines) check_memory_budget(l.problem);
     for (const ShapeLine& l : s_->lines) s_->labels.push_back(l.name.empty() ? l.problem.to_string() : l.name);
 

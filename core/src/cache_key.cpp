@@ -16,7 +16,7 @@ CacheKey CacheKey::of(const Backend& b, const ConvProblem& p, const FlagValues& 
     k.deterministic = f.deterministic;
     k.allow_tf32 = f.allow_tf32;
     // PyTorch's key has no `benchmark` (its quirk); convtune's has (SelectionPolicy::keys_benchmark).
-    if (policy_of(f.policy).keys_benchmark()) k.benchmark = f.benchmark;
+    if (f.policy->keys_benchmark()) k.benchmark = f.benchmark;
     if (f.workspace_limit != FlagValues{}.workspace_limit) k.workspace_limit = f.workspace_limit;
     k.policy = f.policy;
     return k;

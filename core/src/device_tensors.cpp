@@ -25,7 +25,7 @@ DeviceTensors::DeviceTensors(const Device& d, const ConvProblem& p, uint64_t see
         allocate(d, p);
         return;
     }
-    if (uses_host_memory(d)) {
+    if (d.memory() == Memory::host) {
         // Host memory: filled in place, with no second copy to upload from.
         check_memory_budget(p);  // validates p
         allocate(d, p);

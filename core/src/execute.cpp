@@ -74,7 +74,7 @@ RunResult execute(const Algorithm& a, HostTensors& t, bool timed) {
     RunResult r;
     check_tensors(p, t.views());
     const std::size_t wsb = a.workspace_size(p);
-    const bool host = uses_host_memory(b);
+    const bool host = b.memory() == Memory::host;
     if (host) {
         check_memory_budget(p);
         if (std::string m = over_memory_budget(p, wsb); !m.empty()) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <iterator>
 #include <mutex>
 #include <string>
 #include <sstream>
@@ -11,54 +10,8 @@
 #include <vector>
 
 #include "convtune/error.hpp"
-#include "convtune/policy.hpp"
-#include "policies/policies.hpp"
 
 namespace convtune {
-
-// The policy registry: each policy's user-facing name and its object (core/src/policies/), in
-// the order of Policy. A new policy is one row here, its enumerator and its file.
-namespace {
-
-struct PolicyEntry {
-    Policy id;
-    std::string_view name;
-    const SelectionPolicy& (*object)();
-};
-
-constexpr PolicyEntry kPolicies[] = {
-    {Policy::pytorch, "pytorch", policies::pytorch},
-    {Policy::pytorch_v7, "pytorch-v7", policies::pytorch_v7},
-    {Policy::convtune, "convtune", policies::convtune},
-    {Policy::adaptive, "adaptive", policies::adaptive},
-    {Policy::incremental, "incremental", policies::incremental},
-};
-
-constexpr Policy kPolicyIds[] = {Policy::pytorch, Policy::pytorch_v7, Policy::convtune, Policy::adaptive, Policy::incremental};
-static_assert(std::size(kPolicyIds) == std::size(kPolicies));
-
-const PolicyEntry& entry(Policy p) {
-    for (const PolicyEntry& e : kPolicies)
-        if (e.id == p) return e;
-    throw Error("policy: unregistered policy " + std::to_string(static_cast<int>(p)));
-}
-
-}  // namespace
-
-std::string_view to_string(Policy p) { return entry(p).name; }
-
-const SelectionPolicy& policy_of(Policy p) { return entry(p).object(); }
-
-std::span<const Policy> all_policies() { return kPolicyIds; }
-
-Policy parse_policy(std::string_view s) {
-    std::string known;  // "a, b, c or d"
-    for (std::size_t i = 0; i < std::size(kPolicies); ++i) {
-        if (s == kPolicies[i].name) return kPolicies[i].id;
-        known += std::string(i == 0 ? "" : i + 1 == std::size(kPolicies) ? " or " : ", ") + std::string(kPolicies[i].name);
-    }
-    throw ParseError("policy: unknown policy " + quote_input(s) + " (expected " + known + ")");
-}
 
 std::string FlagValues::to_string() const {
     std::ostringstream o;

@@ -11,7 +11,6 @@
 #include <limits>
 #include <random>
 
-#include "convtune/backend.hpp"
 #include "convtune/byte_size.hpp"
 #include "convtune/error.hpp"
 #include "convtune/numeric.hpp"
@@ -83,7 +82,5 @@ std::string over_memory_budget(const ConvProblem& p, std::size_t workspace, std:
 void check_memory_budget(const ConvProblem& p, std::size_t workspace, std::size_t oracle) {
     if (std::string m = over_memory_budget(p, workspace, oracle); !m.empty()) throw Error(m);
 }
-
-bool uses_host_memory(const Device& d) { return dynamic_cast<const HostBackend*>(&d) != nullptr; }
 
 }  // namespace convtune

@@ -212,7 +212,7 @@ void convolution_numpy(const std::string& problem, const py::array& x, const py:
     Status s;
     {
         py::gil_scoped_release release;
-        if (dynamic_cast<const HostBackend*>(&b)) {
+        if (b.memory() == Memory::host) {
             s = convolution(p, t, backend);
         } else {
             // Device memory: upload the inputs, run, download the output.

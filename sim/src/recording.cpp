@@ -552,7 +552,7 @@ std::vector<const Algorithm*> search_candidates(const Backend& b, const ConvProb
     while (out.size() < limit) {
         const Algorithm* a = ranking->next();
         if (!a) break;
-        const bool seen = policy_of(f.policy).times_framework_listings() ? ranking->framework_listings(*a) > 0 : ranking->suggested(*a);
+        const bool seen = f.policy->times_framework_listings() ? ranking->framework_listings(*a) > 0 : ranking->suggested(*a);
         if (seen && supports(a) && flag_filter_reason(a->notes_for(p), p, f).empty()) out.push_back(a);
     }
     return out;
@@ -792,7 +792,7 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
             continue;
         }
         // Prefer what a benchmark search under convtune's rules found.
-        const bool preferred = k.benchmark == true && k.policy == Policy::convtune;
+        const bool preferred = k.benchmark == true && to_string(k.policy) == "convtune";
         const std::string ps = p.to_string();
         auto it = index.find(ps);
         if (it != index.end() && !preferred) continue;

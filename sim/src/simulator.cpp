@@ -161,7 +161,7 @@ struct Meter final : SelectorObserver {
 class TensorPool {
 public:
     explicit TensorPool(const Backend& b)
-        : b_(b), real_(b.needs_tensor_data()), host_(uses_host_memory(b) && real_),
+        : b_(b), real_(b.needs_tensor_data()), host_(b.memory() == Memory::host && real_),
           budget_(host_ ? memory_budget() : std::size_t{1} << 31) {}
     ConvTensors get(const ConvProblem& p) {
         const std::string key = p.to_string();
@@ -620,7 +620,7 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     if (replay && !replay->recording().support_includes_plan_builds)
         for (const Setting& s : settings) {
             const FlagValues f = shown(s, stream).flags;
-            if (f.enabled && f.benchmark && policy_of(f.policy).decides_support_before_timing() && (any_half || (any_f32 && f.allow_tf32)) &&
+            if (f.enabled && f.benchmark && f.policy->decides_support_before_timing() && (any_half || (any_f32 && f.allow_tf32)) &&
                 !(o.measured && !measured_setting(s).empty()))
                 res.builds_missing.push_back(s.name);
         }
@@ -797,7 +797,7 @@ void analyze(SimulationResult& r, double min_saving) {
     rec.saving = bc.saving;
     const std::string when = bc.break_even ? fmt::format("after iteration {}", *bc.break_even) : "by the end of the run";
     const double saved = tb * bc.saving;
-    if (policy_of(bs.setting.flags.policy).recommended_by_name()) {
+    if (bs.setting.flags.policy->recommended_by_name()) {
         rec.text = fmt::format("use the {} policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}{}",
                                to_string(bs.setting.flags.policy), bs.setting.name, bs.setting.flags.to_string(), percent(bc.saving),
                                seconds(saved), seconds(tb), n, when, spread);

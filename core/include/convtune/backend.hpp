@@ -91,6 +91,10 @@ std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool 
                                       std::set<const Algorithm*> unsuggested = {},
                                       std::map<const Algorithm*, int> listings = {});
 
+// Where a device's memory is: the host's (its buffers are ordinary host memory, within the memory
+// budget, memory_budget.hpp) or the device's own (reached through upload and download).
+enum class Memory { host, device };
+
 // What a device offers: availability, identity, memory and a timer.
 class Device {
 public:
@@ -98,7 +102,9 @@ public:
     virtual Availability availability() const = 0;
     virtual BackendIdentity identity() const = 0;
 
-    // Memory: an empty buffer on failure (out of memory is a value, not an exception).
+    // Memory: where it is (HostBackend: the host's), and an empty buffer on failure (out of
+    // memory is a value, not an exception).
+    virtual Memory memory() const { return Memory::device; }
     virtual DeviceBuffer allocate(std::size_t bytes) const = 0;
     virtual void upload(void* device_dst, const void* host_src, std::size_t bytes) const = 0;
     virtual void download(void* host_dst, const void* device_src, std::size_t bytes) const = 0;
@@ -157,6 +163,7 @@ public:
 // A backend whose device is the host: memory is new[]/delete[], time is the steady clock.
 class HostBackend : public Backend {
 public:
+    Memory memory() const override { return Memory::host; }
     DeviceBuffer allocate(std::size_t bytes) const override;
     void upload(void* dst, const void* src, std::size_t bytes) const override;
     void download(void* dst, const void* src, std::size_t bytes) const override;

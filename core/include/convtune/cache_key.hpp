@@ -24,7 +24,7 @@ struct CacheKey {
     bool allow_tf32 = true;
     std::optional<bool> benchmark;                // keyed by the convtune and adaptive policies only
     std::optional<std::size_t> workspace_limit;   // present when not the default
-    Policy policy = Policy::convtune;
+    Policy policy;
 
     // The key of a decision for p on backend b under flags f.
     static CacheKey of(const Backend& b, const ConvProblem& p, const FlagValues& f);

@@ -19,13 +19,23 @@
 
 namespace convtune {
 
-enum class Policy {
-    pytorch,     // PyTorch's v8 (cuDNN graph API) behaviour, quirks included
-    pytorch_v7,  // PyTorch's legacy-API behaviour
-    convtune,    // the default: robust timing, benchmark in the key, never slower than the heuristic
-    adaptive,    // "benchmark only when it pays": search a shape once it recurs
-    incremental, // in-band: a shape's real calls rotate the candidates, timed as they run, until one is pinned
+class SelectionPolicy;
+
+// The selection policy a selection follows: one of the registered policies (their registry:
+// core/src/policies/registry.cpp; the objects: policy.hpp), held by value as a handle to its one
+// object. The default is convtune.
+class Policy {
+public:
+    Policy();
+    explicit Policy(const SelectionPolicy& p) : p_(&p) {}
+    const SelectionPolicy& operator*() const { return *p_; }
+    const SelectionPolicy* operator->() const { return p_; }
+    bool operator==(const Policy&) const = default;
+
+private:
+    const SelectionPolicy* p_;
 };
+// The policy's registered name ("pytorch", "pytorch-v7", "convtune", "adaptive", "incremental").
 std::string_view to_string(Policy p);
 Policy parse_policy(std::string_view s);  // throws ParseError
 
@@ -37,7 +47,7 @@ struct FlagValues {
     bool deterministic = false;
     bool allow_tf32 = true;
     // convtune's own knobs
-    Policy policy = Policy::convtune;
+    Policy policy;                   // the selection policy (default: convtune)
     std::size_t workspace_limit = std::numeric_limits<std::size_t>::max();  // bytes
     double search_budget_ms = 2000;  // convtune policy: timing budget per problem (after warm-ups)
     int min_samples = 3;             // convtune policy: samples per candidate before the median can be stable

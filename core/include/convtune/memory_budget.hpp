@@ -8,8 +8,6 @@
 
 namespace convtune {
 
-class Device;
-
 // Memory budget: the most host memory one problem may make convtune allocate at its peak. It is,
 // in order, the value given to set_memory_budget (the CLI's --max-bytes), CONVTUNE_MAX_BYTES, or
 // min(8 GiB, half the physical memory). What a problem needs at its peak on a host-memory backend
@@ -30,7 +28,5 @@ std::size_t peak_bytes(const ConvProblem& p, std::size_t workspace = 0, std::siz
 // oracle) exceeds memory_budget(), else an empty string. check_memory_budget throws it as Error.
 std::string over_memory_budget(const ConvProblem& p, std::size_t workspace = 0, std::size_t oracle = 0);
 void check_memory_budget(const ConvProblem& p, std::size_t workspace = 0, std::size_t oracle = 0);
-// True when d's memory is host memory (a HostBackend), where the budget applies.
-bool uses_host_memory(const Device& d);
 
 }  // namespace convtune

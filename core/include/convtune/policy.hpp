@@ -1,6 +1,8 @@
-// SelectionPolicy: what one selection policy (FlagValues::policy) answers, so that the selector
-// only orchestrates. Every policy is one type in core/src/policies/<name>.cpp, registered once in
-// the table of core/src/flags.cpp, which also gives it its user-facing name (Policy, parse_policy).
+// SelectionPolicy: one selection policy (FlagValues::policy): its answers and its walks, so that
+// the selector only orchestrates (memory cache, tuning database, the policy's decision, falling
+// through when a choice fails). Every policy is one type in core/src/policies/<name>.cpp,
+// registered by one line of core/src/policies/registry.cpp, which also gives it its user-facing
+// name (to_string, parse_policy).
 //
 // The questions, in the order a selection asks them:
 //   key         is `benchmark` part of the cache key (keys_benchmark)
@@ -16,26 +18,40 @@
 //   how         how the reached candidates are timed and the winner chosen (measurement)
 //   persisted   whether a searched decision is read from and stored in the tuning database
 //               (persists)
+// The walks that follow the answers, each overridable: pick (benchmark off: the heuristic's first
+// eligible candidate), search (benchmark on: convtune's walk, core/src/policies/convtune.cpp) and,
+// for an in-band policy, run_in_band (a shape's own calls). They work with what core/src/search.hpp
+// offers: the candidate list, the timer of a search, the selector's tools.
 // docs/architecture.md, "How to add a policy", lists the files a new one touches.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
+#include "convtune/decision.hpp"
 #include "convtune/flags.hpp"
 #include "convtune/measurement.hpp"
 #include "convtune/search_history.hpp"
 
 namespace convtune {
 
-struct Decision;
+class SearchContext;  // one decision's candidates and the selector's tools (core/src/search.hpp)
+class InBandCall;     // one call of an in-band shape and the selector's tools (core/src/search.hpp)
+
+// What a policy keeps for the life of one selector (an in-band policy: its shapes not yet pinned).
+class PolicyState {
+public:
+    virtual ~PolicyState() = default;
+};
 
 class SelectionPolicy {
 public:
     virtual ~SelectionPolicy() = default;
-    virtual Policy id() const = 0;
-    std::string_view name() const { return to_string(id()); }
+    // Its registered name (core/src/policies/registry.cpp).
+    std::string_view name() const;
 
     // The cache key holds `benchmark` (PyTorch's has not: a shape first met with benchmark off
     // keeps its heuristic pick when benchmark is turned on, PyTorch issue 45372).
@@ -68,20 +84,19 @@ public:
     // How many eligible candidates a decision with benchmark off reaches (-1: all); it picks the
     // first, the others are counted (the adaptive policy's threshold counts them).
     virtual int heuristic_reach(const FlagValues&) const { return 1; }
-    // Benchmark off takes the backend's fixed default (Backend::fixed_default) when eligible.
+    // Benchmark off takes the backend's fixed default (Backend::fixed_default) when eligible
+    // (what pytorch_v7.cpp's pick does).
     virtual bool uses_fixed_default(const FlagValues&) const { return false; }
-    // A search first decides support (on cuDNN: builds the execution plan) for every candidate
-    // the backend's heuristics suggest (Ranking::suggested), in ranking order, and only then
-    // times up to search_reach of the eligible ones, as PyTorch v8 builds a plan for every
-    // configuration its heuristics return before timing any. Candidates the heuristics do not
-    // suggest are decided only when the timing reaches them. false: support is decided for each
-    // candidate as the timing reaches it.
+    // The search first decides support (on cuDNN: builds the execution plan) for every
+    // candidate it may time, in ranking order, and only then times up to search_reach of the
+    // eligible ones, as PyTorch v8 builds a plan for every configuration its heuristics return
+    // before timing any (pytorch.cpp's search; the simulator reads it too). false: support is
+    // decided for each candidate as the timing reaches it.
     virtual bool decides_support_before_timing() const { return false; }
     // The search sees only what the framework's lists name (Ranking::framework_listings): a
     // candidate listed n times is timed n times and counts n towards search_reach, one listed 0
-    // times is never reached (PyTorch v8: a plan per configuration of heuristics mode A and of
-    // the fallback list, duplicates included). With decides_support_before_timing, only listed
-    // candidates have their support decided first.
+    // times is never reached, its support never decided (PyTorch v8: a plan per configuration of
+    // heuristics mode A and of the fallback list, duplicates included; pytorch.cpp's search).
     virtual bool times_framework_listings() const { return false; }
 
     // Which algorithms a search stops timing once earlier searches of this process found them far
@@ -98,11 +113,30 @@ public:
     // The simulator's recommendation names this policy ("use the adaptive policy") instead of
     // "turn benchmark on".
     virtual bool recommended_by_name() const { return false; }
+
+    // The walks. The selector has built ctx.list up to the first eligible candidate (benchmark
+    // off: heuristic_reach of them) and checked that there is one.
+    // Benchmark off: the decision without timing. Default: the heuristic's first eligible
+    // candidate (Source::heuristic).
+    virtual Decision pick(SearchContext& ctx) const;
+    // Benchmark on: a timed search (Source::search). Default: convtune's walk (convtune.cpp):
+    // eligible candidates in heuristic order until search_reach have run, explore_slots of them
+    // kept for candidates the heuristics do not suggest, demoted ones passed over.
+    virtual Decision search(SearchContext& ctx) const;
+    // What the policy keeps per selector (nullptr: nothing); made when the selector is.
+    virtual std::unique_ptr<PolicyState> make_state() const { return nullptr; }
+    // In-band (in_band): run()'s call of a shape whose decision is still provisional. Returns
+    // the call's status when a candidate the policy ran computed the output; nullopt when none
+    // did because the shape is pinned (InBandCall::pin), and run() runs the pinned decision.
+    virtual std::optional<Status> run_in_band(InBandCall&) const { return std::nullopt; }
 };
 
-// The object of a policy (the registry in core/src/flags.cpp).
-const SelectionPolicy& policy_of(Policy p);
-// Every registered policy, in the order of Policy.
+// Every registered policy, in the registry's order.
 std::span<const Policy> all_policies();
+
+// The occurrence on which the adaptive policy searches a shape whose provisional (heuristic)
+// decision is `provisional`: flags.adaptive_after when set, else (0, auto) the number of calls a
+// search costs: the candidates it times (eligible ones, at most benchmark_limit) x (1 + max_samples).
+int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f);
 
 }  // namespace convtune

@@ -2,11 +2,13 @@
 // database, from the backend's heuristic, or by timing candidates — and runs it, falling
 // through to the next candidate when one fails or runs out of memory.
 //
-// The selector only orchestrates: what goes into the cache key, when to search, which candidates
-// a decision reaches, how they are measured and whether the result is persisted are the policy's
-// answers (FlagValues::policy -> SelectionPolicy, policy.hpp; each policy's rules are at the top
-// of its file in core/src/policies/ and in docs/autotuning.md); timing and choosing are the
-// measurement's (measurement.hpp).
+// The selector only orchestrates: the memory cache, the tuning database, the policy's decision,
+// the fall-through. What goes into the cache key, when to search, which candidates a decision
+// reaches, how they are measured and whether the result is persisted are the policy's answers,
+// and the walks that reach and time the candidates are the policy's (FlagValues::policy ->
+// SelectionPolicy, policy.hpp; each policy's rules are at the top of its file in
+// core/src/policies/ and in docs/autotuning.md); timing and choosing are the measurement's
+// (measurement.hpp).
 // Filters, every policy: deterministic drops NONDETERMINISTIC; f32 without allow_tf32 drops
 // TENSOR_CORE; DOWN_CONVERT_INPUTS is always dropped; workspace above workspace_limit is dropped.
 #pragma once
@@ -16,13 +18,15 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "convtune/backend.hpp"
 #include "convtune/cache_key.hpp"
 #include "convtune/decision.hpp"
 #include "convtune/flags.hpp"
 #include "convtune/measurement.hpp"
+#include "convtune/policy.hpp"
 #include "convtune/search_history.hpp"
 #include "convtune/tuning_cache.hpp"
 #include "convtune/tuning_db.hpp"
@@ -36,11 +40,6 @@ std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& 
 // an empty string when they keep it: the selector's filters above except the workspace limit (for
 // the benchmarks, which apply the same rules).
 std::string flag_filter_reason(const Notes& notes, const ConvProblem& p, const FlagValues& f);
-
-// The occurrence on which the adaptive policy searches a shape whose provisional (heuristic)
-// decision is `provisional`: flags.adaptive_after when set, else (0, auto) the number of calls a
-// search costs: the candidates it times (eligible ones, at most benchmark_limit) x (1 + max_samples).
-int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f);
 
 // What a selector reports as it works, for metering (the simulator charges search and execution
 // time through it) and tracing. Calls come from the thread that calls select() or run(); the
@@ -57,8 +56,9 @@ public:
     virtual void executed(const ConvProblem&, const Algorithm&, const Status&, double) {}
 };
 
-class CandidateList;  // a decision's candidates, built as far as it needs (selector.cpp)
-struct Rotation;      // an in-band shape's candidates and measurement until it is pinned (selector.cpp)
+class SearchContext;  // what a policy's walk works with (core/src/search.hpp)
+class InBandCall;
+class PolicyState;
 
 // Where run() takes workspace from when its caller owns the device's memory (PyTorch's caching
 // allocator): a buffer of at least the given bytes, or an empty one when there is none (out of
@@ -115,29 +115,27 @@ private:
     std::shared_ptr<const Decision> select_cached(const ConvProblem& p, const FlagValues& f, const ConvTensors* t,
                                                   const WorkspaceSource* ws, bool* hit);
     Decision decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t, const WorkspaceSource* ws) const;
-    Decision search(const ConvProblem& p, const FlagValues& f, CandidateList& list, const std::string& key,
-                    const ConvTensors* t, const WorkspaceSource* ws) const;
     DeviceBuffer workspace(std::size_t bytes, const WorkspaceSource* ws) const;
     // Runs a on t with a workspace (from `ws` when given, else the backend's; within the memory
     // budget), timed on the device's execution clock when `timed_ms` is given or an observer is set.
     Status execute(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, double* timed_ms,
                    const WorkspaceSource* ws = nullptr) const;
-    // In-band: the shape's next call, on t. Returns its status when a rotated candidate computed
-    // the output, nullopt when none did because the shape is pinned (before this call, by
-    // another thread, or because every candidate left failed), and run() goes on as for any
-    // decision.
-    std::optional<Status> rotate(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const std::string& key,
-                                 const WorkspaceSource* ws);
     // Stores a searched decision in the tuning database (when the policy persists and its
     // measurement allows it).
     void persist(const Environment& env, const std::string& key, const Decision& d, const FlagValues& f);
+    // The state policy p keeps in this selector (SelectionPolicy::make_state), nullptr when none.
+    PolicyState* state_of(const SelectionPolicy& p) const;
+
+    // The policies' walks use the selector's device, history, observer and, in-band, its
+    // execution, memory and database (core/src/search.hpp).
+    friend class SearchContext;
+    friend class InBandCall;
 
     const Backend& backend_;
     TuningCache& cache_;
     TuningDatabase* db_;
     SelectorObserver* observer_ = nullptr;
-    std::mutex rotations_mutex_;
-    std::unordered_map<std::string, std::shared_ptr<Rotation>> rotations_;  // in-band shapes not yet pinned
+    std::vector<std::pair<const SelectionPolicy*, std::unique_ptr<PolicyState>>> states_;  // each registered policy's
     ExplorationBudget exploration_;  // what the in-band shapes' exploring has cost (measurement.hpp)
     mutable SearchHistory history_;  // what the searches have learnt so far (search_history.hpp)
 };

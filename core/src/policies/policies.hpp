@@ -1,16 +1,11 @@
-// The registered policies' objects (one file each in this folder), for the registry in
-// core/src/flags.cpp.
+// What the policies of this folder share beyond SelectionPolicy: convtune's answers, which the
+// adaptive and incremental policies start from. (Each policy's object is returned by a function
+// of its file, named in registry.cpp.)
 #pragma once
 
 #include "convtune/policy.hpp"
 
 namespace convtune::policies {
-
-const SelectionPolicy& pytorch();
-const SelectionPolicy& pytorch_v7();
-const SelectionPolicy& convtune();
-const SelectionPolicy& adaptive();
-const SelectionPolicy& incremental();
 
 // convtune's search (convtune.cpp), which the adaptive and incremental policies share.
 class ConvtuneSearch : public SelectionPolicy {

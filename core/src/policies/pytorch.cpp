@@ -11,7 +11,10 @@
 //              included (PyTorch times whatever the library offers)
 //   how        one warm-up and one timed call each, the fastest wins (a lucky sample can win)
 //   persisted  never (PyTorch's cache lives as long as the process)
-#include "policies.hpp"
+#include <vector>
+
+#include "../search.hpp"
+#include "convtune/policy.hpp"
 
 namespace convtune::policies {
 
@@ -19,12 +22,37 @@ namespace {
 
 class Pytorch final : public SelectionPolicy {
 public:
-    Policy id() const override { return Policy::pytorch; }
     bool keys_benchmark() const override { return false; }
     bool decides_support_before_timing() const override { return true; }
     bool times_framework_listings() const override { return true; }
     MeasureStrategy measurement(const FlagValues&) const override { return MeasureStrategy::sample_once(); }
     bool persists() const override { return false; }
+
+    // Plan, then time: every listed candidate's support decided first, in ranking order; then the
+    // listed eligible ones timed in heuristic order, once per listing, until benchmark_limit
+    // timings have run.
+    Decision search(SearchContext& ctx) const override {
+        SearchTimer timer(ctx);
+        const int limit = search_reach(ctx.f);
+        int timed = 0;
+        Measurement m(measurement(ctx.f));
+        ctx.list.decide_suggested(true);  // the ranking has ended: the list is complete
+        std::vector<Candidate>& cands = ctx.list.items();
+        for (std::size_t i = 0; i < cands.size(); ++i) {
+            Candidate& c = cands[i];
+            // Listed undecided: in no list, so the framework's search never sees it.
+            if (ctx.list.undecided(i) || c.state != Candidate::State::not_timed) continue;
+            if (c.listings == 0) {
+                c.reason = "not in the framework's lists (Ranking::framework_listings): its search never sees it";
+            } else if (limit >= 0 && timed >= limit) {
+                c.reason = "benchmark_limit=" + std::to_string(ctx.f.benchmark_limit) + " reached";
+            } else if (timer.time(i, m, c.listings - 1)) {
+                // A listing after the first is timed again (a duplicate plan) and counts again.
+                timed += c.listings;
+            }
+        }
+        return timer.finish(m);
+    }
 };
 
 }  // namespace
