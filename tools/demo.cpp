@@ -1,5 +1,7 @@
-// convtune demo: one ResNet-50 layer with every algorithm of every available host backend —
-// time (warm-up + median of timed runs) and error against the f64 oracle.
+// convtune demo: one ResNet-50 layer with every algorithm of every available host backend that
+// supports it — time (warm-up + median of timed runs) and error against the f64 oracle — then the
+// ids of the algorithms that do not support it, on one line; and the level the CPU algorithms
+// run at.
 #include <fmt/core.h>
 #include <fmt/format.h>
 
