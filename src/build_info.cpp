@@ -1,6 +1,7 @@
 #include "convtune/build_info.hpp"
 
 #include "convtune/tuning_db.hpp"
+#include "cpu/isa.hpp"
 
 #ifndef CONVTUNE_ARCH_NAME
 #define CONVTUNE_ARCH_NAME ""
@@ -37,6 +38,9 @@ BuildInfo build_info() {
 #ifdef __aarch64__
     b.isa.push_back("aarch64");
 #endif
+    const cpu::IsaLevels& levels = cpu::isa_levels();
+    b.cpu_levels = levels.compiled;
+    b.cpu_level = levels.active;
     b.backends.push_back("cpu");
 #ifdef CONVTUNE_WITH_ONEDNN
     b.backends.push_back("onednn");
@@ -62,7 +66,7 @@ std::string to_text(const BuildInfo& b) {
     };
     return "convtune " + b.version + "\nbuild: " + (b.arch.empty() ? std::string("portable (no -march)") : "-march=" + b.arch) +
            " (instruction sets: " + (b.isa.empty() ? std::string("baseline") : join(b.isa)) + "), " + b.compiler +
-           "\nbackends: " + join(b.backends) + "\n";
+           "\ncpu algorithms: " + join(b.cpu_levels) + ", running " + b.cpu_level + "\nbackends: " + join(b.backends) + "\n";
 }
 
 }  // namespace convtune

@@ -57,9 +57,10 @@ if(NOT LAST_ERR MATCHES "line 3: unknown entry 'zz'")
 endif()
 expect_rc(2 parse ${CMAKE_CURRENT_BINARY_DIR}/does_not_exist.txt)
 
-# --version: the version, the build's instruction sets and its backends (build_info()).
+# --version: the version, the build's instruction sets, the CPU algorithms' levels and the one
+# running, and its backends (build_info()).
 expect_rc(0 --version)
-if(NOT LAST_OUT MATCHES "^convtune [0-9]+\\.[0-9]+\\.[0-9]+\nbuild: [^\n]*instruction sets: [^\n]*\nbackends: cpu[^\n]*\n$")
+if(NOT LAST_OUT MATCHES "^convtune [0-9]+\\.[0-9]+\\.[0-9]+\nbuild: [^\n]*instruction sets: [^\n]*\ncpu algorithms: [^\n]*, running [^\n]+\nbackends: cpu[^\n]*\n$")
   message(FATAL_ERROR "--version:\n${LAST_OUT}")
 endif()
 

@@ -8,9 +8,13 @@
 
 #include "convtune/registry.hpp"
 #include "support/check.hpp"
+#include "support/cpu_level.hpp"
 #include "support/sweep.hpp"
 
 using namespace convtune;
+
+using convtune::test::RequireCpuLevel;
+BOOST_TEST_GLOBAL_FIXTURE(RequireCpuLevel);
 using convtune::test::host_algorithms;
 
 namespace {

@@ -9,9 +9,13 @@
 #include "convtune/registry.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "support/check.hpp"
+#include "support/cpu_level.hpp"
 #include "support/sweep.hpp"
 
 using namespace convtune;
+
+using convtune::test::RequireCpuLevel;
+BOOST_TEST_GLOBAL_FIXTURE(RequireCpuLevel);
 namespace tt = boost::test_tools;
 
 BOOST_AUTO_TEST_CASE(direct_matches_oracle_on_awkward_shapes) {

@@ -30,9 +30,13 @@
 #include "convtune/hash.hpp"
 #include "convtune/registry.hpp"
 #include "support/check.hpp"
+#include "support/cpu_level.hpp"
 #include "support/sweep.hpp"
 
 using namespace convtune;
+
+using convtune::test::RequireCpuLevel;
+BOOST_TEST_GLOBAL_FIXTURE(RequireCpuLevel);
 
 namespace {
 

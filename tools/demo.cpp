@@ -1,6 +1,9 @@
-// convtune demo: one ResNet-50 layer with every algorithm of every available host backend —
-// time (warm-up + median of timed runs) and error against the f64 oracle.
+// convtune demo: one ResNet-50 layer with every algorithm of every available host backend that
+// supports it — time (warm-up + median of timed runs) and error against the f64 oracle — then the
+// ids of the algorithms that do not support it, on one line; and the level the CPU algorithms
+// run at.
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -22,20 +25,22 @@ struct DemoOptions {
 
 int demo(const DemoOptions& o) {
     const ConvProblem p = o.over.apply(ConvProblem::parse_any(o.problem));
-    fmt::print("convtune demo: {}\n  {:.2f} GFLOP per run; error = max |out - f64 oracle| / sum|a*b|, bound = the algorithm's documented bound\n\n",
+    fmt::print("convtune demo: {}\n  {:.2f} GFLOP per run; error = max |out - f64 oracle| / sum|a*b|, bound = the algorithm's documented bound\n",
                p.to_string(), p.flops() / 1e9);
+    fmt::print("  {}\n\n", cpu_level_line());
     HostTensors in = make_host_tensors(p, 1);
     const OracleResult ref = oracle(in);
     fmt::print("{:<44} {:>10} {:>9} {:>10} {:>10}  {}\n", "algorithm", "median ms", "GFLOP/s", "error", "bound", "result");
     int failed = 0;
+    std::vector<std::string> not_applicable;
     for (Backend* b : backends()) {
         if (const Availability av = b->availability(); !av.ok) {
             fmt::print("{:<44} unavailable: {}\n", std::string(b->name()) + ".*", av.reason);
             continue;
         }
         for (const Algorithm* a : b->algorithms()) {
-            if (const Support s = a->supports(p); !s) {
-                fmt::print("{:<44} {:>10}  not applicable: {}\n", a->id(), "-", s.reason);
+            if (!a->supports(p)) {
+                not_applicable.emplace_back(a->id());
                 continue;
             }
             HostTensors t = in;
@@ -60,6 +65,9 @@ int demo(const DemoOptions& o) {
                        pass ? "ok" : "WRONG");
         }
     }
+    if (!not_applicable.empty())
+        fmt::print("not applicable to this problem ({}; `convtune run --algo ID` says why): {}\n", not_applicable.size(),
+                   fmt::join(not_applicable, " "));
     return failed ? check_failed : ok;
 }
 

@@ -1,6 +1,7 @@
 // convtune list [backends|recordings] [--json]: backends, their availability and identity, algorithms
 // with notes; or the recording library (`--replay NAME`) and what each of its recordings covers.
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -8,8 +9,16 @@
 #include "convtune/registry.hpp"
 #include "convtune/sim/measured.hpp"
 #include "convtune/sim/recording.hpp"
+#include "cpu/isa.hpp"
 
 namespace convtune::cli {
+
+std::string cpu_level_line() {
+    const cpu::IsaLevels& L = cpu::isa_levels();
+    std::string s = fmt::format("cpu algorithms run at {} (compiled for: {}", L.active, fmt::join(L.compiled, " "));
+    s += L.compiled.size() > 1 ? "; CONVTUNE_CPU_ISA picks a lower one)" : ")";
+    return L.note.empty() ? s : s + "; " + L.note;
+}
 
 void add_list(CLI::App& app, Action& action) {
     auto* cmd = app.add_subcommand("list", "List backends and their algorithms with numerical notes");
@@ -56,6 +65,8 @@ void add_list(CLI::App& app, Action& action) {
                 const BackendIdentity id = b->identity();
                 nlohmann::json jb{{"name", b->name()}, {"available", av.ok}, {"library", id.library}, {"device", id.device}};
                 if (!av.ok) jb["reason"] = av.reason;
+                const bool cpu = b->name() == "cpu";
+                if (cpu) jb["isa_levels"] = {{"compiled", cpu::isa_levels().compiled}, {"active", cpu::isa_levels().active}};
                 nlohmann::json algos = nlohmann::json::array();
                 for (const Algorithm* a : b->algorithms()) algos.push_back({{"id", a->id()}, {"notes", a->notes().names()}});
                 jb["algorithms"] = algos;
@@ -63,6 +74,7 @@ void add_list(CLI::App& app, Action& action) {
                 if (*json) continue;
                 fmt::print("{} — {}{}\n", b->name(), id.library, av.ok ? "" : fmt::format(" (unavailable: {})", av.reason));
                 if (!id.device.empty()) fmt::print("  device: {}\n", id.device);
+                if (cpu) fmt::print("  {}\n", cpu_level_line());
                 if (b->algorithms().empty()) fmt::print("  (no algorithms)\n");
                 for (const Algorithm* a : b->algorithms()) fmt::print("  {:<40} {}\n", a->id(), a->notes().to_string());
             }

@@ -17,8 +17,46 @@
 #include <vector>
 
 #include "convtune/error.hpp"
+#include "cpu/cpu_levels.hpp"
+#include "cpu/isa.hpp"
 
 namespace convtune {
+
+namespace cpu {
+
+// Each level's algorithms (level.cpp, compiled once per level).
+#define CONVTUNE_X(ns, name) \
+    namespace ns {           \
+    const LevelAlgorithms& algorithms(); \
+    }
+CONVTUNE_CPU_LEVELS(CONVTUNE_X)
+#undef CONVTUNE_X
+
+const LevelAlgorithms& active_algorithms() {
+    static const LevelAlgorithms* const a = [] {
+        using Get = const LevelAlgorithms& (*)();
+#define CONVTUNE_X(ns, name) &ns::algorithms,
+        constexpr Get by_level[] = {CONVTUNE_CPU_LEVELS(CONVTUNE_X)};
+#undef CONVTUNE_X
+        return &by_level[active_level_index()]();
+    }();
+    return *a;
+}
+
+}  // namespace cpu
+
+CpuAlgorithm::~CpuAlgorithm() = default;
+std::string_view CpuAlgorithm::id() const { return id_; }
+const Backend& CpuAlgorithm::backend() const { return cpu_backend(); }
+Notes CpuAlgorithm::notes() const { return notes_; }
+
+const Algorithm& cpu_direct() { return *cpu::active_algorithms().direct; }
+const Algorithm& cpu_direct_blocked() { return *cpu::active_algorithms().direct_blocked; }
+const Algorithm& cpu_im2col_gemm() { return *cpu::active_algorithms().im2col_gemm; }
+const Algorithm& cpu_im2col_gemm_tf32() { return *cpu::active_algorithms().im2col_gemm_tf32; }
+const Algorithm& cpu_winograd_f2x3() { return *cpu::active_algorithms().winograd_f2x3; }
+const Algorithm& cpu_winograd_f4x3() { return *cpu::active_algorithms().winograd_f4x3; }
+const Algorithm& cpu_fft() { return *cpu::active_algorithms().fft; }
 
 namespace {
 
@@ -92,7 +130,9 @@ public:
                          &cpu_winograd_f2x3(), &cpu_winograd_f4x3(),  &cpu_fft()} {}
     std::string_view name() const override { return "cpu"; }
     Availability availability() const override { return {}; }
-    BackendIdentity identity() const override { return {"convtune-cpu", host_device_name(), ""}; }
+    // The level is part of the device, as oneDNN's ISA is: timings tuned at one level do not
+    // describe another.
+    BackendIdentity identity() const override { return {"convtune-cpu", host_device_name() + ", ISA " + cpu::isa_levels().active, ""}; }
     std::span<const Algorithm* const> algorithms() const override { return list_; }
 
     std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override {

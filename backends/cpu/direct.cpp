@@ -10,10 +10,10 @@
 // in a fixed order, so reruns are bitwise identical. Parallel over (n, k) / (n, c) / (k, c')
 // with OpenMP; each output element is owned by one thread.
 #include "convtune/tensor.hpp"
-#include "cpu/cpu_backend.hpp"
+#include "cpu/level.hpp"
 #include "cpu/elem.hpp"
 
-namespace convtune {
+namespace convtune::cpu::CONVTUNE_ISA_NS {
 
 namespace {
 
@@ -147,4 +147,4 @@ const Algorithm& cpu_direct() {
     return a;
 }
 
-}  // namespace convtune
+}  // namespace convtune::cpu::CONVTUNE_ISA_NS

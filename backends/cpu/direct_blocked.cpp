@@ -56,10 +56,10 @@
 
 #include "convtune/numeric.hpp"
 #include "convtune/tensor.hpp"
-#include "cpu/cpu_backend.hpp"
+#include "cpu/level.hpp"
 #include "cpu/elem.hpp"
 
-namespace convtune {
+namespace convtune::cpu::CONVTUNE_ISA_NS {
 
 namespace {
 
@@ -884,4 +884,4 @@ const Algorithm& cpu_direct_blocked() {
     return a;
 }
 
-}  // namespace convtune
+}  // namespace convtune::cpu::CONVTUNE_ISA_NS

@@ -55,16 +55,15 @@
 
 #include "convtune/numeric.hpp"
 #include "convtune/tensor.hpp"
-#include "cpu/cpu_backend.hpp"
+#include "cpu/level.hpp"
 #include "cpu/elem.hpp"
 #include "cpu/fft_transform.hpp"
 
-namespace convtune {
+namespace convtune::cpu::CONVTUNE_ISA_NS {
 
 namespace {
 
 using cpu::dispatch_dtype;
-namespace fft = cpu::fft;
 using fft::cd;
 
 // Assumed bound on S / sum|a*b| within one tile (see the header comment and the docs).
@@ -602,4 +601,4 @@ const Algorithm& cpu_fft() {
     return a;
 }
 
-}  // namespace convtune
+}  // namespace convtune::cpu::CONVTUNE_ISA_NS

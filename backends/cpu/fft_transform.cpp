@@ -4,7 +4,7 @@
 #include <cstring>
 #include <numbers>
 
-namespace convtune::cpu::fft {
+namespace convtune::cpu::CONVTUNE_ISA_NS::fft {
 
 namespace {
 
@@ -221,4 +221,4 @@ void unpack_pre(const cd* x, cd* z, int64_t m, int64_t batch, int64_t lines) {
     }
 }
 
-}  // namespace convtune::cpu::fft
+}  // namespace convtune::cpu::CONVTUNE_ISA_NS::fft

@@ -25,7 +25,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace convtune::cpu::fft {
+#include "cpu/level.hpp"
+
+namespace convtune::cpu::CONVTUNE_ISA_NS::fft {
 
 using cd = std::complex<double>;
 
@@ -73,4 +75,4 @@ void unpack_pre(const cd* x, cd* z, int64_t m, int64_t batch, int64_t lines);
 // Normwise error constant (/u) of pack_post / unpack_pre relative to the full spectrum's norm.
 inline constexpr double kPackErrorSum = 14.0;
 
-}  // namespace convtune::cpu::fft
+}  // namespace convtune::cpu::CONVTUNE_ISA_NS::fft

@@ -83,10 +83,10 @@
 
 #include "convtune/numeric.hpp"
 #include "convtune/tensor.hpp"
-#include "cpu/cpu_backend.hpp"
+#include "cpu/level.hpp"
 #include "cpu/elem.hpp"
 
-namespace convtune {
+namespace convtune::cpu::CONVTUNE_ISA_NS {
 
 namespace {
 
@@ -917,4 +917,4 @@ const Algorithm& cpu_im2col_gemm_tf32() {
     return a;
 }
 
-}  // namespace convtune
+}  // namespace convtune::cpu::CONVTUNE_ISA_NS

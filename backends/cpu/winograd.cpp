@@ -60,15 +60,15 @@
 
 #include "convtune/numeric.hpp"
 #include "convtune/tensor.hpp"
-#include "cpu/cpu_backend.hpp"
+#include "cpu/level.hpp"
 #include "cpu/elem.hpp"
 #include "cpu/winograd_kernels.hpp"
 
-namespace convtune {
+namespace convtune::cpu::CONVTUNE_ISA_NS {
 
 namespace {
 
-using namespace cpu::wino;
+using namespace wino;
 
 constexpr int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -672,4 +672,4 @@ const Algorithm& cpu_winograd_f4x3() {
     return a;
 }
 
-}  // namespace convtune
+}  // namespace convtune::cpu::CONVTUNE_ISA_NS

@@ -2,8 +2,8 @@
 // transforms of F(2x2,3x3) and F(4x4,3x3) and the transform-domain GEMM micro-kernel.
 //
 // Everything here works on vectors of kVW floats (GCC vector extensions): 16 lanes where the
-// compiler targets AVX-512, 8 with AVX/AVX2, 4 otherwise (SSE2). One source serves every width,
-// so the -march=native and the portable x86-64-v3 builds run the same code.
+// compiler targets AVX-512, 8 with AVX/AVX2, 4 otherwise (SSE2). One source serves every width:
+// it is compiled once per instruction-set level (cpu/level.hpp), each copy at its level's width.
 //
 // The transforms are written as short sums whose rounding depth (the number of roundings on any
 // path from an input to a result) is what docs/algorithms-winograd.md counts in the error bound:
@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <utility>
 
-namespace convtune::cpu::wino {
+#include "cpu/level.hpp"
+
+namespace convtune::cpu::CONVTUNE_ISA_NS::wino {
 
 #if defined(CONVTUNE_WINOGRAD_VW)  // to exercise another width's code path (testing only)
 inline constexpr int kVW = CONVTUNE_WINOGRAD_VW;
@@ -257,4 +259,4 @@ CONVTUNE_WINO_INLINE void output_tile(const float* src, int64_t xi_stride, vf* o
     }
 }
 
-}  // namespace convtune::cpu::wino
+}  // namespace convtune::cpu::CONVTUNE_ISA_NS::wino

@@ -55,7 +55,9 @@ def version():
 def build_info():
     """What this build is, as `convtune --version` prints it (one C++ build_info()): ``version``,
     ``arch`` (the -march value, "" = portable), ``isa`` (instruction sets the code was compiled
-    for), ``backends`` (compiled in, available here or not), ``compiler``, and ``text``."""
+    for), ``cpu_levels`` (the instruction-set levels the CPU algorithms are compiled for: baseline,
+    x86-64-v3, x86-64-v4), ``cpu_level`` (the one they run at: the highest this CPU has, or the
+    lower one CONVTUNE_CPU_ISA names), ``backends`` (compiled in, available here or not), ``compiler``, and ``text``."""
     return _convtune.build_info()
 
 

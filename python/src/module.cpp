@@ -423,12 +423,15 @@ PYBIND11_MODULE(_convtune, m) {
             d["version"] = b.version;
             d["arch"] = b.arch;
             d["isa"] = b.isa;
+            d["cpu_levels"] = b.cpu_levels;
+            d["cpu_level"] = b.cpu_level;
             d["backends"] = b.backends;
             d["compiler"] = b.compiler;
             d["text"] = to_text(b);
             return d;
         },
-        "What this build is: version, arch (-march, '' = portable), isa, backends compiled in, compiler, and text "
+        "What this build is: version, arch (-march, '' = portable), isa, cpu_levels (the CPU algorithms' instruction-set "
+        "levels) and cpu_level (the one running), backends compiled in, compiler, and text "
         "(what `convtune --version` prints)");
     m.def("get_flags", [] { return flags_to_dict(global_flags()); }, "The process-wide flags as a dict");
     m.def("set_flags", [](const py::dict& d) { set_global_flags(apply_flags(global_flags(), d)); },

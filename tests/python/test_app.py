@@ -182,4 +182,5 @@ def test_version_and_build_info_are_the_clis(cli):
     info = convtune.build_info()
     assert convtune.version() == info["version"] == convtune.__version__
     assert "cpu" in info["backends"] and isinstance(info["isa"], list) and isinstance(info["arch"], str)
+    assert info["cpu_level"] in info["cpu_levels"]
     assert cli("--version", check=0).stdout == info["text"]
