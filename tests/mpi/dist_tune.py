@@ -268,7 +268,13 @@ elif case == "exit":
         fail(f"the rerun took {json.loads(again.stdout)['from_database']} decisions from the database, {len(partial)} were stored")
 elif case == "stuck":
     shapes = os.path.join(work, "r50.shapes")
-    n = shapes_of_recording(shapes)
+    # The recording's problems and the same layers at six other batch sizes (estimated by the
+    # replay): enough work that rank 0 cannot decide all of it before a slow-starting rank 1
+    # (a loaded machine, a sanitizer build) asks for its first problem.
+    with open(recording) as f:
+        keys = [p["problem"] for p in json.load(f)["problems"]]
+    more = "".join(re.sub(r"\bn=[0-9]+", f"n={b}", k) + "\n" for b in (1, 2, 4, 8, 16, 64) for k in keys)
+    n = shapes_of_recording(shapes, more) + 6 * len(keys)
     for attempt in range(3):
         single, merged, s, m = replay_pair(shapes, env={"CONVTUNE_DIST_FAIL": "1:0:stop"}, expect=None,
                                            extra=["--rank-timeout", "3"])
