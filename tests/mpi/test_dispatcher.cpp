@@ -1,4 +1,4 @@
-// Rank 0's bookkeeping of a distributed tune (dist/src/dispatcher.hpp): problems handed out on
+// Rank 0's bookkeeping of a distributed tune (distributed/src/dispatcher.hpp): problems handed out on
 // request, a failed problem retried on a rank that has not failed it, given up by name after
 // max_attempts ranks or when no rank may take it, a rank that fails what others decide retired.
 #define BOOST_TEST_MODULE dispatcher

@@ -1,5 +1,5 @@
 // How a process learns it was started by an MPI launcher, its local rank and its GPU
-// (dist/include/convtune/dist/launch.hpp), from the launcher's environment.
+// (distributed/include/convtune/dist/launch.hpp), from the launcher's environment.
 #define BOOST_TEST_MODULE launch
 #include <boost/test/unit_test.hpp>
 

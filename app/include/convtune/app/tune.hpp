@@ -104,7 +104,7 @@ public:
 };
 
 // A validated request, ready to decide its problems one at a time, in any order: what tune()
-// loops over, and what a distributed tune (dist/) hands out by index. Construction validates the
+// loops over, and what a distributed tune (distributed/) hands out by index. Construction validates the
 // whole request (errors name its fields) and opens the database; nothing is decided yet.
 class TuneJob {
 public:
