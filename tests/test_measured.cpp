@@ -239,7 +239,8 @@ BOOST_AUTO_TEST_CASE(library_model_recovers_a_law_the_measurements_follow) {
     // intercept: it is still predicted, never below the smallest time measured, its first call
     // never below its steady time.
     const ConvProblem f32 = ConvProblem::parse("n=4,c=64,k=64,in=28x28,ker=3x3,pad=1x1");
-    const MeasuredRun::Problem& g = lib.for_problems({f32}, false).select("bm1", "cold")[0]->problems.at(f32.to_string());
+    const PyTorchMeasurements pf = lib.for_problems({f32}, false);
+    const MeasuredRun::Problem& g = pf.select("bm1", "cold")[0]->problems.at(f32.to_string());
     BOOST_TEST(g.steady_ms >= law(measured[0], 1).second - 1e-12);
     BOOST_TEST(g.first_ms >= g.steady_ms);
     fs::remove_all(d);
