@@ -74,7 +74,7 @@ SimulateReport simulate(const SimulateRequest& r) {
     std::optional<sim::PyTorchMeasurements> measured;
     std::optional<sim::LibraryEntry> entry;
     std::size_t library_problems = 0;
-    if (r.measured.empty() && !r.replay.empty() && r.replay.find('/') == std::string::npos && !std::filesystem::exists(r.replay))
+    if (r.measured.empty() && !r.replay.empty() && !sim::names_recording_file(r.replay))
         entry = sim::library_entry(r.replay);
     if (!r.measured.empty()) {
         measured = sim::PyTorchMeasurements::load(r.measured);

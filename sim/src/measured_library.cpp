@@ -5,12 +5,12 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <array>
-#include <filesystem>
 #include <limits>
 #include <map>
 
 #include "convtune/error.hpp"
 #include "convtune/sim/measured.hpp"
+#include "convtune/sim/recording.hpp"
 
 namespace convtune::sim {
 
@@ -111,13 +111,7 @@ Merged merge(const PyTorchLibrary& lib) {
 PyTorchLibrary PyTorchLibrary::load_dir(const std::string& dir, const std::string& name) {
     PyTorchLibrary lib;
     lib.name = name;
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) return lib;
-    std::vector<std::string> paths;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-        if (const std::string n = e.path().filename().string(); e.is_regular_file(ec) && (n.ends_with(".json") || n.ends_with(".json.gz")))
-            paths.push_back(e.path().string());
-    std::sort(paths.begin(), paths.end());
+    const std::vector<std::string> paths = json_files(dir);
     for (const std::string& p : paths) {
         lib.files.push_back(PyTorchMeasurements::load(p));
         const PyTorchMeasurements& f = lib.files.back();
@@ -179,30 +173,46 @@ PyTorchMeasurements PyTorchLibrary::for_problems(const std::vector<ConvProblem>&
         floors[q] = floor;
         return fits[q] = first ? least_squares(xf, y) : least_squares(xs, y);
     };
+    // The smallest time the library measured for a quantity (its fit made first).
+    auto floors_of = [&](const std::string& q) {
+        fit(q);
+        return floors.at(q);
+    };
 
-    for (const ConvProblem& p : problems)
-        if (!m.problems.count(library_key(p, allow_tf32))) out.estimated.push_back(p.to_string());
+    // Each problem's canonical text and library key, once.
+    std::vector<std::pair<std::string, std::string>> named;  // (text, key)
+    for (const ConvProblem& p : problems) {
+        named.emplace_back(p.to_string(), library_key(p, allow_tf32));
+        if (!m.problems.count(named.back().second)) out.estimated.push_back(named.back().first);
+    }
     for (const auto& [sc, n_runs] : m.runs) {
         const std::string setting = sc.substr(0, sc.find('|')), cache = sc.substr(sc.find('|') + 1);
         const std::string qf = quantity(setting, cache, true), qs = quantity(setting, cache, false);
+        const auto first_it = m.times.find(qf);
+        if (first_it == m.times.end()) continue;  // runs that measured no problem: nothing to replay
+        const auto& first = first_it->second;
+        const auto& steady = m.times.at(qs);
+        // The model's times of the problems no file measured: the same for every run.
+        std::vector<MeasuredRun::Problem> predicted(problems.size());
+        for (std::size_t i = 0; i < problems.size(); ++i) {
+            if (first.count(named[i].second)) continue;
+            const double s = std::max(floors_of(qs), evaluate(fit(qs), steady_features(problems[i], allow_tf32)));
+            predicted[i] = {std::max({s, floors_of(qf), evaluate(fit(qf), first_features(problems[i], s))}), s};
+        }
         const std::vector<double>& startups = m.startups.at(sc);
         for (std::size_t r = 0; r < n_runs; ++r) {
             MeasuredRun run;
             run.setting = setting;
             run.cache = cache;
             run.startup_ms = startups[r % startups.size()];
-            for (const ConvProblem& p : problems) {
-                const std::string key = library_key(p, allow_tf32);
-                const auto& first = m.times.at(qf);
+            for (std::size_t i = 0; i < problems.size(); ++i) {
+                const auto& [text, key] = named[i];
                 if (const auto it = first.find(key); it != first.end()) {
-                    const std::vector<double>& steady = m.times.at(qs).at(key);
-                    run.problems[p.to_string()] = {it->second[r % it->second.size()], steady[r % steady.size()]};
-                    continue;
+                    const std::vector<double>& st = steady.at(key);
+                    run.problems[text] = {it->second[r % it->second.size()], st[r % st.size()]};
+                } else {
+                    run.problems[text] = predicted[i];
                 }
-                const Eigen::VectorXd& cs = fit(qs);
-                const Eigen::VectorXd& cf = fit(qf);
-                const double steady = std::max(floors.at(qs), evaluate(cs, steady_features(p, allow_tf32)));
-                run.problems[p.to_string()] = {std::max({steady, floors.at(qf), evaluate(cf, first_features(p, steady))}), steady};
             }
             out.runs.push_back(std::move(run));
         }

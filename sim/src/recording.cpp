@@ -420,8 +420,6 @@ std::string recordings_dir() {
     return CONVTUNE_INSTALLED_RECORDINGS_DIR;
 }
 
-namespace {
-// The .json and .json.gz files of a folder, sorted.
 std::vector<std::string> json_files(const std::filesystem::path& dir) {
     std::vector<std::string> out;
     std::error_code ec;
@@ -431,7 +429,6 @@ std::vector<std::string> json_files(const std::filesystem::path& dir) {
     std::sort(out.begin(), out.end());
     return out;
 }
-}  // namespace
 
 std::vector<LibraryEntry> recording_library(const std::string& dir) {
     const std::string root = dir.empty() ? recordings_dir() : dir;
@@ -474,10 +471,13 @@ std::vector<std::string> coverage(const Recording& r) {
     return out;
 }
 
-Recording load_replay(const std::string& value, const std::string& dir) {
+bool names_recording_file(const std::string& value) {
     std::error_code ec;
-    const bool path_like = value.find('/') != std::string::npos || value.ends_with(".json") || value.ends_with(".json.gz");
-    if (path_like || std::filesystem::exists(value, ec)) return Recording::load(value);
+    return value.find('/') != std::string::npos || value.ends_with(".json") || value.ends_with(".json.gz") || std::filesystem::exists(value, ec);
+}
+
+Recording load_replay(const std::string& value, const std::string& dir) {
+    if (names_recording_file(value)) return Recording::load(value);
     const std::vector<LibraryEntry> lib = recording_library(dir);
     for (const LibraryEntry& e : lib) {
         if (e.name != value) continue;

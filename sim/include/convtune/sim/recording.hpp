@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -151,6 +152,8 @@ struct LibraryEntry {
 // The library's names (its folders holding at least one recording or a pytorch/ folder of
 // measurements), sorted; empty when the folder does not exist.
 std::vector<LibraryEntry> recording_library(const std::string& dir = "");
+// The .json and .json.gz files of a folder, sorted; none where it does not exist.
+std::vector<std::string> json_files(const std::filesystem::path& dir);
 // The entry named `name`, or nullopt.
 std::optional<LibraryEntry> library_entry(const std::string& name, const std::string& dir = "");
 // What a recording covers, one line per direction, type and layout: "fwd f16 nhwc, batch 32: 23 problems".
@@ -159,6 +162,10 @@ std::vector<std::string> coverage(const Recording& r);
 // A data file's text: read_file_bounded, then decompressed when its name ends in .gz (at most
 // kMaxRecordingBytes once decompressed). Throws Error / ParseError naming the file.
 std::string read_data_file(const std::string& path, std::uint64_t max_bytes, std::string_view what);
+
+// Whether a --replay value names a file (it has a '/', ends in .json or .json.gz, or exists)
+// rather than a library name.
+bool names_recording_file(const std::string& value);
 
 // A --replay value: an existing file is loaded (Recording::load); anything else is a library
 // name, whose recordings are merged (an entry with PyTorch's measurements only is refused here:
