@@ -1284,6 +1284,20 @@ BOOST_AUTO_TEST_CASE(no_recommendation_inside_the_estimates_uncertainty) {
     BOOST_TEST(result(70, 115).setting == "on");
 }
 
+BOOST_AUTO_TEST_CASE(replay_auto_finds_the_library_of_the_gpu_by_a_word_of_its_name) {
+    // The names cuDNN and PyTorch give the two GPUs: the library folder is a word of the name.
+    BOOST_TEST(library_for_device("NVIDIA H100 80GB HBM3", kLibrary)->name == "h100");
+    BOOST_TEST(library_for_device("NVIDIA H200 sm_90", kLibrary)->name == "h200");
+    BOOST_TEST(library_for_device("nvidia h200", kLibrary)->name == "h200");
+    // A part of a word is not a word; a GPU of no entry has none; an empty library has none.
+    BOOST_TEST(!library_for_device("NVIDIA H1000", kLibrary));
+    BOOST_TEST(!library_for_device("NVIDIA A100-SXM4-80GB", kLibrary));
+    BOOST_TEST(!library_for_device("", kLibrary));
+    BOOST_TEST(!library_for_device("NVIDIA H100", kLibrary + "/no-such-folder"));
+    // Two entries that both fit: neither is chosen.
+    BOOST_TEST(!library_for_device("NVIDIA H100 H200", kLibrary));
+}
+
 BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
     auto lib = recording_library(kLibrary);
     BOOST_REQUIRE_EQUAL(lib.size(), 2u);

@@ -1,5 +1,5 @@
 // convtune simulate --workload NAME|FILE --stream fixed|batch|resolution|mixed|trace:FILE
-//     [--iterations N] [--repeats R] [--mode train|infer] [--flags S ...|--compare] [--backend B] [--replay FILE|NAME [--strict]]
+//     [--iterations N] [--repeats R] [--mode train|infer] [--flags S ...|--compare] [--backend B] [--replay FILE|NAME|auto [--strict]]
 //     [--json|--csv] [--plot out.svg] [--seed S]
 // Replays a workload's iterations under each flag setting through the real selector, on a real
 // backend (live) or on recorded timings (--replay), and says whether benchmark mode pays.
@@ -59,7 +59,7 @@ void add_simulate(CLI::App& app, Action& action) {
     cmd->add_option("--backend,-b", o->r.backend, "Backend to run live (default cpu), or the recording's backend with --replay")->check(non_empty());
     cmd->add_option("--replay", o->r.replay,
                     "Recording (from `convtune record`) to replay instead of running a backend, or a name in the recording library "
-                    "(`convtune list recordings`), e.g. h200")->check(non_empty());
+                    "(`convtune list recordings`), e.g. h200, or auto: the name of this machine's GPU (h100 on an H100)")->check(non_empty());
     cmd->add_option("--pytorch-measured", o->r.measured,
                     "PyTorch's own measurements (python/convtune/pytorch_measure.py grid): the off and pytorch settings replay them; "
                     "alone (no --replay or --backend), only those two settings are simulated")->check(non_empty());

@@ -44,7 +44,29 @@ bool SimulateReport::failed() const {
     return false;
 }
 
+// `--replay auto`: the library of this machine's GPU, as the cuDNN backend names it.
+static std::string library_of_this_gpu() {
+    const Backend* cudnn = nullptr;
+    for (const Backend* b : backends())
+        if (b->name() == "cudnn") cudnn = b;
+    std::string names;
+    for (const sim::LibraryEntry& e : sim::recording_library()) names += (names.empty() ? "" : ", ") + e.name;
+    const std::string hint = "; name one instead (" + (names.empty() ? std::string("the library is empty") : names) + ")";
+    if (!cudnn) throw InvalidRequest("replay", "auto: this convtune has no cuDNN backend to name the GPU" + hint);
+    if (const Availability a = cudnn->availability(); !a.ok)
+        throw InvalidRequest("replay", "auto: no usable GPU here (" + a.reason + ")" + hint);
+    const std::string device = cudnn->identity().device;
+    const std::optional<sim::LibraryEntry> e = sim::library_for_device(device);
+    if (!e) throw InvalidRequest("replay", "auto: the recording library has no entry for " + quote_input(device) + hint);
+    return e->name;
+}
+
 SimulateReport simulate(const SimulateRequest& r) {
+    if (r.replay == "auto") {
+        SimulateRequest named = r;
+        named.replay = library_of_this_gpu();
+        return simulate(named);
+    }
     // Everything is validated before anything runs or is written.
     if (r.iterations < 0) throw InvalidRequest("iterations", "must be >= 1 (got " + std::to_string(r.iterations) + ")");
     if (r.repeats < 0) throw InvalidRequest("repeats", "must be >= 1 (got " + std::to_string(r.repeats) + ")");

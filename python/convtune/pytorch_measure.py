@@ -188,6 +188,8 @@ def _load_problems(path):
 def cmd_one(a):
     doc = measure(_load_problems(a.problems), a.benchmark, a.allow_tf32, a.deterministic, a.samples, a.inner, a.device)
     doc["cache"] = a.cache_label
+    if a.run is not None:
+        doc.update(run=a.run, name=a.name or f"bm{a.benchmark}", order=a.order)
     with open(a.out, "w") as f:
         json.dump(doc, f)
         f.write("\n")
@@ -239,6 +241,22 @@ def cmd_grid(a):
         f.write("\n")
 
 
+def cmd_merge(a):
+    """Measurements made one process at a time (`one --run R`), as one grid document."""
+    runs = []
+    for path in a.files:
+        with open(path) as f:
+            doc = json.load(f)
+        if doc.get("format") != FORMAT or "run" not in doc:
+            sys.exit(f"pytorch_measure: merge: {path} is not a measurement made with `one --run R`")
+        runs.append(doc)
+    runs.sort(key=lambda d: (d["run"], d.get("order", 0)))
+    keys = {p["key"] for d in runs for p in d["problems"]}
+    with open(a.out, "w") as f:
+        json.dump({"format": FORMAT + "-grid", "version": VERSION, "problems": len(keys), "measurements": runs}, f)
+        f.write("\n")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -255,11 +273,17 @@ def main(argv=None):
         p.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (to test this script)")
     one.add_argument("--benchmark", type=int, choices=[0, 1], required=True)
     one.add_argument("--cache-label", default="unknown")
+    one.add_argument("--run", type=int, help="the run this measurement belongs to (for `merge`)")
+    one.add_argument("--name", help="the setting's name in a merged grid (default bm<benchmark>)")
+    one.add_argument("--order", type=int, default=0, help="its place in the run (for `merge`)")
+    merge = sub.add_parser("merge", help="measurements of `one --run R` as one grid document")
+    merge.add_argument("--out", required=True)
+    merge.add_argument("files", nargs="+")
     grid.add_argument("--settings", default="bm0,bm1")
     grid.add_argument("--caches", default="cold,warm")
     grid.add_argument("--runs", type=int, default=3)
     a = ap.parse_args(argv)
-    (cmd_one if a.cmd == "one" else cmd_grid)(a)
+    {"one": cmd_one, "grid": cmd_grid, "merge": cmd_merge}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #include "convtune/sim/recording.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -449,6 +450,28 @@ std::optional<LibraryEntry> library_entry(const std::string& name, const std::st
     for (LibraryEntry& e : recording_library(dir))
         if (e.name == name) return std::move(e);
     return std::nullopt;
+}
+
+std::optional<LibraryEntry> library_for_device(std::string_view device, const std::string& dir) {
+    std::set<std::string> words;
+    std::string w;
+    for (char c : std::string(device) + ' ') {
+        if (std::isalnum(static_cast<unsigned char>(c))) {
+            w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        } else if (!w.empty()) {
+            words.insert(std::move(w));
+            w.clear();
+        }
+    }
+    std::optional<LibraryEntry> found;
+    for (LibraryEntry& e : recording_library(dir)) {
+        std::string name = e.name;
+        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (!words.contains(name)) continue;
+        if (found) return std::nullopt;  // two names fit: none is chosen
+        found = std::move(e);
+    }
+    return found;
 }
 
 std::vector<std::string> coverage(const Recording& r) {

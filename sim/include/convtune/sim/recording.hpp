@@ -156,6 +156,9 @@ std::vector<LibraryEntry> recording_library(const std::string& dir = "");
 std::vector<std::string> json_files(const std::filesystem::path& dir);
 // The entry named `name`, or nullopt.
 std::optional<LibraryEntry> library_entry(const std::string& name, const std::string& dir = "");
+// The entry of the GPU a device name describes: the one whose name is a word of `device`, case
+// ignored ("h100" for "NVIDIA H100 80GB HBM3"); nullopt when none is, or more than one is.
+std::optional<LibraryEntry> library_for_device(std::string_view device, const std::string& dir = "");
 // What a recording covers, one line per direction, type and layout: "fwd f16 nhwc, batch 32: 23 problems".
 std::vector<std::string> coverage(const Recording& r);
 
