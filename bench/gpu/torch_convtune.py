@@ -5,8 +5,10 @@ build's python folder on PYTHONPATH, or installed) and torchvision:
 
     python3 bench/gpu/torch_convtune.py --out torch_convtune.json [--iterations 60] [--batch 32] [--runs R]
 
-Networks and precisions: torchvision ResNet-50 in fp32 (TF32 off), TF32, and AMP (float16
-autocast) channels_last; MobileNetV2 (depthwise and 1x1 convolutions) in fp32 (TF32 off).
+Networks and precisions (CONFIGS): torchvision ResNet-50 in fp32 (TF32 off), TF32, and AMP (float16
+autocast) channels_last; MobileNetV2 (depthwise and 1x1 convolutions) in fp32 (TF32 off) and AMP
+channels_last; and ResNet-50 AMP channels_last whose input size changes every iteration (160, 192,
+224, 256 in turn: PyTorch's benchmark mode searches again on each new shape).
 Settings, each in a fresh process: PyTorch benchmark=False, PyTorch benchmark=True, convtune
 with a cold (empty) tuning database, convtune with the warm database the cold run left (both
 with benchmark=True, policy convtune); each with a cold CUDA kernel cache (CUDA_CACHE_PATH an
@@ -29,11 +31,15 @@ import sys
 import tempfile
 import time
 
+# name: (torchvision network, precision, input sizes cycled one per iteration)
 CONFIGS = {
-    "resnet50-fp32": ("resnet50", "fp32"),
-    "resnet50-tf32": ("resnet50", "tf32"),
-    "resnet50-amp-cl": ("resnet50", "amp"),
-    "mobilenet_v2-fp32": ("mobilenet_v2", "fp32"),
+    "resnet50-fp32": ("resnet50", "fp32", (224,)),
+    "resnet50-tf32": ("resnet50", "tf32", (224,)),
+    "resnet50-amp-cl": ("resnet50", "amp", (224,)),
+    "mobilenet_v2-fp32": ("mobilenet_v2", "fp32", (224,)),
+    "mobilenet_v2-amp-cl": ("mobilenet_v2", "amp", (224,)),
+    # A job whose input size changes: PyTorch searches again on each new shape.
+    "resnet50-amp-cl-sizes": ("resnet50", "amp", (160, 192, 224, 256)),
 }
 SETTINGS = ("torch-off", "torch-on", "convtune-cold", "convtune-warm")
 
@@ -42,7 +48,7 @@ def child(a):
     import torch
     import torchvision
 
-    net_name, prec = CONFIGS[a.config]
+    net_name, prec, sizes = CONFIGS[a.config]
     torch.backends.cudnn.allow_tf32 = prec == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
     torch.backends.cudnn.benchmark = a.setting != "torch-off"
@@ -56,7 +62,7 @@ def child(a):
     net = net.to(memory_format=fmt)
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     scaler = torch.cuda.amp.GradScaler(enabled=prec == "amp")
-    x = torch.randn(a.batch, 3, 224, 224, device="cuda").contiguous(memory_format=fmt)
+    xs = [torch.randn(a.batch, 3, s, s, device="cuda").contiguous(memory_format=fmt) for s in sizes]
     target = torch.randint(0, 1000, (a.batch,), device="cuda")
     # Under bench/sim/cudnn_calls.cpp (LD_PRELOAD, CUDNN_CALLS_OUT set), the first iteration is cut
     # into phases, each synchronised and dumped with its wall time and cuDNN calls; the other
@@ -78,7 +84,8 @@ def child(a):
         return t
 
     times, issued = [], []
-    for _ in range(a.iterations):
+    for i in range(a.iterations):
+        x = xs[i % len(xs)]
         torch.cuda.synchronize()
         t0 = t = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -93,7 +100,9 @@ def child(a):
         issued.append((time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
-    steady = statistics.median(times[5:])
+    # A changing input size: the mean over whole cycles after the first 5 iterations, else the median.
+    later = times[5:][:len(times[5:]) // len(xs) * len(xs)] if len(xs) > 1 else times[5:]
+    steady = statistics.mean(later) if len(xs) > 1 else statistics.median(later)
     # issue: the host's time to hand the step to the GPU (the step's time before its final
     # synchronisation); a step whose issue time is close to its whole time is bound by the CPU.
     out = {"config": a.config, "setting": a.setting, "kernel_cache": a.kernel_cache, "first_ms": times[0], "steady_ms": steady,
