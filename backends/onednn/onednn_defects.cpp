@@ -79,13 +79,15 @@ bool brgemm_vpad_misses_bottom_padding(const ConvProblem& p, bool bf16) {
     const int w = p.spatial_dims - 1;
     const auto u = static_cast<std::size_t>(w);
     const int64_t kw = p.kernel[u], s = p.stride[u], iw = p.in[u], ow = p.out(w);
-    // exec_vpad is tried only where neither padding reaches a whole kernel (in strides).
+    // exec_vpad is tried only where neither padding reaches a whole kernel (in strides); oneDNN
+    // takes the end padding the outputs use, (ow - 1) * s + extent - iw - pad_begin.
+    const int64_t extent = (kw - 1) * p.dilation[u] + 1, r_pad = (ow - 1) * s + extent - iw - p.pad_begin[u];
     auto pad_steps = [&](int64_t pad) { return pad > 0 ? div_up(pad, s) : 0; };
-    if (pad_steps(p.pad_begin[u]) >= kw || pad_steps(p.pad_end[u]) >= kw) return false;
-    // Output-channel blocks oneDNN may take (16 to 64) and the kernels' column counts: the block
-    // and the tail of the channels per group.
-    // fast_check_oc_block() admits 64 and 48 only for some channel counts.
-    const int64_t oc = p.k_per_group(), rnd_oc = (oc + 15) / 16 * 16, wei_size = bf16 ? 2 : 4;
+    if (pad_steps(p.pad_begin[u]) >= kw || pad_steps(r_pad) >= kw) return false;
+    // Output-channel blocks oneDNN may take (16 to 64; fast_check_oc_block() admits 64 and 48
+    // only for some channel counts) and its kernels' column counts: the block and the tail of
+    // the channels per group.
+    const int64_t oc = p.k_per_group(), rnd_oc = (oc + 15) / 16 * 16, elem_size = bf16 ? 2 : 4;
     int64_t input_size = 1, strides = 1;
     for (int i = 0; i < p.spatial_dims; ++i) {
         input_size *= p.in[static_cast<std::size_t>(i)];
@@ -93,15 +95,15 @@ bool brgemm_vpad_misses_bottom_padding(const ConvProblem& p, bool bf16) {
     }
     std::vector<int64_t> columns;
     for (int64_t block = 16; block <= 64 && block <= rnd_oc; block += 16) {
-        if (block == 64 && !(rnd_oc % 64 == 0 && rnd_oc * wei_size < 192 * 4)) continue;
-        if (block == 48 && !(rnd_oc % 48 == 0 && rnd_oc * wei_size <= 384 * 4 && input_size > 81 * strides)) continue;
+        if (block == 64 && !(rnd_oc % 64 == 0 && rnd_oc * elem_size < 192 * 4)) continue;
+        if (block == 48 && !(rnd_oc % 48 == 0 && rnd_oc * elem_size <= 384 * 4 && input_size > 81 * strides)) continue;
         if (oc >= block) columns.push_back(block);
         if (oc % block != 0) columns.push_back(oc % block);
     }
     // The row block is capped where its source rows (input-channel block x row block) exceed the
     // L1 data cache: with an input-channel block of at most the channels per group (rounded to
     // 16) and at least 32 KiB of L1 (every AVX-512 core), the cap is at least this.
-    const int64_t min_cap = std::max<int64_t>(1, 32768 / (wei_size * ((p.c_per_group() + 15) / 16 * 16)));
+    const int64_t min_cap = std::max<int64_t>(1, 32768 / (elem_size * ((p.c_per_group() + 15) / 16 * 16)));
     // Every width block oneDNN may take (ceil(ow / k) for k = 1..ow: its choice depends on the
     // thread count and the caches; exec_vpad needs the block's input span within the width),
     // every cap on the row block from min_cap up: the misses of any of them.
@@ -117,7 +119,7 @@ bool brgemm_vpad_misses_bottom_padding(const ConvProblem& p, bool bf16) {
         for (auto [m, o0] : blocks) {
             if (m < 2) continue;
             const int64_t v = bottom_vpad(p, w, o0, m);
-            if (v == 0) continue;
+            if (v < 2) continue;  // one padded row always lies in the tail (M - B >= 1)
             for (int64_t n : columns)
                 for (int64_t cap = std::min<int64_t>(min_cap, 30); cap <= 30; ++cap) {
                     const int64_t b = brgemm_row_block(m, n, bf16, cap);
