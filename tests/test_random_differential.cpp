@@ -204,6 +204,12 @@ BOOST_AUTO_TEST_CASE(issue_35_reproductions) {
         "dir=fwd,dtype=bf16,layout=nwc,n=1,c=3,k=32,in=118,ker=1",
         // jit:avx2 backward weights, f32: garbage / SIGSEGV with negative end padding.
         "dir=bwd_filter,dtype=f32,n=1,c=48,k=48,in=8x4,ker=7x7,stride=2x2,pad=3x3,pad_end=-1x3",
+        // brgconv:avx512_core forward, f32: wrong values, the brgemm kernel reading past the end of the
+        // width (with 2 threads; with 1 thread; the 2-D form; bf16's brgconv:avx512_core_bf16 likewise).
+        "dir=fwd,dtype=f32,layout=ncw,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5",
+        "dir=fwd,dtype=f32,layout=nwc,n=1,c=32,k=64,in=7,ker=9,pad=4",
+        "dir=fwd,dtype=f32,layout=nhwc,n=1,c=96,k=192,g=3,in=1x19,ker=1x11,pad=0x5",
+        "dir=fwd,dtype=bf16,layout=nwc,n=1,c=32,k=64,in=7,ker=9,pad=4",
         // cpu.winograd_f2x3 / f4x3: depthwise, outputs that are a single product.
         "dir=bwd_data,dtype=f32,layout=nhwc,n=3,c=96,k=96,g=96,in=4x6,ker=3x3,pad=0x0",
     };

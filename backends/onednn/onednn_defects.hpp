@@ -40,6 +40,14 @@ bool every_output_reads_padding(const ConvProblem& p, int i);
 // K/g x the (output, tap) pairs reading the input position; bwd_filter: N x the outputs whose
 // tap reads the input). 0 where an output is a sum of padding only.
 int64_t fewest_products(const ConvProblem& p);
+// oneDNN 2.6's brgemm convolution forward (brgconv, not AMX) with virtual padding along the width
+// (its exec_vpad mode): whether some blocking it may choose (any width block, output-channel block
+// and brgemm row block) leaves a row of its source reads past the end of the width unmasked. In
+// oneDNN 2.6.3's brgemm kernel a row block split into one full block of B rows and a tail of T
+// rows (B < M < 2B) masks the bottom virtual padding only in the tail; where more than T rows of
+// the width block read past the end, the first block reads memory past the source row (garbage).
+// `bf16`: the bf16 kernel (its register blocking differs from f32's).
+bool brgemm_vpad_misses_bottom_padding(const ConvProblem& p, bool bf16);
 // Winograd implementations are withheld below this (the bound's assumption, see known_defect).
 inline constexpr int64_t kFewestWinogradProducts = 8;
 
