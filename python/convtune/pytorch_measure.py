@@ -31,6 +31,7 @@ stride, dil, pad, pad_end, out): every field spelled out, so this file needs no 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -210,8 +211,10 @@ def cmd_grid(a):
     for r in range(a.runs):
         rotated = settings[r % len(settings):] + settings[:r % len(settings)]
         for s in rotated:
-            cache_dir = os.path.join(work, f"cache-{r}-{s}")
-            os.makedirs(cache_dir)
+            # A new top-level temporary folder for each cold state, removed after its warm one (as
+            # `mktemp -d` in a shell: processes started so were cold each time on the H100, where
+            # a second grid's sub-folder of one work folder was not; docs/simulation.md).
+            cache_dir = tempfile.mkdtemp(prefix="convtune-kernel-cache-")
             for c in caches:
                 out = os.path.join(work, f"{r}-{s}-{c}.json")
                 env = dict(os.environ, CUDA_CACHE_PATH=cache_dir)
@@ -234,6 +237,8 @@ def cmd_grid(a):
                 left = (time.time() - t_start) / done * (total - done)
                 print(f"[{done}/{total}] run {r} {s} {c}: first calls {first / 1e3:.2f} s, process {time.time() - t:.1f} s"
                       f" (about {left:.0f} s left)", file=sys.stderr, flush=True)
+            shutil.rmtree(cache_dir, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     out = {"format": FORMAT + "-grid", "version": VERSION, "problems": len({p['key'] for p in problems}),
            "measurements": runs}
     with open(a.out, "w") as f:
