@@ -58,13 +58,33 @@ int64_t get_integer(const json& j, const char* key, const std::string& where, do
     return j[key].is_number_integer() ? j[key].get<int64_t>() : static_cast<int64_t>(v);
 }
 
+}  // namespace
+
+json to_json(const DbRecord& r) {
+    return {{"algorithm", r.algorithm}, {"median_ms", r.median_ms}, {"spread", r.spread},
+            {"samples", r.samples},     {"search_ms", r.search_ms}, {"time", r.time}};
+}
+
+DbRecord db_record_from_json(const json& j, const std::string& where) {
+    if (!j.is_object()) throw ParseError(where + " must be an object");
+    DbRecord rec;
+    rec.algorithm = get_string(j, "algorithm", where);
+    rec.median_ms = get_non_negative(j, "median_ms", where);
+    rec.spread = get_non_negative(j, "spread", where);
+    rec.samples = static_cast<int>(get_integer(j, "samples", where, -2147483648.0, 2147483647.0));
+    if (rec.samples < 0) get_non_negative(j, "samples", where);  // refuses it, naming the entry
+    rec.search_ms = get_non_negative(j, "search_ms", where);
+    rec.time = get_integer(j, "time", where, -0x1p53, 0x1p53);
+    return rec;
+}
+
+namespace {
+
 json to_json(const std::vector<DbSection>& sections) {
     json envs = json::array();
     for (const DbSection& s : sections) {
         json entries = json::object();
-        for (const auto& [k, r] : s.entries)
-            entries[k] = {{"algorithm", r.algorithm}, {"median_ms", r.median_ms}, {"spread", r.spread},
-                          {"samples", r.samples},     {"search_ms", r.search_ms}, {"time", r.time}};
+        for (const auto& [k, r] : s.entries) entries[k] = to_json(r);
         envs.push_back({{"convtune", s.env.convtune}, {"backend", s.env.backend}, {"library", s.env.library},
                         {"device", s.env.device}, {"driver", s.env.driver}, {"entries", entries}});
     }
@@ -106,17 +126,7 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
                  get_string(e, "device", where), get_string(e, "driver", where)};
         if (!e.contains("entries") || !e["entries"].is_object()) throw ParseError(where + ": \"entries\" must be an object");
         for (const auto& [key, r] : e["entries"].items()) {
-            const std::string w = where + ", entry " + quote_input(key);
-            if (!r.is_object()) throw ParseError(w + " must be an object");
-            DbRecord rec;
-            rec.algorithm = get_string(r, "algorithm", w);
-            rec.median_ms = get_non_negative(r, "median_ms", w);
-            rec.spread = get_non_negative(r, "spread", w);
-            rec.samples = static_cast<int>(get_integer(r, "samples", w, -2147483648.0, 2147483647.0));
-            if (rec.samples < 0) get_non_negative(r, "samples", w);  // refuses it, naming the entry
-            rec.search_ms = get_non_negative(r, "search_ms", w);
-            rec.time = get_integer(r, "time", w, -0x1p53, 0x1p53);
-            s.entries[key] = rec;
+            s.entries[key] = db_record_from_json(r, where + ", entry " + quote_input(key));
         }
         if (DbSection* existing = find_section(out, s.env)) {
             for (auto& [k, r] : s.entries) existing->entries[k] = r;

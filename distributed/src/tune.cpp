@@ -240,13 +240,13 @@ public:
             const app::TunedProblem t = job_->decide(i);
             ++decided_;
             m["ok"] = true;
-            m["d"] = to_wire(*t.decision);
+            m["d"] = to_json(*t.decision, DecisionForm::exact);
             TuningDatabase* db = job_->context().database();
             if (db && t.decision->source == Source::search) {
                 const Environment env = environment_of(job_->backend());
                 if (auto rec = db->find(env, t.decision->key)) {
                     m["env"] = to_wire(env);
-                    m["rec"] = to_wire(*rec);
+                    m["rec"] = to_json(*rec);
                 }
             }
         } catch (const std::exception& e) {
@@ -473,14 +473,14 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
         const int64_t i = m["i"].get<int64_t>();
         if (i < 0 || !m["ok"].get<bool>()) return;
         app::TunedProblem t = job->problem(i);
-        t.decision = std::make_shared<const Decision>(decision_from_wire(m["d"]));
+        t.decision = std::make_shared<const Decision>(decision_from_json(m["d"]));
         rep.totals.total_search_ms += t.decision->search_ms;
         rep.totals.from_database += t.decision->source == Source::database;
         if (batch_dir && m.contains("rec")) {
             const Environment env = environment_from_wire(m["env"]);
             auto sec = std::find_if(batch.begin(), batch.end(), [&](const DbSection& x) { return x.env == env; });
             if (sec == batch.end()) sec = batch.insert(batch.end(), DbSection{env, {}});
-            sec->entries[t.decision->key] = record_from_wire(m["rec"]);
+            sec->entries[t.decision->key] = db_record_from_json(m["rec"], "record from a rank");
         }
         ready.emplace(i, std::move(t));
     };
