@@ -162,7 +162,10 @@ RecordReport record(const RecordRequest& r) {
     sim::Recording rec;
     std::vector<std::string> dropped;
     if (!r.from_db.empty()) {
-        rec = sim::recording_from_db(TuningDatabase::read_file(r.from_db), r.backend, &dropped);
+        const Backend* local = nullptr;  // this build's backend of that name, if it has one
+        for (Backend* b : backends())
+            if (b->name() == r.backend) local = b;
+        rec = sim::recording_from_db(TuningDatabase::read_file(r.from_db), r.backend, &dropped, local);
     } else {
         const sim::Stream stream = r.workload.make_stream();
         const std::vector<ConvProblem> problems = sim::distinct_problems(stream, r.iterations);

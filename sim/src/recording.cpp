@@ -19,7 +19,6 @@
 #include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/policy.hpp"
-#include "convtune/registry.hpp"
 #include "convtune/selector.hpp"
 #include "convtune/stats.hpp"
 
@@ -758,7 +757,8 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     return r;
 }
 
-Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend, std::vector<std::string>* dropped) {
+Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend, std::vector<std::string>* dropped,
+                            const Backend* local) {
     auto drop = [&](const std::string& key, const std::string& why) {
         if (dropped) dropped->push_back("entry '" + key + "': " + why);
     };
@@ -770,9 +770,6 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
     r.environment = best->env;
     r.source = "tuning-db";
     r.samples = 1;
-    const Backend* local = nullptr;
-    for (Backend* b : backends())
-        if (b->name() == backend) local = b;
     std::map<std::string, std::size_t> index;  // problem string -> position
     for (const auto& [key, rec] : best->entries) {
         CacheKey k;
