@@ -54,7 +54,8 @@ double get_non_negative(const json& j, const char* key, const std::string& where
 int64_t get_integer(const json& j, const char* key, const std::string& where, double lo, double hi) {
     if (!j.contains(key)) return 0;
     const double v = get_number(j, key, where);
-    if (!(v >= lo && v <= hi) || v != std::floor(v)) throw ParseError(where + ": \"" + key + "\" is out of range or not an integer");
+    if (!(v >= lo && v <= hi) || v != std::floor(v))
+        throw ParseError(where + ": \"" + key + "\" is out of range or not an integer");
     return j[key].is_number_integer() ? j[key].get<int64_t>() : static_cast<int64_t>(v);
 }
 
@@ -109,13 +110,17 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
         throw ParseError(path + ": not valid JSON (" + std::string(e.what()) + ")");
     }
     if (!j.is_object()) throw ParseError(path + ": top level must be an object");
-    if (!j.contains("format") || j["format"] != kFormat) throw ParseError(path + ": not a convtune tuning database (\"format\" is missing or wrong)");
+    if (!j.contains("format") || j["format"] != kFormat)
+        throw ParseError(path + ": not a convtune tuning database (\"format\" is missing or wrong)");
     if (j.contains("version") && j["version"].is_number_integer() && j["version"] > kVersion)
-        throw DatabaseVersionError(path + ": written by a newer convtune (database format version " + j["version"].dump() +
-                                   "; this convtune reads version " + std::to_string(kVersion) + "); refused, the file is left as it is");
+        throw DatabaseVersionError(path + ": written by a newer convtune (database format version " +
+                                   j["version"].dump() + "; this convtune reads version " + std::to_string(kVersion) +
+                                   "); refused, the file is left as it is");
     if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != kVersion)
-        throw ParseError(path + ": unsupported database version (this convtune reads version " + std::to_string(kVersion) + ")");
-    if (!j.contains("environments") || !j["environments"].is_array()) throw ParseError(path + ": \"environments\" must be an array");
+        throw ParseError(path + ": unsupported database version (this convtune reads version " +
+                         std::to_string(kVersion) + ")");
+    if (!j.contains("environments") || !j["environments"].is_array())
+        throw ParseError(path + ": \"environments\" must be an array");
     std::vector<DbSection> out;
     int index = 0;
     for (const json& e : j["environments"]) {
@@ -124,7 +129,8 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
         DbSection s;
         s.env = {get_string(e, "convtune", where), get_string(e, "backend", where), get_string(e, "library", where),
                  get_string(e, "device", where), get_string(e, "driver", where)};
-        if (!e.contains("entries") || !e["entries"].is_object()) throw ParseError(where + ": \"entries\" must be an object");
+        if (!e.contains("entries") || !e["entries"].is_object())
+            throw ParseError(where + ": \"entries\" must be an object");
         for (const auto& [key, r] : e["entries"].items()) {
             s.entries[key] = db_record_from_json(r, where + ", entry " + quote_input(key));
         }
@@ -182,14 +188,16 @@ std::optional<DbRecord> TuningDatabase::find(const Environment& env, const std::
     if (!s) {
         for (const DbSection& o : sections_)
             if (o.env.backend == env.backend && !o.entries.empty())
-                warn("tuning database " + path_ + ": " + std::to_string(o.entries.size()) + " entries for backend " + env.backend +
-                     " come from another environment (" + o.env.describe() + "; this is " + env.describe() + ") and are ignored");
+                warn("tuning database " + path_ + ": " + std::to_string(o.entries.size()) + " entries for backend " +
+                     env.backend + " come from another environment (" + o.env.describe() + "; this is " +
+                     env.describe() + ") and are ignored");
         return std::nullopt;
     }
     auto it = s->entries.find(key);
     if (it == s->entries.end()) return std::nullopt;
     if (known && !known(it->second.algorithm)) {
-        warn("tuning database " + path_ + ": algorithm '" + it->second.algorithm + "' is not in this build; its entries are skipped");
+        warn("tuning database " + path_ + ": algorithm '" + it->second.algorithm +
+             "' is not in this build; its entries are skipped");
         return std::nullopt;
     }
     return it->second;
@@ -221,7 +229,9 @@ bool TuningDatabase::store(const Environment& env, const std::string& key, const
     }
     s->entries[key] = r;
     dirty_ = true;
-    if (flush_s_ > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - last_write_).count() < flush_s_) return true;
+    if (flush_s_ > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_write_).count() < flush_s_)
+        return true;
     return persist_locked();
 }
 
@@ -240,7 +250,8 @@ bool TuningDatabase::persist_locked() {
                 // of a newer version, or one that is not a regular file or too large, is an Error
                 // but not a ParseError: never moved, the store fails below and leaves it as it is.
                 const std::string keep = keep_aside(path_);
-                warn(std::string("tuning database was unreadable (") + e.what() + "); kept as " + keep + " and replaced");
+                warn(std::string("tuning database was unreadable (") + e.what() + "); kept as " + keep +
+                     " and replaced");
             }
         }
         sections_ = merge(std::move(on_disk), sections_);
