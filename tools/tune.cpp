@@ -11,7 +11,10 @@
 // merge of every rank's decisions, and problems that could not be tuned exit 3.
 #include <fmt/core.h>
 #include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include <iostream>
 #include <memory>
@@ -88,6 +91,36 @@ private:
     sim::Progress& bar_;
 };
 
+// CONVTUNE_DIST_FAIL=RANK:AFTER makes rank RANK fail every problem after its first AFTER
+// (RANK:AFTER:exit: the process exits mid-problem; RANK:AFTER:stop: it stops itself with SIGSTOP,
+// as kill -STOP does): the failures tests/mpi/dist_tune.py injects, through
+// dist::TuneOptions::before_decision. Empty when the variable is not set.
+dist::TuneOptions::BeforeDecision injected_failure() {
+    const char* v = std::getenv("CONVTUNE_DIST_FAIL");
+    if (!v || !*v) return {};
+    char mode[8] = {0};
+    long rank = -1;
+    long long after = -1;
+    const int n = std::sscanf(v, "%ld:%lld:%7s", &rank, &after, mode);
+    if (n < 2 || rank < 0 || after < 0 || (n == 3 && std::string(mode) != "exit" && std::string(mode) != "stop"))
+        throw Error("CONVTUNE_DIST_FAIL: expected RANK:AFTER, RANK:AFTER:exit or RANK:AFTER:stop, got " + quote_input(v));
+    const bool exit = n == 3 && std::string(mode) == "exit", stop = n == 3 && std::string(mode) == "stop";
+    return [fail_rank = static_cast<int>(rank), after = static_cast<int64_t>(after), exit, stop](int rank, int64_t decided) {
+        if (rank != fail_rank || decided < after) return;
+        if (exit) {
+            std::fprintf(stderr, "convtune: rank %d exits (CONVTUNE_DIST_FAIL)\n", rank);
+            std::fflush(stderr);
+            std::_Exit(1);
+        }
+        if (stop) {
+            std::fprintf(stderr, "convtune: rank %d stops itself (CONVTUNE_DIST_FAIL)\n", rank);
+            std::fflush(stderr);
+            std::raise(SIGSTOP);  // as kill -STOP: every thread stops until SIGCONT
+        }
+        throw Error("injected failure (CONVTUNE_DIST_FAIL)");
+    };
+}
+
 int tune(TuneOptions& o) {
     app::TuneRequest r = o.r;
     if (!o.problem.empty()) r.problems = {o.problem};
@@ -114,6 +147,7 @@ int tune(TuneOptions& o) {
         const dist::Session session;
         dist::TuneReport rep;
         try {
+            dopt.before_decision = injected_failure();
             rep = dist::tune(r, sink.get(), dopt);
         } catch (const dist::PeerFailed&) {
             return bad_input;  // rank 0 says why

@@ -34,10 +34,20 @@ nlohmann::json to_json(const DbShowReport& r) {
     for (const DbSection& s : r.sections) {
         nlohmann::json entries = nlohmann::json::array();
         for (const auto& [key, e] : s.entries)
-            entries.push_back({{"key", key}, {"algorithm", e.algorithm}, {"median_ms", e.median_ms}, {"spread", e.spread},
-                               {"samples", e.samples}, {"search_ms", e.search_ms}, {"time", e.time}});
-        envs.push_back({{"environment", s.env.describe()}, {"convtune", s.env.convtune}, {"backend", s.env.backend},
-                        {"library", s.env.library}, {"device", s.env.device}, {"driver", s.env.driver}, {"entries", entries}});
+            entries.push_back({{"key", key},
+                               {"algorithm", e.algorithm},
+                               {"median_ms", e.median_ms},
+                               {"spread", e.spread},
+                               {"samples", e.samples},
+                               {"search_ms", e.search_ms},
+                               {"time", e.time}});
+        envs.push_back({{"environment", s.env.describe()},
+                        {"convtune", s.env.convtune},
+                        {"backend", s.env.backend},
+                        {"library", s.env.library},
+                        {"device", s.env.device},
+                        {"driver", s.env.driver},
+                        {"entries", entries}});
     }
     return {{"format", report_format}, {"path", r.path}, {"environments", envs}};
 }
@@ -47,8 +57,8 @@ std::string to_text(const DbShowReport& r) {
     for (const DbSection& s : r.sections) {
         out += fmt::format("{}  ({} entries)\n", s.env.describe(), s.entries.size());
         for (const auto& [key, e] : s.entries)
-            out += fmt::format("  {:<36} {:>9.3f} ms  spread {:>4.0f}%  n={:<3} search {:>8.1f} ms  {}\n", e.algorithm, e.median_ms,
-                               100 * e.spread, e.samples, e.search_ms, key);
+            out += fmt::format("  {:<36} {:>9.3f} ms  spread {:>4.0f}%  n={:<3} search {:>8.1f} ms  {}\n", e.algorithm,
+                               e.median_ms, 100 * e.spread, e.samples, e.search_ms, key);
     }
     return out;
 }
@@ -65,8 +75,8 @@ DbCheckReport db_check(const DbCheckRequest& r) {
 nlohmann::json to_json(const DbCheckReport& r) {
     nlohmann::json unknown = nlohmann::json::array();
     for (const DbCheckReport::Unknown& u : r.unknown) unknown.push_back({{"key", u.key}, {"algorithm", u.algorithm}});
-    return {{"format", report_format}, {"path", r.path}, {"valid", true}, {"environments", r.environments}, {"entries", r.entries},
-            {"unknown", unknown}};
+    return {{"format", report_format},        {"path", r.path},       {"valid", true},
+            {"environments", r.environments}, {"entries", r.entries}, {"unknown", unknown}};
 }
 
 DbMergeReport db_merge(const DbMergeRequest& r) {

@@ -39,12 +39,15 @@ Dims dims(const std::vector<int64_t>& v, int nd, int64_t neutral) {
 
 std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c) {
     const std::size_t rank = c.x.sizes.size();
-    if (rank < 3 || rank > 5) return "spatial_dims: tensors of rank 3, 4 or 5 (1-D to 3-D), got rank " + std::to_string(rank);
+    if (rank < 3 || rank > 5)
+        return "spatial_dims: tensors of rank 3, 4 or 5 (1-D to 3-D), got rank " + std::to_string(rank);
     const int nd = static_cast<int>(rank) - 2;
     for (const auto* t : {&c.x, &c.w, &c.y})
-        if (t->sizes.size() != rank || t->strides.size() != rank) return "rank: x, w and y must have the same rank with one stride per size";
+        if (t->sizes.size() != rank || t->strides.size() != rank)
+            return "rank: x, w and y must have the same rank with one stride per size";
     for (const auto* v : {&c.stride, &c.padding, &c.dilation})
-        if (v->size() != static_cast<std::size_t>(nd)) return "geometry: stride, padding and dilation need one value per spatial dim";
+        if (v->size() != static_cast<std::size_t>(nd))
+            return "geometry: stride, padding and dilation need one value per spatial dim";
     ConvProblem p;
     try {
         p.direction = parse_direction(c.direction);
@@ -76,8 +79,10 @@ std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c)
     p.pad_begin = dims(c.padding, nd, 0);
     p.pad_end = p.pad_begin;
     if (std::optional<std::string> why = p.check()) return *why;
-    if (c.w.sizes != p.w_dims()) return "w: sizes " + list(c.w.sizes) + " do not match the problem's " + list(p.w_dims());
-    if (c.y.sizes != p.y_dims()) return "y: sizes " + list(c.y.sizes) + " do not match the problem's " + list(p.y_dims());
+    if (c.w.sizes != p.w_dims())
+        return "w: sizes " + list(c.w.sizes) + " do not match the problem's " + list(p.w_dims());
+    if (c.y.sizes != p.y_dims())
+        return "y: sizes " + list(c.y.sizes) + " do not match the problem's " + list(p.y_dims());
     return p;
 }
 

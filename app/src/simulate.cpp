@@ -32,7 +32,8 @@ std::string stream_details(const sim::StreamSpec& sp) {
         for (double s : sp.scales) d += fmt::format(" {:g}", s);
         d += " (per spatial dim); ";
     }
-    if (sp.kind != sim::StreamKind::fixed && sp.kind != sim::StreamKind::trace) d += "stream seed " + std::to_string(sp.seed) + "; ";
+    if (sp.kind != sim::StreamKind::fixed && sp.kind != sim::StreamKind::trace)
+        d += "stream seed " + std::to_string(sp.seed) + "; ";
     return d;
 }
 
@@ -83,11 +84,13 @@ SimulateReport simulate(const SimulateRequest& r) {
     }
     for (std::size_t i = 0; i < settings.size(); ++i)
         for (std::size_t j = 0; j < i; ++j)
-            if (settings[i].name == settings[j].name) throw InvalidRequest("flags", "setting '" + settings[i].name + "' given twice");
+            if (settings[i].name == settings[j].name)
+                throw InvalidRequest("flags", "setting '" + settings[i].name + "' given twice");
     if (!r.plot.empty()) {
         check_output_path(r.plot);
         const std::filesystem::path dir = std::filesystem::path(r.plot).parent_path();
-        if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0) throw InvalidRequest("plot", "cannot write in the folder of '" + r.plot + "'");
+        if (::access(dir.empty() ? "." : dir.c_str(), W_OK) != 0)
+            throw InvalidRequest("plot", "cannot write in the folder of '" + r.plot + "'");
     }
 
     if (!r.kernel_cache.empty() && r.kernel_cache != "cold" && r.kernel_cache != "warm")
@@ -107,26 +110,33 @@ SimulateReport simulate(const SimulateRequest& r) {
         bool tf32 = stream.trace_flags().empty() || stream.trace_flags().front().allow_tf32;
         for (const char* name : {"pytorch", "off"})
             for (const sim::Setting& st : settings)
-                if (st.name == name) tf32 = (stream.trace_flags().empty() ? st : sim::over(st, stream.trace_flags().front())).flags.allow_tf32;
+                if (st.name == name)
+                    tf32 = (stream.trace_flags().empty() ? st : sim::over(st, stream.trace_flags().front()))
+                               .flags.allow_tf32;
         const std::vector<ConvProblem> problems = sim::distinct_problems(stream, iterations);
         measured = lib.for_problems(problems, tf32);
         library_problems = problems.size();
     }
     if (!r.kernel_cache.empty() && !measured)
-        throw InvalidRequest("kernel_cache", "applies where PyTorch's measurements back it: with {measured}, or a --replay name whose "
-                                             "library holds them (`convtune list recordings`); a recording holds the one state it was made in");
+        throw InvalidRequest(
+            "kernel_cache",
+            "applies where PyTorch's measurements back it: with {measured}, or a --replay name whose "
+            "library holds them (`convtune list recordings`); a recording holds the one state it was made in");
     const bool measured_only = measured && (r.replay.empty() || (entry && entry->files.empty())) && r.backend.empty();
     if (measured_only && r.repeats > 0)
-        throw InvalidRequest("repeats", "PyTorch's measurements carry their own runs; {repeats} applies to a backend or a replay");
+        throw InvalidRequest("repeats",
+                             "PyTorch's measurements carry their own runs; {repeats} applies to a backend or a replay");
 
     std::unique_ptr<sim::ReplayBackend> replay;
     Backend* backend = nullptr;
     if (!r.replay.empty() && !measured_only) {
         sim::Recording rec = sim::load_replay(r.replay);  // a file, or a name in the recording library
         if (!r.backend.empty() && r.backend != rec.environment.backend)
-            throw InvalidRequest("backend", "'" + r.backend + "' does not match the recording's backend '" + rec.environment.backend + "'");
-        replay = std::make_unique<sim::ReplayBackend>(std::move(rec), r.workload.seed,
-                                                      r.strict ? sim::ReplayBackend::Estimation::none : sim::ReplayBackend::Estimation::any);
+            throw InvalidRequest("backend", "'" + r.backend + "' does not match the recording's backend '" +
+                                                rec.environment.backend + "'");
+        replay = std::make_unique<sim::ReplayBackend>(
+            std::move(rec), r.workload.seed,
+            r.strict ? sim::ReplayBackend::Estimation::none : sim::ReplayBackend::Estimation::any);
         backend = replay.get();
     } else if (!measured_only) {
         backend = &find_backend(r.backend.empty() ? "cpu" : r.backend);
@@ -144,12 +154,14 @@ SimulateReport simulate(const SimulateRequest& r) {
     SimulateReport rep;
     rep.result = measured_only ? sim::simulate_measured(stream, so) : sim::simulate(*backend, stream, so);
     rep.context.title = r.workload.describe(stream) + ", " + std::to_string(iterations) + " iterations";
-    rep.context.details = stream_details(stream.spec()) + rep.result.engine + (replay ? " of " + r.replay : std::string()) + " on backend " +
-                          rep.result.backend + " (" + rep.result.environment + ")";
+    rep.context.details = stream_details(stream.spec()) + rep.result.engine +
+                          (replay ? " of " + r.replay : std::string()) + " on backend " + rep.result.backend + " (" +
+                          rep.result.environment + ")";
     if (measured && !measured->library.empty())
-        rep.context.details += fmt::format("; off and pytorch from PyTorch's measured library '{}' ({} kernel cache), {} of {} problems "
-                                           "predicted by its model",
-                                           measured->library, so.kernel_cache, measured->estimated.size(), library_problems);
+        rep.context.details += fmt::format(
+            "; off and pytorch from PyTorch's measured library '{}' ({} kernel cache), {} of {} problems "
+            "predicted by its model",
+            measured->library, so.kernel_cache, measured->estimated.size(), library_problems);
     if (measured && !measured->library.empty())
         rep.pytorch_library = {measured->library, so.kernel_cache, measured->estimated, library_problems};
     if (!r.plot.empty()) write_file_atomic(r.plot, sim::to_svg(rep.result, rep.context));
@@ -184,7 +196,10 @@ RecordReport record(const RecordRequest& r) {
     sim::Recording rec;
     std::vector<std::string> dropped;
     if (!r.from_db.empty()) {
-        rec = sim::recording_from_db(TuningDatabase::read_file(r.from_db), r.backend, &dropped);
+        const Backend* local = nullptr;  // this build's backend of that name, if it has one
+        for (Backend* b : backends())
+            if (b->name() == r.backend) local = b;
+        rec = sim::recording_from_db(TuningDatabase::read_file(r.from_db), r.backend, &dropped, local);
     } else {
         const sim::Stream stream = r.workload.make_stream();
         const std::vector<ConvProblem> problems = sim::distinct_problems(stream, r.iterations);
@@ -197,13 +212,19 @@ RecordReport record(const RecordRequest& r) {
         rec = sim::record(b, problems, ro);
     }
     rec.save(r.out);
-    return {r.out, rec.source, rec.environment.backend, rec.environment.describe(), static_cast<int64_t>(rec.problems.size()),
-            static_cast<int64_t>(rec.algorithms.size()), dropped};
+    return {r.out,
+            rec.source,
+            rec.environment.backend,
+            rec.environment.describe(),
+            static_cast<int64_t>(rec.problems.size()),
+            static_cast<int64_t>(rec.algorithms.size()),
+            dropped};
 }
 
 nlohmann::json to_json(const RecordReport& r) {
-    return {{"format", report_format}, {"out", r.out},       {"source", r.source},         {"backend", r.backend},
-            {"environment", r.environment}, {"problems", r.problems}, {"algorithms", r.algorithms}, {"dropped", r.dropped}};
+    return {
+        {"format", report_format},      {"out", r.out},           {"source", r.source},         {"backend", r.backend},
+        {"environment", r.environment}, {"problems", r.problems}, {"algorithms", r.algorithms}, {"dropped", r.dropped}};
 }
 
 }  // namespace convtune::app

@@ -67,13 +67,13 @@ std::string to_text(const TunedProblem& p) {
     std::string s = fmt::format("\n{}{}\n", p.problem, p.name.empty() ? "" : "  # " + p.name);
     s += fmt::format("  chosen {} (from {}), search {:.1f} ms{}\n", d.algorithm, to_string(d.source), d.search_ms,
                      d.median_ms > 0 ? fmt::format(", median {:.3f} ms", d.median_ms) : "");
-    s += fmt::format("  {:<40} {:<22} {:>9} {:>7} {:>4} {:>11}  {}\n", "candidate", "state", "median ms", "spread", "n", "workspace",
-                     "notes / reason");
+    s += fmt::format("  {:<40} {:<22} {:>9} {:>7} {:>4} {:>11}  {}\n", "candidate", "state", "median ms", "spread", "n",
+                     "workspace", "notes / reason");
     for (const Candidate& c : d.candidates) {
         std::string tail = c.notes.to_string();
         if (!c.reason.empty()) tail += (tail.empty() ? "" : "; ") + c.reason;
-        s += fmt::format("  {:<40} {:<22} {:>9} {:>7} {:>4} {:>11}  {}\n", c.id + (c.id == d.algorithm ? " *" : ""), to_string(c.state),
-                         c.median_ms > 0 ? fmt::format("{:.3f}", c.median_ms) : "-",
+        s += fmt::format("  {:<40} {:<22} {:>9} {:>7} {:>4} {:>11}  {}\n", c.id + (c.id == d.algorithm ? " *" : ""),
+                         to_string(c.state), c.median_ms > 0 ? fmt::format("{:.3f}", c.median_ms) : "-",
                          c.samples_ms.size() > 1 ? fmt::format("{:.0f}%", 100 * c.spread) : "-", c.samples_ms.size(),
                          c.workspace ? std::to_string(*c.workspace) : "-", tail);
     }
@@ -97,24 +97,38 @@ namespace {
 // multiplies them.
 void check_count(uint64_t n, const TuneRequest& r) {
     if (n <= static_cast<uint64_t>(kMaxTuneProblems)) return;
-    const char* field = !r.batch.empty() ? "batch" : !r.dtype.empty() ? "dtype" : !r.workload.empty() ? "workload" : !r.shapes.empty() ? "shapes" : "problems";
-    throw InvalidRequest(field, fmt::format("the request makes {} problems or more, above the limit of {} for one tune (split the catalogue "
-                                            "into several runs into one database)", n, kMaxTuneProblems));
+    const char* field = !r.batch.empty()      ? "batch"
+                        : !r.dtype.empty()    ? "dtype"
+                        : !r.workload.empty() ? "workload"
+                        : !r.shapes.empty()   ? "shapes"
+                                              : "problems";
+    throw InvalidRequest(
+        field,
+        fmt::format("the request makes {} problems or more, above the limit of {} for one tune (split the catalogue "
+                    "into several runs into one database)",
+                    n, kMaxTuneProblems));
 }
 
 // The problems of a request, each expanded over the catalogue's data types and batch sizes:
 // network by network (or the problems or shape file as one block), then data type, then batch.
 std::vector<ShapeLine> request_lines(const TuneRequest& r) {
     if (r.workload.empty()) {
-        if (!r.mode.empty()) throw InvalidRequest("mode", "applies to {workload} only (it chooses the directions of a network's problems)");
-        if (!r.shapes_dir.empty()) throw InvalidRequest("shapes_dir", "applies to {workload} only (the folder of the built-in networks)");
+        if (!r.mode.empty())
+            throw InvalidRequest("mode",
+                                 "applies to {workload} only (it chooses the directions of a network's problems)");
+        if (!r.shapes_dir.empty())
+            throw InvalidRequest("shapes_dir", "applies to {workload} only (the folder of the built-in networks)");
     } else if (!r.dir.empty()) {
-        throw InvalidRequest("dir", "with {workload} the directions come from {mode} (infer: fwd; train: fwd, bwd_data, bwd_filter)");
+        throw InvalidRequest(
+            "dir", "with {workload} the directions come from {mode} (infer: fwd; train: fwd, bwd_data, bwd_filter)");
     }
-    const std::vector<std::string> dtypes = r.dtype.empty() ? std::vector<std::string>{""} : sim::parse_string_list(r.dtype, "dtype");
-    const std::vector<int64_t> batches = r.batch.empty() ? std::vector<int64_t>{0} : sim::parse_int_list(r.batch, "batch");
+    const std::vector<std::string> dtypes =
+        r.dtype.empty() ? std::vector<std::string>{""} : sim::parse_string_list(r.dtype, "dtype");
+    const std::vector<int64_t> batches =
+        r.batch.empty() ? std::vector<int64_t>{0} : sim::parse_int_list(r.batch, "batch");
     if (static_cast<int64_t>(batches.size()) > kMaxTuneBatches)
-        throw InvalidRequest("batch", fmt::format("{} batch sizes, above the limit of {} for one tune", batches.size(), kMaxTuneBatches));
+        throw InvalidRequest("batch", fmt::format("{} batch sizes, above the limit of {} for one tune", batches.size(),
+                                                  kMaxTuneBatches));
     if (std::set<int64_t>(batches.begin(), batches.end()).size() != batches.size())
         throw InvalidRequest("batch", "a batch size is listed twice in " + quote_input(r.batch));
     std::vector<ShapeLine> lines;
@@ -136,7 +150,8 @@ std::vector<ShapeLine> request_lines(const TuneRequest& r) {
     // A network's problems are what record measures for it: its stream's distinct problems.
     std::set<std::string> seen;
     const std::vector<std::string> networks = sim::parse_string_list(r.workload, "workload");
-    check_count(static_cast<uint64_t>(networks.size()) * dtypes.size() * batches.size(), r);  // each at least one problem
+    check_count(static_cast<uint64_t>(networks.size()) * dtypes.size() * batches.size(),
+                r);  // each at least one problem
     for (const std::string& name : networks)
         for (const std::string& dtype : dtypes)
             for (int64_t b : batches) {
@@ -233,8 +248,8 @@ TuneReport tune(const TuneRequest& r, TuneSink* sink, bool keep) {
 }
 
 void TuneJsonWriter::begin(const TuneReport& r) {
-    out_ << "{\n  \"format\": " << report_format << ",\n  \"backend\": " << scalar(r.backend) << ",\n  \"flags\": " << scalar(r.flags)
-         << ",\n  \"problems\": [";
+    out_ << "{\n  \"format\": " << report_format << ",\n  \"backend\": " << scalar(r.backend)
+         << ",\n  \"flags\": " << scalar(r.flags) << ",\n  \"problems\": [";
     first_ = true;
 }
 
@@ -246,7 +261,8 @@ void TuneJsonWriter::problem(const TunedProblem& p) {
 void TuneJsonWriter::end(const TuneReport& r) {
     out_ << (first_ ? "]" : "\n  ]") << ",\n  \"total_search_ms\": " << scalar(r.total_search_ms)
          << ",\n  \"from_database\": " << scalar(r.from_database) << ",\n  \"not_tuned\": [";
-    for (std::size_t i = 0; i < r.not_tuned.size(); ++i) out_ << (i ? ",\n    " : "\n    ") << nested(to_json(r.not_tuned[i]));
+    for (std::size_t i = 0; i < r.not_tuned.size(); ++i)
+        out_ << (i ? ",\n    " : "\n    ") << nested(to_json(r.not_tuned[i]));
     out_ << (r.not_tuned.empty() ? "]" : "\n  ]") << "\n}\n";
     out_.flush();
 }
@@ -262,7 +278,8 @@ ExplainReport explain(const ExplainRequest& r) {
     TuneRequest t;
     t.problems = {r.problem};
     if (r.problem.empty()) throw InvalidRequest("problem", "required");
-    if (r.dtype.find(',') != std::string::npos) throw InvalidRequest("dtype", "explain takes one data type (got '" + r.dtype + "')");
+    if (r.dtype.find(',') != std::string::npos)
+        throw InvalidRequest("dtype", "explain takes one data type (got '" + r.dtype + "')");
     t.backend = r.backend;
     t.policy = r.policy;
     t.flags = r.flags;

@@ -32,8 +32,11 @@ Stream WorkloadRequest::make_stream() const {
                                                       {"shapes_dir", !shapes_dir.empty()}};
         for (const auto& [field, set] : given)
             if (set)
-                throw InvalidRequest(field, "does not apply to a trace stream: its problems are written out whole (direction, batch, data type, "
-                                            "layout, sizes); leave {" + std::string(field) + "} out");
+                throw InvalidRequest(
+                    field,
+                    "does not apply to a trace stream: its problems are written out whole (direction, batch, data type, "
+                    "layout, sizes); leave {" +
+                        std::string(field) + "} out");
     }
     // The lists a stream draws from apply to the streams that draw them, and only there.
     const bool draws_batches = spec.kind == StreamKind::batch || spec.kind == StreamKind::mixed;
@@ -53,7 +56,8 @@ Stream WorkloadRequest::make_stream() const {
     if (!layout.empty()) o.layout = as_field("layout", [&] { return parse_layout(layout); });
     Workload w;
     if (spec.kind != StreamKind::trace) {
-        if (workload.empty()) throw InvalidRequest("workload", "required (a built-in name or a file) unless the stream is a trace");
+        if (workload.empty())
+            throw InvalidRequest("workload", "required (a built-in name or a file) unless the stream is a trace");
         w = load_workload(workload, shapes_dir);
     } else if (!workload.empty()) {
         throw InvalidRequest("workload", "a trace stream brings its own problems; leave {workload} out");
@@ -63,9 +67,11 @@ Stream WorkloadRequest::make_stream() const {
 
 std::string WorkloadRequest::describe(const Stream& s) const {
     std::string d;
-    if (s.spec().kind == StreamKind::trace) return "trace " + s.spec().trace_path + " (" + std::to_string(s.trace_length()) + " iterations)";
+    if (s.spec().kind == StreamKind::trace)
+        return "trace " + s.spec().trace_path + " (" + std::to_string(s.trace_length()) + " iterations)";
     const Workload& w = s.workload();
-    d = w.name + " (" + std::to_string(w.layers.size()) + " layers, " + std::to_string(w.convolutions()) + " convolutions per pass), ";
+    d = w.name + " (" + std::to_string(w.layers.size()) + " layers, " + std::to_string(w.convolutions()) +
+        " convolutions per pass), ";
     d += s.options().mode == Mode::train ? "training" : "inference";
     d += ", batch " + std::to_string(s.base_batch());
     if (s.options().dtype) d += ", " + std::string(to_string(*s.options().dtype));

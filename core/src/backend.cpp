@@ -52,12 +52,15 @@ private:
 };
 }  // namespace
 
-std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided, std::set<const Algorithm*> unsuggested,
+std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided,
+                                      std::set<const Algorithm*> unsuggested,
                                       std::map<const Algorithm*, int> listings) {
     return std::make_unique<ListRanking>(std::move(order), decided, std::move(unsuggested), std::move(listings));
 }
 
-std::unique_ptr<Ranking> Catalogue::ranking(const ConvProblem& p) const { return list_ranking(heuristic_order(p), true); }
+std::unique_ptr<Ranking> Catalogue::ranking(const ConvProblem& p) const {
+    return list_ranking(heuristic_order(p), true);
+}
 
 const Algorithm* Catalogue::find(std::string_view id) const {
     for (const Algorithm* a : algorithms())

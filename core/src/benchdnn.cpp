@@ -62,11 +62,13 @@ Desc tokenize(std::string_view s) {
             break;
         }
         if (!std::isalpha(static_cast<unsigned char>(ch)))
-            throw ParseError("unexpected character " + quote_input(std::string(1, ch)) + " at position " + std::to_string(i + 1));
+            throw ParseError("unexpected character " + quote_input(std::string(1, ch)) + " at position " +
+                             std::to_string(i + 1));
         std::size_t j = i;
         while (j < s.size() && std::isalpha(static_cast<unsigned char>(s[j]))) ++j;
         const std::string key(s.substr(i, j - i));
-        if (!is_known_key(key)) throw ParseError("unknown entry " + quote_input(key) + " at position " + std::to_string(i + 1));
+        if (!is_known_key(key))
+            throw ParseError("unknown entry " + quote_input(key) + " at position " + std::to_string(i + 1));
         std::size_t e = j;
         if (e < s.size() && s[e] == '-') ++e;
         while (e < s.size() && std::isdigit(static_cast<unsigned char>(s[e]))) ++e;
@@ -75,7 +77,8 @@ Desc tokenize(std::string_view s) {
         if (j == e || ec != std::errc() || p != s.data() + e)
             throw ParseError("entry " + quote_input(key) + " has no valid number at position " + std::to_string(j + 1));
         if (d.v.count(key)) throw ParseError("entry " + quote_input(key) + " given twice");
-        if (val >= (int64_t{1} << 31) || val <= -(int64_t{1} << 31)) throw ParseError("entry '" + key + "': magnitude must be below 2^31 (got " + std::to_string(val) + ")");
+        if (val >= (int64_t{1} << 31) || val <= -(int64_t{1} << 31))
+            throw ParseError("entry '" + key + "': magnitude must be below 2^31 (got " + std::to_string(val) + ")");
         if (val < 0) throw ParseError(key + ": must not be negative (got " + std::to_string(val) + ")");
         d.v[key] = val;
         i = e;
@@ -110,15 +113,19 @@ ConvProblem ConvProblem::parse_benchdnn(std::string_view text, std::string* name
         // a padding of 0 alone does not count).
         given[static_cast<std::size_t>(dim)] = (x.i | x.o | x.k | x.d) != 0 || x.s != 1 || x.p >= 1;
         if (!given[static_cast<std::size_t>(dim)]) continue;
-        if (x.i == 0) throw ParseError(key('i', dim) + ": missing or 0 (input size is required in a dimension that has entries)");
-        if (x.k == 0) throw ParseError(key('k', dim) + ": missing or 0 (kernel size is required in a dimension that has entries)");
+        if (x.i == 0)
+            throw ParseError(key('i', dim) + ": missing or 0 (input size is required in a dimension that has entries)");
+        if (x.k == 0)
+            throw ParseError(key('k', dim) +
+                             ": missing or 0 (kernel size is required in a dimension that has entries)");
         const int64_t ek = (x.k - 1) * (x.d + 1) + 1;
         if (x.o == 0) {
             if (x.p < 0) x.p = 0;
             x.o = (x.i - ek + 2 * x.p) / x.s + 1;  // truncating division, as benchdnn's
             if (x.o <= 0)
-                throw ParseError(key('o', dim) + ": deduced output size " + std::to_string(x.o) + " is below 1 (input " +
-                                 std::to_string(x.i) + ", dilated kernel " + std::to_string(ek) + ", padding " + std::to_string(x.p) + ")");
+                throw ParseError(key('o', dim) + ": deduced output size " + std::to_string(x.o) +
+                                 " is below 1 (input " + std::to_string(x.i) + ", dilated kernel " +
+                                 std::to_string(ek) + ", padding " + std::to_string(x.p) + ")");
         } else if (x.p < 0) {
             x.p = ((x.o - 1) * x.s - x.i + ek) / 2;
         }
@@ -166,9 +173,11 @@ int parse_repeat(std::string_view digits, std::string_view what) {
     const std::string w(what), text(digits);
     int64_t r = 0;
     const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), r);
-    if (digits.empty() || ptr != digits.data() + digits.size() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    if (digits.empty() || ptr != digits.data() + digits.size() ||
+        (ec != std::errc() && ec != std::errc::result_out_of_range))
         throw ParseError(w + ": " + quote_input(text) + " is not an integer");
-    if (digits.front() == '-' || (ec == std::errc() && r < 1)) throw ParseError(w + ": must be >= 1 (got " + quote_input(text) + ")");
+    if (digits.front() == '-' || (ec == std::errc() && r < 1))
+        throw ParseError(w + ": must be >= 1 (got " + quote_input(text) + ")");
     if (ec == std::errc::result_out_of_range || r > kMaxRepeat)
         throw ParseError(w + ": " + quote_input(text) + " is above the maximum of " + std::to_string(kMaxRepeat));
     return static_cast<int>(r);
@@ -222,9 +231,11 @@ std::vector<ShapeLine> parse_shape_text(std::string_view text) {
                 sl.problem = ConvProblem::parse_benchdnn(line, &sl.name);
                 // A name ending in "*N" (N an integer, possibly negative) carries a repeat hint.
                 const auto star = sl.name.rfind('*');
-                const std::string_view tail = star == std::string::npos ? std::string_view{} : std::string_view(sl.name).substr(star + 1);
+                const std::string_view tail =
+                    star == std::string::npos ? std::string_view{} : std::string_view(sl.name).substr(star + 1);
                 const std::string_view digits = !tail.empty() && tail.front() == '-' ? tail.substr(1) : tail;
-                if (!digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+                if (!digits.empty() &&
+                    std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
                     sl.repeat = parse_repeat(tail, "name: repeat hint");
                     sl.name.resize(star);
                 }

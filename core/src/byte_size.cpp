@@ -27,9 +27,12 @@ std::size_t parse_byte_size(std::string_view text, std::string_view what) {
         if (shift) s.remove_prefix(1);
         if (s == "iB" || s == "B" || (shift && s == "b")) s = {};
     }
-    if (!s.empty()) throw ParseError(w + ": " + quote_input(text) + " has an unknown unit (use K, M, G, T, P or E, powers of 1024)");
+    if (!s.empty())
+        throw ParseError(w + ": " + quote_input(text) +
+                         " has an unknown unit (use K, M, G, T, P or E, powers of 1024)");
     if (v == 0) throw ParseError(w + ": must be above 0");
-    if (shift && v > (std::numeric_limits<uint64_t>::max() >> shift)) throw ParseError(w + ": " + quote_input(text) + " is out of range");
+    if (shift && v > (std::numeric_limits<uint64_t>::max() >> shift))
+        throw ParseError(w + ": " + quote_input(text) + " is out of range");
     return static_cast<std::size_t>(v << shift);
 }
 

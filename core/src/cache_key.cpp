@@ -44,9 +44,11 @@ std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 bool parse_bit(std::string_view field, std::string_view prefix, std::string_view text) {
     if (field.substr(0, prefix.size()) != prefix)
-        throw ParseError("cache key " + quoted(text) + ": expected " + std::string(prefix) + "0|1, found " + quoted(field));
+        throw ParseError("cache key " + quoted(text) + ": expected " + std::string(prefix) + "0|1, found " +
+                         quoted(field));
     const std::string_view v = field.substr(prefix.size());
-    if (v != "0" && v != "1") throw ParseError("cache key " + quoted(text) + ": " + std::string(prefix) + " must be 0 or 1");
+    if (v != "0" && v != "1")
+        throw ParseError("cache key " + quoted(text) + ": " + std::string(prefix) + " must be 0 or 1");
     return v == "1";
 }
 
@@ -61,7 +63,8 @@ CacheKey CacheKey::parse(std::string_view text) {
         start = bar + 1;
     }
     if (parts.size() < 5 || parts.size() > 7)
-        throw ParseError("cache key " + quoted(text) + ": expected backend|problem|det=..|tf32=..[|bench=..][|ws=..]|policy=..");
+        throw ParseError("cache key " + quoted(text) +
+                         ": expected backend|problem|det=..|tf32=..[|bench=..][|ws=..]|policy=..");
     CacheKey k;
     if (parts[0].empty()) throw ParseError("cache key " + quoted(text) + ": the backend is empty");
     k.backend = std::string(parts[0]);
@@ -83,7 +86,8 @@ CacheKey CacheKey::parse(std::string_view text) {
         k.workspace_limit = ws;
     }
     if (i + 1 != parts.size() || parts[i].substr(0, 7) != "policy=")
-        throw ParseError("cache key " + quoted(text) + ": expected |policy=NAME last, after the optional bench= and ws=");
+        throw ParseError("cache key " + quoted(text) +
+                         ": expected |policy=NAME last, after the optional bench= and ws=");
     try {
         k.policy = parse_policy(parts[i].substr(7));
     } catch (const Error& e) {

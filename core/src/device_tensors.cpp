@@ -8,7 +8,8 @@ namespace convtune {
 
 void DeviceTensors::allocate(const Device& d, const ConvProblem& p) {
     const std::size_t es = size_of(p.dtype);
-    const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
+    const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es,
+                      wb = static_cast<std::size_t>(p.w_elements()) * es,
                       yb = static_cast<std::size_t>(p.y_elements()) * es;
     x_ = d.allocate(xb), w_ = d.allocate(wb), y_ = d.allocate(yb);
     ok_ = x_ && w_ && y_;
@@ -56,7 +57,9 @@ const DeviceTensors& DeviceTensors::require(std::string_view where) const {
 }
 
 const TensorView& DeviceTensors::output() const {
-    return problem_.direction == Direction::fwd ? views_.y : problem_.direction == Direction::bwd_data ? views_.x : views_.w;
+    return problem_.direction == Direction::fwd        ? views_.y
+           : problem_.direction == Direction::bwd_data ? views_.x
+                                                       : views_.w;
 }
 
 void DeviceTensors::download_output(void* host_dst) const { device_.download(host_dst, output().data, output().bytes); }

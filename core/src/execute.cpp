@@ -45,13 +45,20 @@ void fill_host_tensors(const ConvProblem& p, const ConvTensors& t, uint64_t seed
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
             for (std::int64_t i = 0; i < n; ++i)
                 dst[i] = convert(nan ? std::numeric_limits<double>::quiet_NaN()
-                                     : static_cast<double>(splitmix64(key + static_cast<uint64_t>(i)) >> 11) * 0x1p-52 - 1.0);
+                                     : static_cast<double>(splitmix64(key + static_cast<uint64_t>(i)) >> 11) * 0x1p-52 -
+                                           1.0);
         };
         switch (p.dtype) {
             case DataType::f64: fill(static_cast<double*>(bufs[b]), [](double v) { return v; }); break;
-            case DataType::f32: fill(static_cast<float*>(bufs[b]), [](double v) { return static_cast<float>(v); }); break;
-            case DataType::f16: fill(static_cast<uint16_t*>(bufs[b]), [](double v) { return float_to_f16(static_cast<float>(v)); }); break;
-            case DataType::bf16: fill(static_cast<uint16_t*>(bufs[b]), [](double v) { return float_to_bf16(static_cast<float>(v)); }); break;
+            case DataType::f32:
+                fill(static_cast<float*>(bufs[b]), [](double v) { return static_cast<float>(v); });
+                break;
+            case DataType::f16:
+                fill(static_cast<uint16_t*>(bufs[b]), [](double v) { return float_to_f16(static_cast<float>(v)); });
+                break;
+            case DataType::bf16:
+                fill(static_cast<uint16_t*>(bufs[b]), [](double v) { return float_to_bf16(static_cast<float>(v)); });
+                break;
         }
     }
 }
@@ -87,7 +94,8 @@ RunResult execute(const Algorithm& a, HostTensors& t, bool timed) {
     if (!host) {
         device.emplace(b, p, t.views());
         if (!device->ok()) {
-            r.status = Status::out_of_memory("cannot allocate the tensors (" + std::to_string(t.x.size() + t.w.size() + t.y.size()) + " B)");
+            r.status = Status::out_of_memory("cannot allocate the tensors (" +
+                                             std::to_string(t.x.size() + t.w.size() + t.y.size()) + " B)");
             return r;
         }
     }

@@ -78,7 +78,8 @@ std::string read_file_bounded(const std::string& path, std::uint64_t max_bytes, 
     // device may act on open).
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) throw Error(path + ": cannot open " + w + ": " + sys_error(errno));
-    if (!S_ISREG(st.st_mode)) throw Error(path + ": " + w + " must be a regular file, but " + kind_of(st.st_mode) + " stands there");
+    if (!S_ISREG(st.st_mode))
+        throw Error(path + ": " + w + " must be a regular file, but " + kind_of(st.st_mode) + " stands there");
     const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) throw Error(path + ": cannot open " + w + ": " + sys_error(errno));
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -130,7 +131,8 @@ void check_output_path(const std::string& path) {
         throw Error(path + ": cannot write here: a symbolic link to " + kind_of(target.st_mode) +
                     " stands there; convtune writes only regular files");
     }
-    throw Error(path + ": cannot write here: " + kind_of(st.st_mode) + " stands there; convtune writes only regular files");
+    throw Error(path + ": cannot write here: " + kind_of(st.st_mode) +
+                " stands there; convtune writes only regular files");
 }
 
 int remove_orphaned_temporaries(const std::string& path) {
@@ -179,14 +181,18 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
         // process with the same id, or something planted. A file or a link is removed (a link's
         // target is never touched), anything else is left and the write refused.
         struct stat st {};
-        if (::lstat(tmp.c_str(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) && ::unlink(tmp.c_str()) == 0)
+        if (::lstat(tmp.c_str(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) &&
+            ::unlink(tmp.c_str()) == 0)
             fd = ::open(tmp.c_str(), flags, 0644);
         else
             errno = EEXIST;
     }
-    if (fd < 0) throw Error(path + ": cannot write: cannot create " + tmp + ": " + sys_error(errno) + " (the old file is unchanged)");
+    if (fd < 0)
+        throw Error(path + ": cannot write: cannot create " + tmp + ": " + sys_error(errno) +
+                    " (the old file is unchanged)");
     const auto fail = [&](const std::string& what) {
-        const std::string m = path + ": cannot write: " + what + ": " + sys_error(errno) + " (the old file is unchanged)";
+        const std::string m =
+            path + ": cannot write: " + what + ": " + sys_error(errno) + " (the old file is unchanged)";
         ::unlink(tmp.c_str());
         return Error(m);
     };
@@ -231,13 +237,15 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 std::string keep_aside(const std::string& path) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) throw Error(path + ": cannot keep it aside: " + sys_error(errno));
-    if (!S_ISREG(st.st_mode)) throw Error(path + ": cannot keep it aside: " + kind_of(st.st_mode) + " stands there, not a regular file");
+    if (!S_ISREG(st.st_mode))
+        throw Error(path + ": cannot keep it aside: " + kind_of(st.st_mode) + " stands there, not a regular file");
     for (int i = 0; i < 10000; ++i) {
         std::string keep = path + ".corrupt";
         if (i) keep += '.' + std::to_string(i);  // (not `"." + to_string(i)`: GCC 12 warns -Wrestrict on that)
         if (::renameat2(AT_FDCWD, path.c_str(), AT_FDCWD, keep.c_str(), RENAME_NOREPLACE) == 0) return keep;
         if (errno == EEXIST) continue;
-        if (errno != EINVAL && errno != ENOSYS) throw Error(path + ": cannot keep it aside as " + keep + ": " + sys_error(errno));
+        if (errno != EINVAL && errno != ENOSYS)
+            throw Error(path + ": cannot keep it aside as " + keep + ": " + sys_error(errno));
         // No RENAME_NOREPLACE on this filesystem: a hard link never replaces either.
         if (::link(path.c_str(), keep.c_str()) == 0) {
             if (::unlink(path.c_str()) != 0) {
@@ -258,7 +266,8 @@ FileLock::FileLock(const std::string& path) {
     fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
     if (fd_ < 0) {
         const int e = errno;
-        throw Error("cannot create lock file " + lock + ": " + (e == ELOOP ? std::string("a symbolic link stands there") : sys_error(e)));
+        throw Error("cannot create lock file " + lock + ": " +
+                    (e == ELOOP ? std::string("a symbolic link stands there") : sys_error(e)));
     }
     struct stat st {};
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -16,7 +16,8 @@ namespace convtune {
 std::string FlagValues::to_string() const {
     std::ostringstream o;
     o << "enabled=" << enabled << ",benchmark=" << benchmark << ",benchmark_limit=" << benchmark_limit
-      << ",deterministic=" << deterministic << ",allow_tf32=" << allow_tf32 << ",policy=" << convtune::to_string(policy);
+      << ",deterministic=" << deterministic << ",allow_tf32=" << allow_tf32
+      << ",policy=" << convtune::to_string(policy);
     return o.str();
 }
 
@@ -32,7 +33,8 @@ template <class T>
 T parse_number(const std::string& key, std::string_view v, T lo) {
     T r{};
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
-    if (ec != std::errc() || p != v.data() + v.size()) throw ParseError(key + ": " + quote_input(v) + " is not a number");
+    if (ec != std::errc() || p != v.data() + v.size())
+        throw ParseError(key + ": " + quote_input(v) + " is not a number");
     if (!(r >= lo)) {
         std::ostringstream m;
         m << key << ": must be >= " << lo << " (got " << v << ")";
@@ -90,7 +92,8 @@ FlagValues parse_flags(std::string_view text, FlagValues f) {
         std::string_view item = text.substr(0, comma);
         const bool last = comma == std::string_view::npos;
         text = last ? std::string_view{} : text.substr(comma + 1);
-        if (item.empty() || (!last && text.empty())) throw ParseError("flags: empty entry (two commas in a row, or a comma at an end?)");
+        if (item.empty() || (!last && text.empty()))
+            throw ParseError("flags: empty entry (two commas in a row, or a comma at an end?)");
         const auto eq = item.find('=');
         if (eq == std::string_view::npos) throw ParseError("flags: entry " + quote_input(item) + " is not key=value");
         const std::string key(item.substr(0, eq));
@@ -100,8 +103,11 @@ FlagValues parse_flags(std::string_view text, FlagValues f) {
         if (const BoolFlag* b = find_bool_flag(key)) f.*(b->field) = parse_bool(key, v);
         else if (key == "policy") f.policy = parse_policy(v);
         else if (const NumericFlag* n = find_numeric_flag(key))
-            std::visit([&](auto field) { f.*field = parse_number(key, v, static_cast<std::remove_reference_t<decltype(f.*field)>>(n->lo)); },
-                       n->field);
+            std::visit(
+                [&](auto field) {
+                    f.*field = parse_number(key, v, static_cast<std::remove_reference_t<decltype(f.*field)>>(n->lo));
+                },
+                n->field);
         else {
             std::string known;
             for (const char* name : flag_names()) known += (known.empty() ? "" : ", ") + std::string(name);

@@ -45,7 +45,8 @@ std::size_t default_budget() {
 std::size_t memory_budget() {
     if (const std::size_t b = g_budget.load()) return b;
     if (const char* e = std::getenv("CONVTUNE_MAX_BYTES"); e && *e) return parse_byte_size(e, "CONVTUNE_MAX_BYTES");
-    static const std::size_t fallback = default_budget();  // the machine's memory does not change (a syscall per call did)
+    static const std::size_t fallback =
+        default_budget();  // the machine's memory does not change (a syscall per call did)
     return fallback;
 }
 
@@ -57,10 +58,12 @@ std::size_t peak_bytes(const ConvProblem& p, std::size_t workspace, std::size_t 
     std::size_t total = 0;
     for (int64_t e : {p.x_elements(), p.w_elements(), p.y_elements()}) {
         std::size_t bytes = 0;
-        if (__builtin_mul_overflow(static_cast<std::size_t>(e), es, &bytes) || __builtin_add_overflow(total, bytes, &total))
+        if (__builtin_mul_overflow(static_cast<std::size_t>(e), es, &bytes) ||
+            __builtin_add_overflow(total, bytes, &total))
             return std::numeric_limits<std::size_t>::max();
     }
-    if (__builtin_add_overflow(total, std::max(workspace, oracle), &total)) return std::numeric_limits<std::size_t>::max();
+    if (__builtin_add_overflow(total, std::max(workspace, oracle), &total))
+        return std::numeric_limits<std::size_t>::max();
     return total;
 }
 
@@ -68,12 +71,15 @@ std::string over_memory_budget(const ConvProblem& p, std::size_t workspace, std:
     const std::size_t peak = peak_bytes(p, workspace, oracle), budget = memory_budget();
     if (peak <= budget) return {};
     const std::size_t es = size_of(p.dtype);
-    const std::size_t x = static_cast<std::size_t>(p.x_elements()) * es, w = static_cast<std::size_t>(p.w_elements()) * es,
+    const std::size_t x = static_cast<std::size_t>(p.x_elements()) * es,
+                      w = static_cast<std::size_t>(p.w_elements()) * es,
                       y = static_cast<std::size_t>(p.y_elements()) * es;
-    std::string m = "memory budget: tensor x needs " + format_bytes(x) + ", w " + format_bytes(w) + ", y " + format_bytes(y);
+    std::string m =
+        "memory budget: tensor x needs " + format_bytes(x) + ", w " + format_bytes(w) + ", y " + format_bytes(y);
     if (workspace) m += ", workspace " + format_bytes(workspace);
     if (oracle) m += ", the f64 oracle " + format_bytes(oracle);
-    m += " (peak " + (peak == std::numeric_limits<std::size_t>::max() ? std::string("beyond 2^64 B") : format_bytes(peak)) +
+    m += " (peak " +
+         (peak == std::numeric_limits<std::size_t>::max() ? std::string("beyond 2^64 B") : format_bytes(peak)) +
          "), above the budget of " + format_bytes(budget) + " (" + std::to_string(budget) +
          " B; raise it with CONVTUNE_MAX_BYTES or --max-bytes)";
     return m;

@@ -15,8 +15,8 @@ std::string persist_refusal(const MeasureStrategy& s, const std::vector<double>&
     const double noise = relative_noise(winner_samples);
     // A robust spread needs three samples: with two, the MAD is half their range.
     if (winner_samples.size() < 3 || !(noise > s.persist_max_noise)) return {};
-    return fmt::format("not stored in the tuning database: its spread (1.4826 MAD / median) {:.0f}% is above {:.0f}%", 100 * noise,
-                       100 * s.persist_max_noise);
+    return fmt::format("not stored in the tuning database: its spread (1.4826 MAD / median) {:.0f}% is above {:.0f}%",
+                       100 * noise, 100 * s.persist_max_noise);
 }
 
 MeasureStrategy MeasureStrategy::robust(const FlagValues& f) {
@@ -148,9 +148,12 @@ namespace {
 // warm-up included (precondition: the warm-up was made).
 double slowest_sample(const Trial& t) { return *std::max_element(t.samples_ms.begin(), t.samples_ms.end()); }
 double fastest_call(const Trial& t) {
-    return t.samples_ms.empty() ? t.first_ms : std::min(t.first_ms, *std::min_element(t.samples_ms.begin(), t.samples_ms.end()));
+    return t.samples_ms.empty() ? t.first_ms
+                                : std::min(t.first_ms, *std::min_element(t.samples_ms.begin(), t.samples_ms.end()));
 }
-double slowest_call(const Trial& t) { return t.samples_ms.empty() ? t.first_ms : std::max(t.first_ms, slowest_sample(t)); }
+double slowest_call(const Trial& t) {
+    return t.samples_ms.empty() ? t.first_ms : std::max(t.first_ms, slowest_sample(t));
+}
 
 }  // namespace
 
@@ -231,8 +234,11 @@ void Measurement::record(std::size_t i, double ms, const Status& st) {
         // is enough to stop it.
         const double fastest = fastest_call_ms(i);
         if (st.ok() && t.warm && s_.interleaved && s_.drop_ratio > 0 && fastest > 0 && ms > s_.drop_ratio * fastest)
-            drop(t, fmt::format("stopped after its first call: {:.4g} ms, over {:g}x the fastest call so far (its kernel was loaded)", ms,
-                                s_.drop_ratio));
+            drop(
+                t,
+                fmt::format(
+                    "stopped after its first call: {:.4g} ms, over {:g}x the fastest call so far (its kernel was loaded)",
+                    ms, s_.drop_ratio));
         return;
     }
     t.samples_ms.push_back(ms);
@@ -277,11 +283,12 @@ void Measurement::end_round() {
         const double lead_ref = by_samples ? slowest_sample(lead) : slowest_call(lead);
         if (round_ < std::max(2, s_.min_samples) && s_.early_drop > 0 && fastest > s_.early_drop * lead_ref &&
             (round_ >= 2 || fastest >= s_.early_drop_min_ms))
-            drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest {} after {} round{}", s_.early_drop,
-                                by_samples ? "sample" : "call", round_,
-                                round_ == 1 ? "" : "s"));
-        else if (s_.racing && round_ >= s_.min_samples && slower_beyond_noise(lead.samples_ms, t.samples_ms, s_.z, s_.lead_floor))
-            drop(t, fmt::format("dropped after {} samples: slower than the leader beyond the noise", t.samples_ms.size()));
+            drop(t, fmt::format("stopped early: every call over {:g}x the leader's slowest {} after {} round{}",
+                                s_.early_drop, by_samples ? "sample" : "call", round_, round_ == 1 ? "" : "s"));
+        else if (s_.racing && round_ >= s_.min_samples &&
+                 slower_beyond_noise(lead.samples_ms, t.samples_ms, s_.z, s_.lead_floor))
+            drop(t,
+                 fmt::format("dropped after {} samples: slower than the leader beyond the noise", t.samples_ms.size()));
     }
     std::erase_if(left_, [&](std::size_t i) { return !trials_[i].racing; });
     if (round_ >= s_.min_samples) {
@@ -325,7 +332,9 @@ void Measurement::settle() {
 
 Choice Measurement::choose() const {
     Choice c;
-    auto better = [](const Trial& a, const Trial& b) { return a.median_ms < b.median_ms || (a.median_ms == b.median_ms && a.order < b.order); };
+    auto better = [](const Trial& a, const Trial& b) {
+        return a.median_ms < b.median_ms || (a.median_ms == b.median_ms && a.order < b.order);
+    };
     for (std::size_t i = 0; i < trials_.size(); ++i) {
         const Trial& t = trials_[i];
         if (!t.status.ok() || (s_.interleaved && !t.racing)) continue;
@@ -335,7 +344,8 @@ Choice Measurement::choose() const {
     // The heuristic's pick: the first candidate entered (the selector enters it first).
     const Trial& h = trials_.front();
     if (s_.keep_heuristic_within_noise && c.trial != 0 && h.status.ok() && h.racing &&
-        !slower_beyond_noise(trials_[static_cast<std::size_t>(c.trial)].samples_ms, h.samples_ms, s_.z, s_.lead_floor)) {
+        !slower_beyond_noise(trials_[static_cast<std::size_t>(c.trial)].samples_ms, h.samples_ms, s_.z,
+                             s_.lead_floor)) {
         c.reason = fmt::format("the heuristic's pick: the fastest median ({:.4g} ms) leads by no more than the noise",
                                trials_[static_cast<std::size_t>(c.trial)].median_ms);
         c.trial = 0;
@@ -350,9 +360,10 @@ Choice Measurement::choose() const {
             if (best < 0 || better(t, trials_[static_cast<std::size_t>(best)])) best = static_cast<int>(i);
         }
         if (best >= 0) {
-            c.reason = fmt::format("not compiled at first use: the fastest median ({:.4g} ms, whose kernel is compiled at first use) "
-                                   "leads this one by no more than the noise",
-                                   w.median_ms);
+            c.reason = fmt::format(
+                "not compiled at first use: the fastest median ({:.4g} ms, whose kernel is compiled at first use) "
+                "leads this one by no more than the noise",
+                w.median_ms);
             c.trial = best;
         }
     }

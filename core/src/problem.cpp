@@ -140,44 +140,68 @@ bool mul_ok(int64_t& acc, int64_t v) {
 }  // namespace
 
 std::optional<std::string> ConvProblem::check() const {
-    auto fail = [](const std::string& f, const std::string& rule) { return std::optional<std::string>(f + ": " + rule); };
+    auto fail = [](const std::string& f, const std::string& rule) {
+        return std::optional<std::string>(f + ": " + rule);
+    };
     if (spatial_dims < 1 || spatial_dims > 3)
         return fail("spatial_dims", "must be 1, 2 or 3 (got " + std::to_string(spatial_dims) + ")");
-    if (static_cast<unsigned>(direction) > 2) return fail("dir", "unknown direction value " + std::to_string(static_cast<int>(direction)));
-    if (static_cast<unsigned>(dtype) > 3) return fail("dtype", "unknown data type value " + std::to_string(static_cast<int>(dtype)));
-    if (static_cast<unsigned>(layout) > 1) return fail("layout", "unknown layout value " + std::to_string(static_cast<int>(layout)));
+    if (static_cast<unsigned>(direction) > 2)
+        return fail("dir", "unknown direction value " + std::to_string(static_cast<int>(direction)));
+    if (static_cast<unsigned>(dtype) > 3)
+        return fail("dtype", "unknown data type value " + std::to_string(static_cast<int>(dtype)));
+    if (static_cast<unsigned>(layout) > 1)
+        return fail("layout", "unknown layout value " + std::to_string(static_cast<int>(layout)));
     if (n < 1) return fail("n", "batch size must be >= 1 (got " + std::to_string(n) + ")");
     if (c < 1) return fail("c", "input channels must be >= 1 (got " + std::to_string(c) + ")");
     if (k < 1) return fail("k", "output channels must be >= 1 (got " + std::to_string(k) + ")");
     if (groups < 1) return fail("g", "groups must be >= 1 (got " + std::to_string(groups) + ")");
     if (c % groups != 0)
-        return fail("c", "input channels (" + std::to_string(c) + ") must be divisible by groups (" + std::to_string(groups) + ")");
+        return fail("c", "input channels (" + std::to_string(c) + ") must be divisible by groups (" +
+                             std::to_string(groups) + ")");
     if (k % groups != 0)
-        return fail("k", "output channels (" + std::to_string(k) + ") must be divisible by groups (" + std::to_string(groups) + ")");
+        return fail("k", "output channels (" + std::to_string(k) + ") must be divisible by groups (" +
+                             std::to_string(groups) + ")");
     for (int i = 0; i < kMaxSpatial; ++i) {
         const auto u = static_cast<std::size_t>(i);
         if (i >= spatial_dims) {
-            if (in[u] != 1 || kernel[u] != 1 || stride[u] != 1 || dilation[u] != 1 || pad_begin[u] != 0 || pad_end[u] != 0)
-                return fail("spatial_dims", "unused spatial slot " + std::to_string(i) + " must be neutral (size 1, stride 1, dilation 1, padding 0)");
+            if (in[u] != 1 || kernel[u] != 1 || stride[u] != 1 || dilation[u] != 1 || pad_begin[u] != 0 ||
+                pad_end[u] != 0)
+                return fail("spatial_dims", "unused spatial slot " + std::to_string(i) +
+                                                " must be neutral (size 1, stride 1, dilation 1, padding 0)");
             continue;
         }
-        if (in[u] < 1) return fail(field("in", spatial_dims, i), "input size must be >= 1 (got " + std::to_string(in[u]) + ")");
-        if (kernel[u] < 1) return fail(field("ker", spatial_dims, i), "kernel size must be >= 1 (got " + std::to_string(kernel[u]) + ")");
-        if (stride[u] < 1) return fail(field("stride", spatial_dims, i), "stride must be >= 1 (got " + std::to_string(stride[u]) + ")");
+        if (in[u] < 1)
+            return fail(field("in", spatial_dims, i), "input size must be >= 1 (got " + std::to_string(in[u]) + ")");
+        if (kernel[u] < 1)
+            return fail(field("ker", spatial_dims, i),
+                        "kernel size must be >= 1 (got " + std::to_string(kernel[u]) + ")");
+        if (stride[u] < 1)
+            return fail(field("stride", spatial_dims, i),
+                        "stride must be >= 1 (got " + std::to_string(stride[u]) + ")");
         if (dilation[u] < 1)
-            return fail(field("dil", spatial_dims, i), "dilation must be >= 1, 1 meaning a dense kernel (got " + std::to_string(dilation[u]) + ")");
-        if (pad_begin[u] < 0) return fail(field("pad", spatial_dims, i), "begin padding must be >= 0 (got " + std::to_string(pad_begin[u]) + ")");
+            return fail(field("dil", spatial_dims, i),
+                        "dilation must be >= 1, 1 meaning a dense kernel (got " + std::to_string(dilation[u]) + ")");
+        if (pad_begin[u] < 0)
+            return fail(field("pad", spatial_dims, i),
+                        "begin padding must be >= 0 (got " + std::to_string(pad_begin[u]) + ")");
         constexpr int64_t kMaxDim = int64_t{1} << 31;
-        if (pad_end[u] <= -kMaxDim) return fail(field("pad_end", spatial_dims, i), "magnitude must be below 2^31 (got " + std::to_string(pad_end[u]) + ")");
+        if (pad_end[u] <= -kMaxDim)
+            return fail(field("pad_end", spatial_dims, i),
+                        "magnitude must be below 2^31 (got " + std::to_string(pad_end[u]) + ")");
         for (auto [name, v] : {std::pair{"in", in[u]}, {"ker", kernel[u]}, {"stride", stride[u]}, {"dil", dilation[u]},
                                {"pad", pad_begin[u]}, {"pad_end", pad_end[u] < 0 ? -pad_end[u] : pad_end[u]}})
-            if (v >= kMaxDim) return fail(field(name, spatial_dims, i), "magnitude must be below 2^31 (got " + std::to_string(v) + ")");
+            if (v >= kMaxDim)
+                return fail(field(name, spatial_dims, i),
+                            "magnitude must be below 2^31 (got " + std::to_string(v) + ")");
         if (pad_end[u] <= -in[u])
-            return fail(field("pad_end", spatial_dims, i), "negative end padding must leave at least one input row (got " + std::to_string(pad_end[u]) + " for input " + std::to_string(in[u]) + ")");
+            return fail(field("pad_end", spatial_dims, i),
+                        "negative end padding must leave at least one input row (got " + std::to_string(pad_end[u]) +
+                            " for input " + std::to_string(in[u]) + ")");
         const int64_t padded = in[u] + pad_begin[u] + pad_end[u];
         if (padded < effective_kernel(i))
-            return fail(field("ker", spatial_dims, i), "dilated kernel (" + std::to_string(effective_kernel(i)) + ") must not exceed the padded input (" +
-                                                            std::to_string(padded) + ")");
+            return fail(field("ker", spatial_dims, i), "dilated kernel (" + std::to_string(effective_kernel(i)) +
+                                                           ") must not exceed the padded input (" +
+                                                           std::to_string(padded) + ")");
     }
     for (auto [name, v] : {std::pair{"n", n}, {"c", c}, {"k", k}, {"g", groups}})
         if (v >= (int64_t{1} << 31)) return fail(name, "must be below 2^31 (got " + std::to_string(v) + ")");
@@ -257,8 +281,10 @@ int parse_dims(std::string_view key, std::string_view v, Dims& out, int64_t fill
 }
 
 std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n'))
+        s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+        s.remove_suffix(1);
     return s;
 }
 
@@ -308,7 +334,8 @@ ConvProblem ConvProblem::parse(std::string_view text) {
         const std::string key(trim(item.substr(0, eq)));
         const std::string_view val = trim(item.substr(eq + 1));
         // The key is known before it is named in a message (an unknown one is echoed clipped).
-        static constexpr std::string_view known[] = {"dir", "dtype", "layout", "n", "c", "k", "g", "in", "ker", "stride", "dil", "pad", "pad_end"};
+        static constexpr std::string_view known[] = {"dir", "dtype", "layout", "n",   "c",   "k",      "g",
+                                                     "in",  "ker",   "stride", "dil", "pad", "pad_end"};
         if (std::find(std::begin(known), std::end(known), key) == std::end(known))
             throw ParseError("problem: unknown key " + quote_input(key) +
                              " (known: dir, dtype, layout, n, c, k, g, in, ker, stride, dil, pad, pad_end)");
@@ -339,7 +366,8 @@ ConvProblem ConvProblem::parse(std::string_view text) {
     p.spatial_dims = nd;
     auto same = [nd](const char* key, const std::optional<int>& n2) {
         if (n2 && *n2 != nd)
-            throw ParseError(std::string(key) + ": has " + std::to_string(*n2) + " dims but in has " + std::to_string(nd));
+            throw ParseError(std::string(key) + ": has " + std::to_string(*n2) + " dims but in has " +
+                             std::to_string(nd));
     };
     same("ker", nd_ker);
     same("stride", nd_stride);
@@ -356,11 +384,12 @@ ConvProblem ConvProblem::parse(std::string_view text) {
         if (l && *layout == layout_name(*l, nd)) {
             p.layout = *l;
         } else if (const std::optional<Layout> other = find_layout(*layout, 0)) {
-            throw ParseError("layout: " + quote_input(*layout) + " is a " + std::to_string(layout->size() - 2) + "-D layout but the problem has " +
-                             std::to_string(nd) + " spatial dims (use " + layout_name(*other, nd) + ")");
+            throw ParseError("layout: " + quote_input(*layout) + " is a " + std::to_string(layout->size() - 2) +
+                             "-D layout but the problem has " + std::to_string(nd) + " spatial dims (use " +
+                             layout_name(*other, nd) + ")");
         } else {
-            throw ParseError("layout: unknown layout " + quote_input(*layout) + " (expected " + layout_name(Layout::nchw, nd) + " or " +
-                             layout_name(Layout::nhwc, nd) + ")");
+            throw ParseError("layout: unknown layout " + quote_input(*layout) + " (expected " +
+                             layout_name(Layout::nchw, nd) + " or " + layout_name(Layout::nhwc, nd) + ")");
         }
     }
     p.validate();

@@ -14,12 +14,14 @@ void Progress::update(int64_t done, int64_t total, const std::string& what) {
     if (done < total && last_ >= 0 && now - last_ < 0.1) return;
     last_ = now;
     const int width = 30;
-    const int filled = static_cast<int>(static_cast<double>(width) * static_cast<double>(done) / static_cast<double>(total));
+    const int filled =
+        static_cast<int>(static_cast<double>(width) * static_cast<double>(done) / static_cast<double>(total));
     std::string bar(static_cast<std::size_t>(filled), '=');
     if (filled < width) bar += '>';
     bar.resize(static_cast<std::size_t>(width), ' ');
     std::string w = what.size() > 60 ? what.substr(0, 57) + "..." : what;
-    std::fprintf(stderr, "\r%s [%s] %lld/%lld %-60s", label_.c_str(), bar.c_str(), static_cast<long long>(done), static_cast<long long>(total), w.c_str());
+    std::fprintf(stderr, "\r%s [%s] %lld/%lld %-60s", label_.c_str(), bar.c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total), w.c_str());
     std::fflush(stderr);
     drawn_ = true;
 }

@@ -26,7 +26,8 @@ Candidate evaluate(const Algorithm& a, const ConvProblem& p, const FlagValues& f
         c.reason = std::move(why);
     } else if (limited && *c.workspace > f.workspace_limit) {
         c.state = Candidate::State::over_workspace;
-        c.reason = "workspace " + std::to_string(*c.workspace) + " B > limit " + std::to_string(f.workspace_limit) + " B";
+        c.reason =
+            "workspace " + std::to_string(*c.workspace) + " B > limit " + std::to_string(f.workspace_limit) + " B";
     }
     return c;
 }
@@ -46,7 +47,8 @@ bool was_eligible(Candidate::State s) {
 
 }  // namespace
 
-std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vector<Candidate> cands, bool ranking_ended) {
+std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vector<Candidate> cands,
+                                bool ranking_ended) {
     std::stable_partition(cands.begin(), cands.end(), [](const Candidate& c) { return was_eligible(c.state); });
     std::unordered_set<std::string> listed;
     for (const Candidate& c : cands) listed.insert(c.id);
@@ -63,8 +65,10 @@ std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vec
 }
 
 std::string no_candidate_message(const Backend& b, const ConvProblem& p, const std::vector<Candidate>& cands) {
-    std::string m = "no algorithm of backend '" + std::string(b.name()) + "' can run " + p.to_string() + " under these flags";
-    for (const Candidate& c : cands) m += "\n  " + c.id + ": " + std::string(to_string(c.state)) + (c.reason.empty() ? "" : ": " + c.reason);
+    std::string m =
+        "no algorithm of backend '" + std::string(b.name()) + "' can run " + p.to_string() + " under these flags";
+    for (const Candidate& c : cands)
+        m += "\n  " + c.id + ": " + std::string(to_string(c.state)) + (c.reason.empty() ? "" : ": " + c.reason);
     return m;
 }
 
@@ -101,7 +105,8 @@ std::string take_measurement(const Measurement& m, std::vector<Candidate>& cands
     Candidate& w = cands[m.trials()[static_cast<std::size_t>(choice.trial)].order];
     if (!choice.reason.empty()) w.reason = choice.reason;
     if (policy.persists())
-        if (std::string no = persist_refusal(m.strategy(), w.samples_ms); !no.empty()) w.reason += (w.reason.empty() ? "" : "; ") + no;
+        if (std::string no = persist_refusal(m.strategy(), w.samples_ms); !no.empty())
+            w.reason += (w.reason.empty() ? "" : "; ") + no;
     return w.id;
 }
 
@@ -112,7 +117,8 @@ std::string history_kind(const ConvProblem& p, const FlagValues& f) {
     return k;
 }
 
-void judge(SearchHistory& h, const std::vector<Candidate>& cands, const std::string& winner, const std::string& kind, const Demotion& d) {
+void judge(SearchHistory& h, const std::vector<Candidate>& cands, const std::string& winner, const std::string& kind,
+           const Demotion& d) {
     if (!(d.ratio > 0)) return;
     double winner_ms = 0;
     for (const Candidate& c : cands)
@@ -181,7 +187,8 @@ void CandidateList::decide(std::size_t i) {
     c.suggested = items_[i].suggested;
     c.listings = items_[i].listings;
     undecided_.erase(it);
-    if (c.state == Candidate::State::not_timed && hold_reference_ && c.notes.has(Note::reference) && eligible_ > 0) skip_reference(c);
+    if (c.state == Candidate::State::not_timed && hold_reference_ && c.notes.has(Note::reference) && eligible_ > 0)
+        skip_reference(c);
     eligible_ += c.state == Candidate::State::not_timed;
     items_[i] = std::move(c);
 }
@@ -193,7 +200,8 @@ std::vector<Candidate> CandidateList::finish() && {
         const std::size_t i = undecided_.begin()->first;
         if (ranking_->decided()) {
             decide(i);
-            if (items_[i].state == Candidate::State::not_timed) items_[i].reason = "not reached: the decision ended before it";
+            if (items_[i].state == Candidate::State::not_timed)
+                items_[i].reason = "not reached: the decision ended before it";
         } else {
             items_[i].reason = "not reached: the heuristics do not suggest it and the search ended before it";
             undecided_.erase(undecided_.begin());

@@ -35,7 +35,8 @@ std::size_t workspace_of(const Backend& b, const ConvProblem& p, Candidate& c);
 // notes: asking them can cost a backend work the decision never needed (cuDNN probes an engine's
 // notes on small graphs the first time they are asked: about 4400 engine finalisations, some
 // 100 ms, at a process's first decision from the tuning database, measured on the H200).
-std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vector<Candidate> cands, bool ranking_ended);
+std::vector<Candidate> complete(const Backend& b, const ConvProblem& p, std::vector<Candidate> cands,
+                                bool ranking_ended);
 
 // The message of the Error thrown when no candidate can run p: each candidate and why not.
 std::string no_candidate_message(const Backend& b, const ConvProblem& p, const std::vector<Candidate>& cands);
@@ -55,7 +56,8 @@ std::string take_measurement(const Measurement& m, std::vector<Candidate>& cands
 std::string history_kind(const ConvProblem& p, const FlagValues& f);
 
 // Tells the history how each timed candidate of a decision fared against its winner.
-void judge(SearchHistory& h, const std::vector<Candidate>& cands, const std::string& winner, const std::string& kind, const Demotion& d);
+void judge(SearchHistory& h, const std::vector<Candidate>& cands, const std::string& winner, const std::string& kind,
+           const Demotion& d);
 
 // The candidates of one decision, built only as far as the decision needs them: each algorithm
 // the backend's ranking yields has its support decided and the filters applied when reached.

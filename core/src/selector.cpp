@@ -15,12 +15,15 @@ namespace convtune {
 
 std::string flag_filter_reason(const Notes& notes, const ConvProblem& p, const FlagValues& f) {
     if (f.deterministic && notes.has(Note::nondeterministic)) return "deterministic=1 drops NONDETERMINISTIC";
-    if (p.dtype == DataType::f32 && !f.allow_tf32 && notes.has(Note::tensor_core)) return "allow_tf32=0 drops TENSOR_CORE for f32";
+    if (p.dtype == DataType::f32 && !f.allow_tf32 && notes.has(Note::tensor_core))
+        return "allow_tf32=0 drops TENSOR_CORE for f32";
     if (notes.has(Note::down_convert_inputs)) return "DOWN_CONVERT_INPUTS is always dropped";
     return {};
 }
 
-std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f) { return CacheKey::of(b, p, f).to_string(); }
+std::string cache_key(const Backend& b, const ConvProblem& p, const FlagValues& f) {
+    return CacheKey::of(b, p, f).to_string();
+}
 
 namespace {
 
@@ -34,7 +37,8 @@ const std::vector<double>& winner_samples(const Decision& d) {
 
 }  // namespace
 
-Selector::Selector(const Backend& backend, TuningCache& cache, TuningDatabase* db) : backend_(backend), cache_(cache), db_(db) {
+Selector::Selector(const Backend& backend, TuningCache& cache, TuningDatabase* db)
+    : backend_(backend), cache_(cache), db_(db) {
     for (Policy p : all_policies()) states_.emplace_back(&*p, p->make_state());
 }
 
@@ -52,7 +56,8 @@ DeviceBuffer Selector::workspace(std::size_t bytes, const WorkspaceSource* ws) c
     return b && b.bytes() >= bytes ? std::move(b) : DeviceBuffer{};
 }
 
-Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t, const WorkspaceSource* ws) const {
+Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t,
+                          const WorkspaceSource* ws) const {
     p.validate();
     Decision d;
     d.key = cache_key(backend_, p, f);
@@ -80,7 +85,9 @@ Decision Selector::decide(const ConvProblem& p, const FlagValues& f, const ConvT
     return f.benchmark ? policy.search(ctx) : policy.pick(ctx);
 }
 
-std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f) { return select(p, f, nullptr, nullptr); }
+std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f) {
+    return select(p, f, nullptr, nullptr);
+}
 
 std::shared_ptr<const Decision> Selector::select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t,
                                                  const WorkspaceSource* ws) {
@@ -147,7 +154,8 @@ std::shared_ptr<const Decision> Selector::select_cached(const ConvProblem& p, co
             if (policy.in_band(f))
                 for (Candidate& c : d.candidates)
                     if (c.id == d.algorithm)
-                        c.reason += "; provisional: the " + std::string(policy.name()) + " policy times the shape's own calls in turn and pins one";
+                        c.reason += "; provisional: the " + std::string(policy.name()) +
+                                    " policy times the shape's own calls in turn and pins one";
             return d;
         }
         Decision d = decide(p, f, t, ws);
@@ -170,7 +178,8 @@ void Selector::persist(const Environment& env, const std::string& key, const Dec
     const SelectionPolicy& policy = *f.policy;
     if (!db_ || !policy.persists() || !persist_refusal(policy.measurement(f), winner_samples(d)).empty()) return;
     const auto now = std::chrono::system_clock::now();
-    DbRecord r{d.algorithm, d.median_ms, 0, 0, d.search_ms, static_cast<int64_t>(std::chrono::system_clock::to_time_t(now))};
+    DbRecord r{d.algorithm, d.median_ms, 0,
+               0,           d.search_ms, static_cast<int64_t>(std::chrono::system_clock::to_time_t(now))};
     for (const Candidate& c : d.candidates)
         if (c.id == d.algorithm) r.spread = c.spread, r.samples = static_cast<int>(c.samples_ms.size());
     db_->store(env, key, r);
@@ -179,9 +188,12 @@ void Selector::persist(const Environment& env, const std::string& key, const Dec
 Status Selector::execute(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, double* timed_ms,
                          const WorkspaceSource* source) const {
     const std::size_t wsb = a.workspace_size(p);
-    if (std::string m = backend_.memory() == Memory::host ? over_memory_budget(p, wsb) : std::string(); !m.empty()) return Status::out_of_memory(m);
+    if (std::string m = backend_.memory() == Memory::host ? over_memory_budget(p, wsb) : std::string(); !m.empty())
+        return Status::out_of_memory(m);
     DeviceBuffer ws = wsb ? workspace(wsb, source) : DeviceBuffer{};
-    if (wsb && !ws) return Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " + std::string(a.id()));
+    if (wsb && !ws)
+        return Status::out_of_memory("cannot allocate " + std::to_string(wsb) + " B of workspace for " +
+                                     std::string(a.id()));
     Status st;
     if (!observer_ && !timed_ms) return a.run(p, t, {ws.data(), wsb});
     const double ms = backend_.time_execution_ms([&] { st = a.run(p, t, {ws.data(), wsb}); });
@@ -223,7 +235,8 @@ Status Selector::run(const ConvProblem& p, const ConvTensors& t, const FlagValue
     for (const Candidate& c : d->candidates) {
         if (c.id == d->algorithm) continue;
         if (c.state == Candidate::State::timed) timed.push_back(&c);
-        else if (c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed) untimed.push_back(&c);
+        else if (c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed)
+            untimed.push_back(&c);
     }
     std::stable_sort(timed.begin(), timed.end(), [](auto* a, auto* b) { return a->median_ms < b->median_ms; });
     order.insert(order.end(), timed.begin(), timed.end());

@@ -35,7 +35,9 @@ double relative_noise(const std::vector<double>& v) {
 bool slower_beyond_noise(const std::vector<double>& a, const std::vector<double>& b, double z, double floor) {
     if (a.empty() || b.empty()) return false;
     const double ma = median(a), mb = median(b);
-    auto se = [](const std::vector<double>& v) { return 1.2533 * 1.4826 * median_abs_deviation(v) / std::sqrt(static_cast<double>(v.size())); };
+    auto se = [](const std::vector<double>& v) {
+        return 1.2533 * 1.4826 * median_abs_deviation(v) / std::sqrt(static_cast<double>(v.size()));
+    };
     const double sa = se(a), sb = se(b);
     const double d = mb - ma;
     return d > floor * ma && d > z * std::sqrt(sa * sa + sb * sb) && *std::min_element(b.begin(), b.end()) > ma;

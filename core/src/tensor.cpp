@@ -34,12 +34,13 @@ void check_tensors(const ConvProblem& p, const ConvTensors& t) {
     p.validate();  // the element counts below are only defined for a valid problem
     const std::size_t es = size_of(p.dtype);
     struct Item { const char* name; const TensorView& v; int64_t elements; };
-    for (const Item& it : {Item{"x", t.x, p.x_elements()}, Item{"w", t.w, p.w_elements()}, Item{"y", t.y, p.y_elements()}}) {
+    for (const Item& it :
+         {Item{"x", t.x, p.x_elements()}, Item{"w", t.w, p.w_elements()}, Item{"y", t.y, p.y_elements()}}) {
         const std::size_t need = static_cast<std::size_t>(it.elements) * es;
         if (it.v.data == nullptr) throw Error(std::string("tensor ") + it.name + ": buffer is null");
         if (it.v.bytes < need)
-            throw Error(std::string("tensor ") + it.name + ": buffer holds " + std::to_string(it.v.bytes) + " bytes but the problem needs " +
-                        std::to_string(need));
+            throw Error(std::string("tensor ") + it.name + ": buffer holds " + std::to_string(it.v.bytes) +
+                        " bytes but the problem needs " + std::to_string(need));
     }
 }
 

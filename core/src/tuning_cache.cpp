@@ -1,52 +1,6 @@
 #include "convtune/tuning_cache.hpp"
 
-#include <nlohmann/json.hpp>
-
 namespace convtune {
-
-std::string_view to_string(Source s) {
-    switch (s) {
-        case Source::memory: return "memory";
-        case Source::database: return "database";
-        case Source::heuristic: return "heuristic";
-        case Source::search: return "search";
-        case Source::fixed: return "fixed";
-        case Source::fallback: return "fallback";
-    }
-    return "?";
-}
-
-std::string_view to_string(Candidate::State s) {
-    switch (s) {
-        case Candidate::State::timed: return "timed";
-        case Candidate::State::chosen_untimed: return "chosen";
-        case Candidate::State::not_timed: return "not timed";
-        case Candidate::State::filtered: return "filtered";
-        case Candidate::State::unsupported: return "unsupported";
-        case Candidate::State::over_workspace: return "over workspace limit";
-        case Candidate::State::out_of_memory: return "out of memory";
-        case Candidate::State::failed: return "failed";
-        case Candidate::State::not_checked: return "not checked";
-    }
-    return "?";
-}
-
-nlohmann::json to_json(const Decision& d) {
-    nlohmann::json cands = nlohmann::json::array();
-    for (const Candidate& c : d.candidates)
-        cands.push_back({{"id", c.id},
-                         {"state", to_string(c.state)},
-                         {"reason", c.reason},
-                         {"notes", c.notes.names()},
-                         {"workspace", c.workspace ? nlohmann::json(*c.workspace) : nlohmann::json()},
-                         {"first_ms", c.first_ms},
-                         {"samples_ms", c.samples_ms},
-                         {"median_ms", c.median_ms},
-                         {"spread", c.spread},
-                         {"suggested", c.suggested}});
-    return {{"algorithm", d.algorithm}, {"source", to_string(d.source)}, {"search_ms", d.search_ms},
-            {"median_ms", d.median_ms}, {"key", d.key}, {"candidates", cands}};
-}
 
 TuningCache::TuningCache(std::size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
 

@@ -54,17 +54,38 @@ double get_non_negative(const json& j, const char* key, const std::string& where
 int64_t get_integer(const json& j, const char* key, const std::string& where, double lo, double hi) {
     if (!j.contains(key)) return 0;
     const double v = get_number(j, key, where);
-    if (!(v >= lo && v <= hi) || v != std::floor(v)) throw ParseError(where + ": \"" + key + "\" is out of range or not an integer");
+    if (!(v >= lo && v <= hi) || v != std::floor(v))
+        throw ParseError(where + ": \"" + key + "\" is out of range or not an integer");
     return j[key].is_number_integer() ? j[key].get<int64_t>() : static_cast<int64_t>(v);
 }
+
+}  // namespace
+
+json to_json(const DbRecord& r) {
+    return {{"algorithm", r.algorithm}, {"median_ms", r.median_ms}, {"spread", r.spread},
+            {"samples", r.samples},     {"search_ms", r.search_ms}, {"time", r.time}};
+}
+
+DbRecord db_record_from_json(const json& j, const std::string& where) {
+    if (!j.is_object()) throw ParseError(where + " must be an object");
+    DbRecord rec;
+    rec.algorithm = get_string(j, "algorithm", where);
+    rec.median_ms = get_non_negative(j, "median_ms", where);
+    rec.spread = get_non_negative(j, "spread", where);
+    rec.samples = static_cast<int>(get_integer(j, "samples", where, -2147483648.0, 2147483647.0));
+    if (rec.samples < 0) get_non_negative(j, "samples", where);  // refuses it, naming the entry
+    rec.search_ms = get_non_negative(j, "search_ms", where);
+    rec.time = get_integer(j, "time", where, -0x1p53, 0x1p53);
+    return rec;
+}
+
+namespace {
 
 json to_json(const std::vector<DbSection>& sections) {
     json envs = json::array();
     for (const DbSection& s : sections) {
         json entries = json::object();
-        for (const auto& [k, r] : s.entries)
-            entries[k] = {{"algorithm", r.algorithm}, {"median_ms", r.median_ms}, {"spread", r.spread},
-                          {"samples", r.samples},     {"search_ms", r.search_ms}, {"time", r.time}};
+        for (const auto& [k, r] : s.entries) entries[k] = to_json(r);
         envs.push_back({{"convtune", s.env.convtune}, {"backend", s.env.backend}, {"library", s.env.library},
                         {"device", s.env.device}, {"driver", s.env.driver}, {"entries", entries}});
     }
@@ -89,13 +110,17 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
         throw ParseError(path + ": not valid JSON (" + std::string(e.what()) + ")");
     }
     if (!j.is_object()) throw ParseError(path + ": top level must be an object");
-    if (!j.contains("format") || j["format"] != kFormat) throw ParseError(path + ": not a convtune tuning database (\"format\" is missing or wrong)");
+    if (!j.contains("format") || j["format"] != kFormat)
+        throw ParseError(path + ": not a convtune tuning database (\"format\" is missing or wrong)");
     if (j.contains("version") && j["version"].is_number_integer() && j["version"] > kVersion)
-        throw DatabaseVersionError(path + ": written by a newer convtune (database format version " + j["version"].dump() +
-                                   "; this convtune reads version " + std::to_string(kVersion) + "); refused, the file is left as it is");
+        throw DatabaseVersionError(path + ": written by a newer convtune (database format version " +
+                                   j["version"].dump() + "; this convtune reads version " + std::to_string(kVersion) +
+                                   "); refused, the file is left as it is");
     if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != kVersion)
-        throw ParseError(path + ": unsupported database version (this convtune reads version " + std::to_string(kVersion) + ")");
-    if (!j.contains("environments") || !j["environments"].is_array()) throw ParseError(path + ": \"environments\" must be an array");
+        throw ParseError(path + ": unsupported database version (this convtune reads version " +
+                         std::to_string(kVersion) + ")");
+    if (!j.contains("environments") || !j["environments"].is_array())
+        throw ParseError(path + ": \"environments\" must be an array");
     std::vector<DbSection> out;
     int index = 0;
     for (const json& e : j["environments"]) {
@@ -104,19 +129,10 @@ std::vector<DbSection> TuningDatabase::read_file(const std::string& path) {
         DbSection s;
         s.env = {get_string(e, "convtune", where), get_string(e, "backend", where), get_string(e, "library", where),
                  get_string(e, "device", where), get_string(e, "driver", where)};
-        if (!e.contains("entries") || !e["entries"].is_object()) throw ParseError(where + ": \"entries\" must be an object");
+        if (!e.contains("entries") || !e["entries"].is_object())
+            throw ParseError(where + ": \"entries\" must be an object");
         for (const auto& [key, r] : e["entries"].items()) {
-            const std::string w = where + ", entry " + quote_input(key);
-            if (!r.is_object()) throw ParseError(w + " must be an object");
-            DbRecord rec;
-            rec.algorithm = get_string(r, "algorithm", w);
-            rec.median_ms = get_non_negative(r, "median_ms", w);
-            rec.spread = get_non_negative(r, "spread", w);
-            rec.samples = static_cast<int>(get_integer(r, "samples", w, -2147483648.0, 2147483647.0));
-            if (rec.samples < 0) get_non_negative(r, "samples", w);  // refuses it, naming the entry
-            rec.search_ms = get_non_negative(r, "search_ms", w);
-            rec.time = get_integer(r, "time", w, -0x1p53, 0x1p53);
-            s.entries[key] = rec;
+            s.entries[key] = db_record_from_json(r, where + ", entry " + quote_input(key));
         }
         if (DbSection* existing = find_section(out, s.env)) {
             for (auto& [k, r] : s.entries) existing->entries[k] = r;
@@ -172,14 +188,16 @@ std::optional<DbRecord> TuningDatabase::find(const Environment& env, const std::
     if (!s) {
         for (const DbSection& o : sections_)
             if (o.env.backend == env.backend && !o.entries.empty())
-                warn("tuning database " + path_ + ": " + std::to_string(o.entries.size()) + " entries for backend " + env.backend +
-                     " come from another environment (" + o.env.describe() + "; this is " + env.describe() + ") and are ignored");
+                warn("tuning database " + path_ + ": " + std::to_string(o.entries.size()) + " entries for backend " +
+                     env.backend + " come from another environment (" + o.env.describe() + "; this is " +
+                     env.describe() + ") and are ignored");
         return std::nullopt;
     }
     auto it = s->entries.find(key);
     if (it == s->entries.end()) return std::nullopt;
     if (known && !known(it->second.algorithm)) {
-        warn("tuning database " + path_ + ": algorithm '" + it->second.algorithm + "' is not in this build; its entries are skipped");
+        warn("tuning database " + path_ + ": algorithm '" + it->second.algorithm +
+             "' is not in this build; its entries are skipped");
         return std::nullopt;
     }
     return it->second;
@@ -211,7 +229,9 @@ bool TuningDatabase::store(const Environment& env, const std::string& key, const
     }
     s->entries[key] = r;
     dirty_ = true;
-    if (flush_s_ > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - last_write_).count() < flush_s_) return true;
+    if (flush_s_ > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_write_).count() < flush_s_)
+        return true;
     return persist_locked();
 }
 
@@ -230,7 +250,8 @@ bool TuningDatabase::persist_locked() {
                 // of a newer version, or one that is not a regular file or too large, is an Error
                 // but not a ParseError: never moved, the store fails below and leaves it as it is.
                 const std::string keep = keep_aside(path_);
-                warn(std::string("tuning database was unreadable (") + e.what() + "); kept as " + keep + " and replaced");
+                warn(std::string("tuning database was unreadable (") + e.what() + "); kept as " + keep +
+                     " and replaced");
             }
         }
         sections_ = merge(std::move(on_disk), sections_);

@@ -1,9 +1,11 @@
 #include "convtune/dist/agree.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include "convtune/decision.hpp"
 #include "convtune/error.hpp"
 #include "convtune/selector.hpp"
 #include "mpi_util.hpp"
-#include "wire.hpp"
 
 namespace convtune::dist {
 
@@ -19,7 +21,7 @@ std::vector<std::shared_ptr<const Decision>> agree(const std::vector<ConvProblem
             nlohmann::json ds = nlohmann::json::array();
             for (const ConvProblem& p : problems) {
                 out.push_back(ctx.selector(b).select(p, f));
-                ds.push_back(to_wire(*out.back()));
+                ds.push_back(to_json(*out.back(), DecisionForm::exact));
             }
             msg["decisions"] = std::move(ds);
         } catch (const std::exception& e) {
@@ -33,7 +35,7 @@ std::vector<std::shared_ptr<const Decision>> agree(const std::vector<ConvProblem
     const nlohmann::json& ds = msg["decisions"];
     if (ds.size() != problems.size()) throw Error("agree: rank 0 decided " + std::to_string(ds.size()) + " problems, this rank asked for " + std::to_string(problems.size()));
     for (std::size_t i = 0; i < problems.size(); ++i) {
-        Decision d = decision_from_wire(ds[i]);
+        Decision d = decision_from_json(ds[i]);
         d.key = cache_key(b, problems[i], f);
         ctx.cache().put(d.key, d);
         out.push_back(std::make_shared<const Decision>(std::move(d)));

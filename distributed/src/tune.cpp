@@ -27,6 +27,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "convtune/app/db.hpp"
 #include "convtune/tuning_db.hpp"
@@ -44,31 +45,6 @@ using nlohmann::json;
 constexpr int tag_result = 17001;  // rank -> 0: a result (or, with i = -1, the first request)
 constexpr int tag_assign = 17002;  // 0 -> rank: the next problem index, or -1 = stop
 constexpr int tag_heartbeat = 17003;  // rank -> 0: still deciding (rank_timeout_s)
-
-struct Injection {
-    int rank = -1;
-    int64_t after = 0;
-    bool exit = false;
-    bool stop = false;
-};
-
-// CONVTUNE_DIST_FAIL=RANK:AFTER[:exit|:stop]
-Injection injection() {
-    const char* v = std::getenv("CONVTUNE_DIST_FAIL");
-    if (!v || !*v) return {};
-    Injection inj;
-    char mode[8] = {0};
-    long rank = -1;
-    long long after = -1;
-    const int n = std::sscanf(v, "%ld:%lld:%7s", &rank, &after, mode);
-    if (n < 2 || rank < 0 || after < 0 || (n == 3 && std::string(mode) != "exit" && std::string(mode) != "stop"))
-        throw Error("CONVTUNE_DIST_FAIL: expected RANK:AFTER, RANK:AFTER:exit or RANK:AFTER:stop, got " + quote_input(v));
-    inj.rank = static_cast<int>(rank);
-    inj.after = after;
-    inj.exit = n == 3 && std::string(mode) == "exit";
-    inj.stop = n == 3 && std::string(mode) == "stop";
-    return inj;
-}
 
 std::string format_duration(double s) {
     if (s < 60) return fmt::format("{:.0f}s", s);
@@ -204,7 +180,8 @@ private:
 // One rank's decisions: its own TuneJob over a private copy of the database as rank 0 read it.
 class Worker {
 public:
-    Worker(app::TuneRequest r, const std::optional<std::string>& db_seed, int rank, Injection inj) : rank_(rank), inj_(inj) {
+    Worker(app::TuneRequest r, const std::optional<std::string>& db_seed, int rank, TuneOptions::BeforeDecision before)
+        : rank_(rank), before_(std::move(before)) {
         r.progress = nullptr;
         if (db_seed) {
             dir_ = std::make_unique<TempDir>();
@@ -224,29 +201,17 @@ public:
     json decide(int64_t i) {
         json m{{"i", i}};
         try {
-            if (rank_ == inj_.rank && decided_ >= inj_.after) {
-                if (inj_.exit) {
-                    std::fprintf(stderr, "convtune: rank %d exits (CONVTUNE_DIST_FAIL)\n", rank_);
-                    std::fflush(stderr);
-                    std::_Exit(1);
-                }
-                if (inj_.stop) {
-                    std::fprintf(stderr, "convtune: rank %d stops itself (CONVTUNE_DIST_FAIL)\n", rank_);
-                    std::fflush(stderr);
-                    ::raise(SIGSTOP);  // as kill -STOP: every thread stops until SIGCONT
-                }
-                throw Error("injected failure (CONVTUNE_DIST_FAIL)");
-            }
+            if (before_) before_(rank_, decided_);
             const app::TunedProblem t = job_->decide(i);
             ++decided_;
             m["ok"] = true;
-            m["d"] = to_wire(*t.decision);
+            m["d"] = to_json(*t.decision, DecisionForm::exact);
             TuningDatabase* db = job_->context().database();
             if (db && t.decision->source == Source::search) {
                 const Environment env = environment_of(job_->backend());
                 if (auto rec = db->find(env, t.decision->key)) {
                     m["env"] = to_wire(env);
-                    m["rec"] = to_wire(*rec);
+                    m["rec"] = to_json(*rec);
                 }
             }
         } catch (const std::exception& e) {
@@ -258,7 +223,7 @@ public:
 
 private:
     int rank_;
-    Injection inj_;
+    TuneOptions::BeforeDecision before_;
     std::unique_ptr<TempDir> dir_;
     std::unique_ptr<app::TuneJob> job_;
     int64_t decided_ = 0;
@@ -280,8 +245,7 @@ json hello(const std::string& err) {
 }
 
 // Ranks other than 0: ask, decide, send, until told to stop.
-TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& seed, int rank, int size, Injection inj,
-               const TuneOptions& o) {
+TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& seed, int rank, int size, const TuneOptions& o) {
     // While a problem is decided (on a thread of its own), the main thread tells rank 0 it is alive.
     const auto beat = std::chrono::duration<double>(o.rank_timeout_s > 0 ? std::min(1.0, o.rank_timeout_s / 4) : 0);
     TuneReport rep;
@@ -290,7 +254,7 @@ TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& se
     std::unique_ptr<Worker> w;
     std::string err;
     try {
-        w = std::make_unique<Worker>(r, seed, rank, inj);
+        w = std::make_unique<Worker>(r, seed, rank, o.before_decision);
     } catch (const std::exception& e) {
         err = e.what();
     }
@@ -319,33 +283,29 @@ TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& se
     return rep;
 }
 
-}  // namespace
-
-TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOptions& o) {
-    Session session;
-    const int rank = session.rank(), size = session.size();
-    const auto t0 = std::chrono::steady_clock::now();
-    const Injection inj = injection();
-
-    // Rank 0 validates the request; the others learn whether it was accepted.
+// Rank 0 validates the request; the others learn whether it was accepted (PeerFailed when not).
+// Rank 0's job, null on the other ranks.
+std::unique_ptr<app::TuneJob> accept_request(const app::TuneRequest& r, int rank) {
     std::unique_ptr<app::TuneJob> job;
-    std::string refused;
     if (rank == 0) {
         try {
             job = std::make_unique<app::TuneJob>(r);
         } catch (const std::exception& e) {
-            refused = e.what();
+            const std::string refused = e.what();
             detail::broadcast_string(refused.empty() ? "?" : refused, 0, MPI_COMM_WORLD);
             throw;
         }
         detail::broadcast_string("", 0, MPI_COMM_WORLD);
     } else {
-        refused = detail::broadcast_string("", 0, MPI_COMM_WORLD);
+        const std::string refused = detail::broadcast_string("", 0, MPI_COMM_WORLD);
         if (!refused.empty()) throw PeerFailed("rank 0 refused the request: " + refused);
     }
+    return job;
+}
 
-    // The database as it is now, for every rank's private copy (json null: no database).
-    std::optional<std::string> seed;
+// The database as rank 0 reads it now, on every rank, for each rank's private copy: its text
+// (empty when the file does not exist yet), or nullopt when the request has no database.
+std::optional<std::string> share_database(const app::TuneJob* job, int rank) {
     std::string seed_msg;
     if (rank == 0) {
         json s;
@@ -358,227 +318,89 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
         seed_msg = s.dump();
     }
     const json s = json::parse(detail::broadcast_string(seed_msg, 0, MPI_COMM_WORLD));
-    if (!s.is_null()) seed = s.get<std::string>();
+    if (s.is_null()) return std::nullopt;
+    return s.get<std::string>();
+}
 
-    if (rank != 0) {
-        TuneReport rep = serve(r, seed, rank, size, inj, o);
-        rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return rep;
+// Rank 0: hands problems out to the ranks that ask, decides on a thread of its own unless it only
+// coordinates, watches for silent ranks, gives the sink the decisions in the request's order and
+// writes new records to the database in batches.
+class Coordinator {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    Coordinator(const app::TuneRequest& r, app::TuneJob& job, std::optional<std::string> seed, int size, app::TuneSink* sink,
+                const TuneOptions& o, Clock::time_point t0)
+        : r_(r), job_(job), seed_(std::move(seed)), size_(size), sink_(sink), o_(o), t0_(t0), n_(job.size()),
+          works_(o.rank0_works || size == 1), disp_(n_, size, o.max_attempts, o.retire_after), out_(job.header().db),
+          local_done_(!works_), heard_(static_cast<std::size_t>(size), t0) {
+        rep_.ranks = size;
+        rep_.totals = job.header();
+        if (!works_) disp_.exclude(0);
+        if (!out_.empty()) batch_dir_ = std::make_unique<TempDir>();
     }
 
-    // Rank 0: coordinate, and decide on a thread of its own unless it only coordinates.
-    TuneReport rep;
-    rep.ranks = size;
-    rep.totals = job->header();
-    const int64_t n = job->size();
-    const bool works = o.rank0_works || size == 1;
-    Dispatcher disp(n, size, o.max_attempts, o.retire_after);
-    if (!works) disp.exclude(0);
-    // New records, written to the database in batches with app::db_merge (the database's lock
-    // and merge rule: the newer record of a key wins) every o.flush_s seconds and at the end:
-    // one rewrite of the file per batch, where a store per record rewrote it per problem.
-    const std::string out = job->header().db;
-    std::vector<DbSection> batch;
-    std::unique_ptr<TempDir> batch_dir;
-    if (!out.empty()) batch_dir = std::make_unique<TempDir>();
-    auto last_flush = std::chrono::steady_clock::now();
-    bool warned = false;
-    auto flush = [&] {
-        last_flush = std::chrono::steady_clock::now();
-        if (batch.empty()) return;
+    TuneReport run() {
+        if (works_) start_local_worker();
+        if (sink_) sink_->begin(rep_.totals);
+        rep_.totals.count = n_;
         try {
-            const std::string file = batch_dir->file("batch.json");
-            TuningDatabase::write_file(file, batch);
-            app::db_merge({out, {file}});
-            batch.clear();
-        } catch (const Error& e) {  // kept for the next flush, as a store keeps it in memory
-            if (!warned) std::fprintf(stderr, "convtune: warning: tuning results not saved yet: %s\n", e.what());
-            warned = true;
+            serve_ranks();
+        } catch (const std::exception& e) {
+            abort_job(0, e.what());  // the worker thread is still running: no unwinding past it
         }
-    };
+        if (local_.joinable()) local_.join();
+        emit();
+        flush();
+        warn_unsaved();
+        if (r_.progress) r_.progress(n_, n_, "");
+        return report();
+    }
 
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<json> local_results;
-    bool local_done = !works;
-    std::thread local;
-    if (works)
-        local = std::thread([&] {
+private:
+    // Rank 0's own decisions, on a thread, through the dispatcher like any rank's.
+    void start_local_worker() {
+        local_ = std::thread([this] {
             std::unique_ptr<Worker> w;
             std::string err;
             try {
-                w = std::make_unique<Worker>(r, seed, 0, inj);
+                w = std::make_unique<Worker>(r_, seed_, 0, o_.before_decision);
             } catch (const std::exception& e) {
                 err = e.what();
             }
-            std::unique_lock lk(mu);
-            local_results.push_back(hello(err));
+            std::unique_lock lk(mu_);
+            local_results_.push_back(hello(err));
             while (w) {
                 std::optional<int64_t> i;
-                cv.wait(lk, [&] { return disp.finished() || disp.retired(0) || (i = disp.take(0)).has_value(); });
+                cv_.wait(lk, [&] { return disp_.finished() || disp_.retired(0) || (i = disp_.take(0)).has_value(); });
                 if (!i) break;
                 lk.unlock();
                 json m = w->decide(*i);
                 lk.lock();
-                local_results.push_back(std::move(m));
+                local_results_.push_back(std::move(m));
             }
-            local_done = true;
-            cv.notify_all();
+            local_done_ = true;
+            cv_.notify_all();
         });
+    }
 
-    std::set<int> waiting;  // ranks that asked for work and got none yet
-    std::set<int> stopped;  // ranks told to stop
-    // When each rank was last heard from (a result, a request or a heartbeat): one that holds a
-    // problem and is silent for rank_timeout_s is lost (Dispatcher::lose).
-    std::vector<std::chrono::steady_clock::time_point> heard(static_cast<std::size_t>(size), t0);
-    std::vector<std::string> lost_why;
-    std::map<int64_t, app::TunedProblem> ready;  // decided, not yet given to the sink
-    int64_t next = 0;
-    std::vector<std::string> startup;  // ranks that could not start
-    if (sink) sink->begin(rep.totals);
-    rep.totals.count = n;
-
-    // Under mu: record what m says in the dispatcher.
-    auto account = [&](int from, const json& m) {
-        const int64_t i = m["i"].get<int64_t>();
-        if (i < 0) {
-            if (!m["ok"].get<bool>()) {
-                startup.push_back(fmt::format("rank {}: {}", from, m["err"].get<std::string>()));
-                disp.exclude(from);
-            }
-        } else if (m["ok"].get<bool>()) {
-            disp.done(from, i);
-        } else {
-            disp.failed(from, i, m["err"].get<std::string>());
-        }
-    };
-    // Under mu: hand work to the ranks waiting for it; stop them when there is none left for them.
-    auto assign = [&] {
-        for (auto it = waiting.begin(); it != waiting.end();) {
-            std::optional<int64_t> i;
-            if (disp.finished() || disp.retired(*it)) {
-                detail::send_string("-1", *it, tag_assign, MPI_COMM_WORLD);
-                stopped.insert(*it);
-            } else if ((i = disp.take(*it))) {
-                detail::send_string(std::to_string(*i), *it, tag_assign, MPI_COMM_WORLD);
-            } else {
-                ++it;
-                continue;
-            }
-            it = waiting.erase(it);
-        }
-    };
-    // Outside mu: keep a decision, store its record, give the sink what is now in order.
-    auto output = [&](const json& m) {
-        const int64_t i = m["i"].get<int64_t>();
-        if (i < 0 || !m["ok"].get<bool>()) return;
-        app::TunedProblem t = job->problem(i);
-        t.decision = std::make_shared<const Decision>(decision_from_wire(m["d"]));
-        rep.totals.total_search_ms += t.decision->search_ms;
-        rep.totals.from_database += t.decision->source == Source::database;
-        if (batch_dir && m.contains("rec")) {
-            const Environment env = environment_from_wire(m["env"]);
-            auto sec = std::find_if(batch.begin(), batch.end(), [&](const DbSection& x) { return x.env == env; });
-            if (sec == batch.end()) sec = batch.insert(batch.end(), DbSection{env, {}});
-            sec->entries[t.decision->key] = record_from_wire(m["rec"]);
-        }
-        ready.emplace(i, std::move(t));
-    };
-    auto emit = [&] {
-        while (next < n) {
-            auto it = ready.find(next);
-            if (it != ready.end()) {
-                if (sink) sink->problem(it->second);
-                ready.erase(it);
-            } else {
-                std::lock_guard lk(mu);
-                if (!disp.is_given_up(next)) break;
-            }
-            ++next;
-        }
-    };
-
-    auto pause = std::chrono::microseconds(20);
-    try {
+    // Until every problem is decided or given up and every other rank is stopped or lost.
+    void serve_ranks() {
+        auto pause = std::chrono::microseconds(20);
         while (true) {
-            bool any = false;
             std::vector<json> got;
-            if (size > 1) {
-                while (true) {
-                    int flag = 0;
-                    MPI_Status st;
-                    detail::check(MPI_Iprobe(MPI_ANY_SOURCE, tag_result, MPI_COMM_WORLD, &flag, &st), "MPI_Iprobe");
-                    if (!flag) break;
-                    int from = 0;
-                    json m = json::parse(detail::recv_string(st.MPI_SOURCE, tag_result, MPI_COMM_WORLD, &from));
-                    heard[static_cast<std::size_t>(from)] = std::chrono::steady_clock::now();
-                    std::lock_guard lk(mu);
-                    const bool was_lost = disp.lost(from);  // its answer came too late: another rank has its problem
-                    if (!was_lost) account(from, m);
-                    waiting.insert(from);
-                    assign();  // before the slower bookkeeping, so the rank is not kept waiting
-                    if (!was_lost) got.push_back(std::move(m));
-                }
-                while (true) {  // heartbeats: only when they came
-                    int flag = 0;
-                    MPI_Status st;
-                    detail::check(MPI_Iprobe(MPI_ANY_SOURCE, tag_heartbeat, MPI_COMM_WORLD, &flag, &st), "MPI_Iprobe");
-                    if (!flag) break;
-                    int from = 0;
-                    detail::recv_string(st.MPI_SOURCE, tag_heartbeat, MPI_COMM_WORLD, &from);
-                    heard[static_cast<std::size_t>(from)] = std::chrono::steady_clock::now();
-                }
-                if (o.rank_timeout_s > 0) {
-                    const auto now = std::chrono::steady_clock::now();
-                    std::lock_guard lk(mu);
-                    for (int k = 1; k < size; ++k) {
-                        const double silent = std::chrono::duration<double>(now - heard[static_cast<std::size_t>(k)]).count();
-                        if (disp.lost(k) || stopped.count(k) || !disp.holds(k) || silent < o.rank_timeout_s) continue;
-                        const std::vector<int64_t> back = disp.lose(k);
-                        std::string what;
-                        for (int64_t i : back) what += (what.empty() ? "" : ", ") + job->problem(i).problem;
-                        lost_why.push_back(fmt::format("rank {}: no word from it for {:.0f} s (--rank-timeout) while it decided {}; "
-                                                       "retired (stopped, hung or gone), its problem handed to another rank",
-                                                       k, silent, what.empty() ? "a problem" : what));
-                        std::fprintf(stderr, "convtune: %s\n", lost_why.back().c_str());
-                        std::fflush(stderr);
-                    }
-                    assign();
-                }
+            if (size_ > 1) {
+                receive_results(got);
+                receive_heartbeats();
+                if (o_.rank_timeout_s > 0) retire_silent_ranks();
             }
-            {
-                std::lock_guard lk(mu);
-                while (!local_results.empty()) {
-                    account(0, local_results.front());
-                    got.push_back(std::move(local_results.front()));
-                    local_results.pop_front();
-                }
-                assign();
-            }
-            cv.notify_all();
-            any = !got.empty();
+            take_local_results(got);
+            cv_.notify_all();
+            const bool any = !got.empty();
             for (const json& m : got) output(m);
             emit();
-            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - last_flush).count() >= o.flush_s) flush();
-            bool finished;
-            int64_t done, given_up;
-            {
-                std::lock_guard lk(mu);
-                int ended = 0;  // ranks told to stop, or lost and silent since
-                for (int k = 1; k < size; ++k) ended += stopped.count(k) || disp.lost(k);
-                finished = disp.finished() && local_done && ended == size - 1;
-                done = disp.done();
-                given_up = static_cast<int64_t>(disp.given_up().size());
-            }
-            if (r.progress && any) {
-                const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                const double rate = el > 0 ? static_cast<double>(done) / el : 0;
-                const int64_t left = n - done - given_up;
-                r.progress(done + given_up, n,
-                           fmt::format("{} rank{}, {:.1f} problems/s, {}", size, size == 1 ? "" : "s", rate,
-                                       rate > 0 ? "~" + format_duration(static_cast<double>(left) / rate) + " left" : "estimating"));
-            }
-            if (finished) break;
+            if (std::chrono::duration<double>(Clock::now() - last_flush_).count() >= o_.flush_s) flush();
+            if (over(any)) break;
             if (any) {
                 pause = std::chrono::microseconds(20);
             } else {
@@ -586,33 +408,246 @@ TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOption
                 pause = std::min(pause * 2, std::chrono::microseconds(1000));
             }
         }
-    } catch (const std::exception& e) {
-        abort_job(0, e.what());  // the worker thread is still running: no unwinding past it
     }
-    if (local.joinable()) local.join();
-    emit();
-    flush();
-    if (!batch.empty()) {
-        int64_t lost = 0;
-        for (const DbSection& x : batch) lost += static_cast<int64_t>(x.entries.size());
-        std::fprintf(stderr, "convtune: warning: %lld tuning results could not be saved to %s\n", static_cast<long long>(lost), out.c_str());
-    }
-    if (r.progress) r.progress(n, n, "");
 
-    rep.decided = disp.decided();
-    rep.retired = disp.retired_ranks();
-    rep.retried = disp.retried();
-    for (const auto& [i, why] : disp.given_up()) {
-        const app::TunedProblem t = job->problem(i);
-        rep.failed.push_back({i, t.problem, t.name, why});
-        rep.totals.not_tuned.push_back({i, t.problem, t.name, fmt::format("{}", fmt::join(why, "; "))});
+    // The other ranks' results and requests that have arrived, each answered at once.
+    void receive_results(std::vector<json>& got) {
+        while (auto msg = poll(tag_result)) {
+            const int from = msg->first;
+            json m = json::parse(msg->second);
+            heard_[static_cast<std::size_t>(from)] = Clock::now();
+            std::lock_guard lk(mu_);
+            const bool was_lost = disp_.lost(from);  // its answer came too late: another rank has its problem
+            if (!was_lost) account(from, m);
+            waiting_.insert(from);
+            assign();  // before the slower bookkeeping, so the rank is not kept waiting
+            if (!was_lost) got.push_back(std::move(m));
+        }
     }
-    rep.not_started = startup;
-    rep.lost = lost_why;
-    for (int k = 1; k < size; ++k) rep.abandoned = rep.abandoned || (disp.lost(k) && !stopped.count(k));
-    if (sink) sink->end(rep.totals);
-    rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return rep;
+
+    void receive_heartbeats() {  // only when they came
+        while (auto msg = poll(tag_heartbeat)) heard_[static_cast<std::size_t>(msg->first)] = Clock::now();
+    }
+
+    // The next message with `tag` that has arrived from any rank, if one has: (sender, text).
+    static std::optional<std::pair<int, std::string>> poll(int tag) {
+        int flag = 0;
+        MPI_Status st;
+        detail::check(MPI_Iprobe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &flag, &st), "MPI_Iprobe");
+        if (!flag) return std::nullopt;
+        int from = 0;
+        std::string text = detail::recv_string(st.MPI_SOURCE, tag, MPI_COMM_WORLD, &from);
+        return std::pair{from, std::move(text)};
+    }
+
+    // A rank that holds a problem and has been silent for rank_timeout_s is lost: retired, named,
+    // its problem handed to another rank.
+    void retire_silent_ranks() {
+        const auto now = Clock::now();
+        std::lock_guard lk(mu_);
+        for (int k = 1; k < size_; ++k) {
+            const double silent = std::chrono::duration<double>(now - heard_[static_cast<std::size_t>(k)]).count();
+            if (disp_.lost(k) || stopped_.count(k) || !disp_.holds(k) || silent < o_.rank_timeout_s) continue;
+            const std::vector<int64_t> back = disp_.lose(k);
+            std::string what;
+            for (int64_t i : back) what += (what.empty() ? "" : ", ") + job_.problem(i).problem;
+            lost_why_.push_back(fmt::format("rank {}: no word from it for {:.0f} s (--rank-timeout) while it decided {}; "
+                                            "retired (stopped, hung or gone), its problem handed to another rank",
+                                            k, silent, what.empty() ? "a problem" : what));
+            std::fprintf(stderr, "convtune: %s\n", lost_why_.back().c_str());
+            std::fflush(stderr);
+        }
+        assign();
+    }
+
+    void take_local_results(std::vector<json>& got) {
+        std::lock_guard lk(mu_);
+        while (!local_results_.empty()) {
+            account(0, local_results_.front());
+            got.push_back(std::move(local_results_.front()));
+            local_results_.pop_front();
+        }
+        assign();
+    }
+
+    // Under mu_: record what m says in the dispatcher.
+    void account(int from, const json& m) {
+        const int64_t i = m["i"].get<int64_t>();
+        if (i < 0) {
+            if (!m["ok"].get<bool>()) {
+                startup_.push_back(fmt::format("rank {}: {}", from, m["err"].get<std::string>()));
+                disp_.exclude(from);
+            }
+        } else if (m["ok"].get<bool>()) {
+            disp_.done(from, i);
+        } else {
+            disp_.failed(from, i, m["err"].get<std::string>());
+        }
+    }
+
+    // Under mu_: hand work to the ranks waiting for it; stop them when there is none left for them.
+    void assign() {
+        for (auto it = waiting_.begin(); it != waiting_.end();) {
+            std::optional<int64_t> i;
+            if (disp_.finished() || disp_.retired(*it)) {
+                detail::send_string("-1", *it, tag_assign, MPI_COMM_WORLD);
+                stopped_.insert(*it);
+            } else if ((i = disp_.take(*it))) {
+                detail::send_string(std::to_string(*i), *it, tag_assign, MPI_COMM_WORLD);
+            } else {
+                ++it;
+                continue;
+            }
+            it = waiting_.erase(it);
+        }
+    }
+
+    // Outside mu_: keep a decision and its record for the next batch.
+    void output(const json& m) {
+        const int64_t i = m["i"].get<int64_t>();
+        if (i < 0 || !m["ok"].get<bool>()) return;
+        app::TunedProblem t = job_.problem(i);
+        t.decision = std::make_shared<const Decision>(decision_from_json(m["d"]));
+        rep_.totals.total_search_ms += t.decision->search_ms;
+        rep_.totals.from_database += t.decision->source == Source::database;
+        if (batch_dir_ && m.contains("rec")) {
+            const Environment env = environment_from_wire(m["env"]);
+            auto sec = std::find_if(batch_.begin(), batch_.end(), [&](const DbSection& x) { return x.env == env; });
+            if (sec == batch_.end()) sec = batch_.insert(batch_.end(), DbSection{env, {}});
+            sec->entries[t.decision->key] = db_record_from_json(m["rec"], "record from a rank");
+        }
+        ready_.emplace(i, std::move(t));
+    }
+
+    // Gives the sink what is now in order.
+    void emit() {
+        while (next_ < n_) {
+            auto it = ready_.find(next_);
+            if (it != ready_.end()) {
+                if (sink_) sink_->problem(it->second);
+                ready_.erase(it);
+            } else {
+                std::lock_guard lk(mu_);
+                if (!disp_.is_given_up(next_)) break;
+            }
+            ++next_;
+        }
+    }
+
+    // New records, written to the database in batches with app::db_merge (the database's lock
+    // and merge rule: the newer record of a key wins) every o.flush_s seconds and at the end:
+    // one rewrite of the file per batch, where a store per record rewrote it per problem.
+    void flush() {
+        last_flush_ = Clock::now();
+        if (batch_.empty()) return;
+        try {
+            const std::string file = batch_dir_->file("batch.json");
+            TuningDatabase::write_file(file, batch_);
+            app::db_merge({out_, {file}});
+            batch_.clear();
+        } catch (const Error& e) {  // kept for the next flush, as a store keeps it in memory
+            if (!warned_) std::fprintf(stderr, "convtune: warning: tuning results not saved yet: %s\n", e.what());
+            warned_ = true;
+        }
+    }
+
+    void warn_unsaved() const {
+        if (batch_.empty()) return;
+        int64_t lost = 0;
+        for (const DbSection& x : batch_) lost += static_cast<int64_t>(x.entries.size());
+        std::fprintf(stderr, "convtune: warning: %lld tuning results could not be saved to %s\n", static_cast<long long>(lost),
+                     out_.c_str());
+    }
+
+    // Whether the job is over; shows the progress when results came (`any`).
+    bool over(bool any) {
+        bool finished;
+        int64_t done, given_up;
+        {
+            std::lock_guard lk(mu_);
+            int ended = 0;  // ranks told to stop, or lost and silent since
+            for (int k = 1; k < size_; ++k) ended += stopped_.count(k) || disp_.lost(k);
+            finished = disp_.finished() && local_done_ && ended == size_ - 1;
+            done = disp_.done();
+            given_up = static_cast<int64_t>(disp_.given_up().size());
+        }
+        if (r_.progress && any) {
+            const double el = std::chrono::duration<double>(Clock::now() - t0_).count();
+            const double rate = el > 0 ? static_cast<double>(done) / el : 0;
+            const int64_t left = n_ - done - given_up;
+            r_.progress(done + given_up, n_,
+                        fmt::format("{} rank{}, {:.1f} problems/s, {}", size_, size_ == 1 ? "" : "s", rate,
+                                    rate > 0 ? "~" + format_duration(static_cast<double>(left) / rate) + " left" : "estimating"));
+        }
+        return finished;
+    }
+
+    TuneReport report() {
+        rep_.decided = disp_.decided();
+        rep_.retired = disp_.retired_ranks();
+        rep_.retried = disp_.retried();
+        for (const auto& [i, why] : disp_.given_up()) {
+            const app::TunedProblem t = job_.problem(i);
+            rep_.failed.push_back({i, t.problem, t.name, why});
+            rep_.totals.not_tuned.push_back({i, t.problem, t.name, fmt::format("{}", fmt::join(why, "; "))});
+        }
+        rep_.not_started = startup_;
+        rep_.lost = lost_why_;
+        for (int k = 1; k < size_; ++k) rep_.abandoned = rep_.abandoned || (disp_.lost(k) && !stopped_.count(k));
+        if (sink_) sink_->end(rep_.totals);
+        rep_.wall_s = std::chrono::duration<double>(Clock::now() - t0_).count();
+        return rep_;
+    }
+
+    const app::TuneRequest& r_;
+    app::TuneJob& job_;
+    const std::optional<std::string> seed_;
+    const int size_;
+    app::TuneSink* sink_;
+    const TuneOptions& o_;
+    const Clock::time_point t0_;
+    const int64_t n_;
+    const bool works_;
+    TuneReport rep_;
+
+    std::mutex mu_;  // guards disp_, local_results_, local_done_, waiting_, stopped_, startup_ with the local worker
+    std::condition_variable cv_;
+    Dispatcher disp_;
+    std::deque<json> local_results_;
+    std::thread local_;
+
+    const std::string out_;  // the database, "" when none
+    std::vector<DbSection> batch_;
+    std::unique_ptr<TempDir> batch_dir_;
+    Clock::time_point last_flush_ = Clock::now();
+    bool warned_ = false;
+
+    bool local_done_;
+    std::set<int> waiting_;  // ranks that asked for work and got none yet
+    std::set<int> stopped_;  // ranks told to stop
+    // When each rank was last heard from (a result, a request or a heartbeat): one that holds a
+    // problem and is silent for rank_timeout_s is lost (Dispatcher::lose).
+    std::vector<Clock::time_point> heard_;
+    std::vector<std::string> lost_why_;
+    std::map<int64_t, app::TunedProblem> ready_;  // decided, not yet given to the sink
+    int64_t next_ = 0;
+    std::vector<std::string> startup_;  // ranks that could not start
+};
+
+}  // namespace
+
+TuneReport tune(const app::TuneRequest& r, app::TuneSink* sink, const TuneOptions& o) {
+    Session session;
+    const int rank = session.rank(), size = session.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::unique_ptr<app::TuneJob> job = accept_request(r, rank);
+    std::optional<std::string> seed = share_database(job.get(), rank);
+    if (rank != 0) {
+        TuneReport rep = serve(r, seed, rank, size, o);
+        rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return rep;
+    }
+    return Coordinator(r, *job, std::move(seed), size, sink, o, t0).run();
 }
 
 void end_job(int code) {

@@ -36,10 +36,13 @@ PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
         throw ParseError(path + ": not JSON: " + e.what());
     }
     if (!doc.is_object() || doc.value("format", "") != "convtune-pytorch-measurement-grid")
-        throw Error(path + ": not a PyTorch measurement grid (format convtune-pytorch-measurement-grid, from pytorch_measure.py grid)");
+        throw Error(
+            path +
+            ": not a PyTorch measurement grid (format convtune-pytorch-measurement-grid, from pytorch_measure.py grid)");
     if (doc.value("version", 0) != 1) throw Error(path + ": unsupported version (this convtune reads version 1)");
     const auto ms = doc.find("measurements");
-    if (ms == doc.end() || !ms->is_array() || ms->empty()) throw Error(path + ": \"measurements\" must be a non-empty array");
+    if (ms == doc.end() || !ms->is_array() || ms->empty())
+        throw Error(path + ": \"measurements\" must be a non-empty array");
     PyTorchMeasurements r;
     r.path = path;
     try {
@@ -62,12 +65,16 @@ PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
         const int tf32 = setting.value("allow_tf32", 1);
         const auto& env = m.value("environment", nlohmann::json::object());
         // environment: strings, and cuDNN's version number or null (PyTorch on the CPU).
-        auto text = [&](const char* k) { return env.is_object() && env.contains(k) && env[k].is_string() ? env[k].get<std::string>() : ""; };
+        auto text = [&](const char* k) {
+            return env.is_object() && env.contains(k) && env[k].is_string() ? env[k].get<std::string>() : "";
+        };
         if (i == 0) {
             r.allow_tf32 = tf32;
             r.device = text("device");
             r.torch = text("torch");
-            r.cudnn = env.is_object() && env.contains("cudnn") && env["cudnn"].is_number_integer() ? env["cudnn"].get<int>() : 0;
+            r.cudnn = env.is_object() && env.contains("cudnn") && env["cudnn"].is_number_integer()
+                          ? env["cudnn"].get<int>()
+                          : 0;
         } else if (tf32 != r.allow_tf32 || text("device") != r.device) {
             throw Error(w + ": every measurement of a file must have the same device and allow_tf32");
         }
@@ -76,7 +83,8 @@ PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
         for (std::size_t j = 0; j < ps->size(); ++j) {
             const nlohmann::json& p = (*ps)[j];
             const std::string wp = w + ".problems[" + std::to_string(j) + "]";
-            if (!p.is_object() || !p.contains("key") || !p["key"].is_string()) throw Error(wp + ": \"key\" must be a string");
+            if (!p.is_object() || !p.contains("key") || !p["key"].is_string())
+                throw Error(wp + ": \"key\" must be a string");
             const std::string key = p["key"].get<std::string>();
             ConvProblem parsed;
             try {
@@ -95,7 +103,8 @@ PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
     return r;
 }
 
-std::vector<const MeasuredRun*> PyTorchMeasurements::select(const std::string& setting, const std::string& cache) const {
+std::vector<const MeasuredRun*> PyTorchMeasurements::select(const std::string& setting,
+                                                            const std::string& cache) const {
     std::vector<const MeasuredRun*> out;
     for (const MeasuredRun& r : runs)
         if (r.setting == setting && r.cache == cache) out.push_back(&r);

@@ -34,9 +34,15 @@ bool depthwise(const ConvProblem& p) { return p.groups > 1 && p.groups == p.c; }
 constexpr int kSteadyFeatures = 7;
 std::array<double, kSteadyFeatures> steady_features(const ConvProblem& p, bool allow_tf32) {
     const double g = static_cast<double>(p.macs()) * 1e-9;
-    const double gb = static_cast<double>(p.x_elements() + p.w_elements() + p.y_elements()) * static_cast<double>(size_of(p.dtype)) * 1e-9;
+    const double gb = static_cast<double>(p.x_elements() + p.w_elements() + p.y_elements()) *
+                      static_cast<double>(size_of(p.dtype)) * 1e-9;
     const bool f32 = p.dtype == DataType::f32;
-    return {1.0,         f32 && !allow_tf32 ? g : 0.0, f32 && allow_tf32 ? g : 0.0, half(p) ? g : 0.0, gb, p.groups > 1 ? g : 0.0,
+    return {1.0,
+            f32 && !allow_tf32 ? g : 0.0,
+            f32 && allow_tf32 ? g : 0.0,
+            half(p) ? g : 0.0,
+            gb,
+            p.groups > 1 ? g : 0.0,
             p.direction == Direction::bwd_filter ? g : 0.0};
 }
 
@@ -45,8 +51,15 @@ std::array<double, kSteadyFeatures> steady_features(const ConvProblem& p, bool a
 constexpr int kFirstFeatures = 9;
 std::array<double, kFirstFeatures> first_features(const ConvProblem& p, double steady_ms) {
     auto b = [](bool v) { return v ? 1.0 : 0.0; };
-    return {1.0, b(half(p)), b(depthwise(p)), b(depthwise(p) && half(p)), b(p.groups > 1 && !depthwise(p)), b(p.direction != Direction::fwd),
-            b(p.spatial_dims == 3), b(p.spatial_dims == 1), steady_ms};
+    return {1.0,
+            b(half(p)),
+            b(depthwise(p)),
+            b(depthwise(p) && half(p)),
+            b(p.groups > 1 && !depthwise(p)),
+            b(p.direction != Direction::fwd),
+            b(p.spatial_dims == 3),
+            b(p.spatial_dims == 1),
+            steady_ms};
 }
 
 template <std::size_t N>
@@ -116,8 +129,8 @@ PyTorchLibrary PyTorchLibrary::load_dir(const std::string& dir, const std::strin
         lib.files.push_back(PyTorchMeasurements::load(p));
         const PyTorchMeasurements& f = lib.files.back();
         if (f.device != lib.files.front().device)
-            throw Error(p + ": measured on " + quote_input(f.device) + ", the library's other files on " + quote_input(lib.files.front().device) +
-                        ": one library holds one GPU model");
+            throw Error(p + ": measured on " + quote_input(f.device) + ", the library's other files on " +
+                        quote_input(lib.files.front().device) + ": one library holds one GPU model");
     }
     return lib;
 }
@@ -134,7 +147,8 @@ std::string PyTorchLibrary::describe() const {
     std::string types;
     for (const auto& [t, n] : per_type) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", t, n);
     const PyTorchMeasurements& f = files.front();
-    return fmt::format("{} workloads, {} problems ({}), {}, PyTorch {}, cuDNN {}", files.size(), m.problems.size(), types, f.device, f.torch, f.cudnn);
+    return fmt::format("{} workloads, {} problems ({}), {}, PyTorch {}, cuDNN {}", files.size(), m.problems.size(),
+                       types, f.device, f.torch, f.cudnn);
 }
 
 PyTorchMeasurements PyTorchLibrary::for_problems(const std::vector<ConvProblem>& problems, bool allow_tf32) const {

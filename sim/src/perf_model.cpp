@@ -20,7 +20,8 @@ std::string algorithm_family(std::string_view id) {
     for (std::size_t i = 0; i < parts.size(); ++i) {
         const std::string_view t = parts[i];
         if (t == "fwd" || t == "bwd_data" || t == "bwd_filter") continue;
-        if (i + 1 == parts.size() && i > 1 && (t == "default" || t == "tensor_op" || t == "fma" || t == "tf32")) continue;
+        if (i + 1 == parts.size() && i > 1 && (t == "default" || t == "tensor_op" || t == "fma" || t == "tf32"))
+            continue;
         if (!out.empty()) out += '.';
         out += t;
     }
@@ -101,7 +102,8 @@ PerfModel::PerfModel(const Recording& r, const ConvProblem* leave_out) {
     pooled_ = fit(pooled);
 }
 
-std::optional<Prediction> PerfModel::predict(const std::string& id, const ConvProblem& p, const ProblemRecord& neighbour, bool same_layer,
+std::optional<Prediction> PerfModel::predict(const std::string& id, const ConvProblem& p,
+                                             const ProblemRecord& neighbour, bool same_layer,
                                              const ProblemRecord* partner) const {
     const AlgorithmRecord* a = neighbour.find(id);
     if (!a || !timed(*a)) return std::nullopt;
@@ -125,7 +127,8 @@ std::optional<Prediction> PerfModel::predict(const std::string& id, const ConvPr
         out.basis = basis;
         return true;
     };
-    if (!from(groups_.count(group_key(id, neighbour.problem)) ? groups_.at(group_key(id, neighbour.problem)) : Fit{}, id, "family fit") &&
+    if (!from(groups_.count(group_key(id, neighbour.problem)) ? groups_.at(group_key(id, neighbour.problem)) : Fit{},
+              id, "family fit") &&
         !from(pooled_, pooled_key(id, neighbour.problem), "pooled fit")) {
         out.ms = mn * work(p) / work(neighbour.problem);
         out.sigma = kAssumedSigma;

@@ -20,7 +20,6 @@
 #include "convtune/file_io.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/policy.hpp"
-#include "convtune/registry.hpp"
 #include "convtune/selector.hpp"
 #include "convtune/stats.hpp"
 
@@ -66,8 +65,10 @@ T get(const json& j, const char* key, const std::string& where) {
         const bool in_range = v.is_number_unsigned()  ? std::in_range<T>(v.get<uint64_t>())
                               : v.is_number_integer() ? std::in_range<T>(v.get<int64_t>())
                                                       : false;
-        if (!in_range) throw ParseError(where + ": \"" + key + "\" must be an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
-                                        std::to_string(std::numeric_limits<T>::max()) + "]");
+        if (!in_range)
+            throw ParseError(where + ": \"" + key + "\" must be an integer in [" +
+                             std::to_string(std::numeric_limits<T>::min()) + ", " +
+                             std::to_string(std::numeric_limits<T>::max()) + "]");
     }
     try {
         return j.at(key).get<T>();
@@ -81,8 +82,10 @@ T get(const json& j, const char* key, const std::string& where) {
 constexpr double kMaxRecordedMs = 1e9;
 
 double checked_time(double x, const char* key, const std::string& where) {
-    if (!(x >= 0)) throw ParseError(where + ": \"" + key + "\" has a negative or non-finite time (got " + json(x).dump() + ")");
-    if (!(x < kMaxRecordedMs)) throw ParseError(where + ": \"" + key + "\" has a time of 1e9 ms or more (got " + json(x).dump() + ")");
+    if (!(x >= 0))
+        throw ParseError(where + ": \"" + key + "\" has a negative or non-finite time (got " + json(x).dump() + ")");
+    if (!(x < kMaxRecordedMs))
+        throw ParseError(where + ": \"" + key + "\" has a time of 1e9 ms or more (got " + json(x).dump() + ")");
     return x;
 }
 
@@ -112,8 +115,11 @@ std::string Recording::to_json() const {
     head["version"] = kVersion;
     head["source"] = source;
     head["samples"] = samples;
-    head["environment"] = {{"convtune", environment.convtune}, {"backend", environment.backend}, {"library", environment.library},
-                           {"device", environment.device}, {"driver", environment.driver}};
+    head["environment"] = {{"convtune", environment.convtune},
+                           {"backend", environment.backend},
+                           {"library", environment.library},
+                           {"device", environment.device},
+                           {"driver", environment.driver}};
     json algos = json::array();
     for (const AlgorithmInfo& a : algorithms) algos.push_back({{"id", a.id}, {"notes", a.notes.names()}});
     head["algorithms"] = algos;
@@ -183,26 +189,32 @@ Recording parse_recording(std::string_view text, const std::string& where) {
     } catch (const json::exception& e) {
         throw ParseError(where + ": not JSON: " + e.what());
     }
-    if (!doc.is_object() || doc.value("format", "") != kFormat) throw ParseError(where + ": not a convtune recording (\"format\" is not \"" + kFormat + "\")");
+    if (!doc.is_object() || doc.value("format", "") != kFormat)
+        throw ParseError(where + ": not a convtune recording (\"format\" is not \"" + kFormat + "\")");
     if (get<int>(doc, "version", where) != kVersion)
-        throw ParseError(where + ": recording version " + std::to_string(get<int>(doc, "version", where)) + " is not supported (expected 1)");
+        throw ParseError(where + ": recording version " + std::to_string(get<int>(doc, "version", where)) +
+                         " is not supported (expected 1)");
     Recording r;
     r.source = get<std::string>(doc, "source", where);
     r.samples = get<int>(doc, "samples", where);
     if (r.samples < 0) throw ParseError(where + ": \"samples\" must be >= 0 (got " + std::to_string(r.samples) + ")");
     const json env = doc.contains("environment") ? doc["environment"] : json();
     if (!env.is_object()) throw ParseError(where + ": missing \"environment\"");
-    r.environment = {get<std::string>(env, "convtune", where), get<std::string>(env, "backend", where), get<std::string>(env, "library", where),
-                     get<std::string>(env, "device", where), get<std::string>(env, "driver", where)};
+    r.environment = {get<std::string>(env, "convtune", where), get<std::string>(env, "backend", where),
+                     get<std::string>(env, "library", where), get<std::string>(env, "device", where),
+                     get<std::string>(env, "driver", where)};
     if (r.environment.backend.empty()) throw ParseError(where + ": empty backend name");
-    if (doc.contains("support_includes_plan_builds")) r.support_includes_plan_builds = get<bool>(doc, "support_includes_plan_builds", where);
+    if (doc.contains("support_includes_plan_builds"))
+        r.support_includes_plan_builds = get<bool>(doc, "support_includes_plan_builds", where);
     if (doc.contains("startup_ms")) {
         r.startup_ms = get<double>(doc, "startup_ms", where);
-        if (!(*r.startup_ms >= 0 && *r.startup_ms < 1e9)) throw ParseError(where + ": \"startup_ms\" must be in [0, 1e9)");
+        if (!(*r.startup_ms >= 0 && *r.startup_ms < 1e9))
+            throw ParseError(where + ": \"startup_ms\" must be in [0, 1e9)");
     }
     if (doc.contains("sequence_factor")) {
         r.sequence_factor = get<double>(doc, "sequence_factor", where);
-        if (!(*r.sequence_factor > 0 && *r.sequence_factor < 100)) throw ParseError(where + ": \"sequence_factor\" must be in (0, 100)");
+        if (!(*r.sequence_factor > 0 && *r.sequence_factor < 100))
+            throw ParseError(where + ": \"sequence_factor\" must be in (0, 100)");
     }
     if (doc.contains("search_flags")) {
         r.search_flags = get<std::string>(doc, "search_flags", where);
@@ -215,7 +227,8 @@ Recording parse_recording(std::string_view text, const std::string& where) {
     const json algos = doc.contains("algorithms") ? doc["algorithms"] : json();
     if (!algos.is_array()) throw ParseError(where + ": missing \"algorithms\"");
     auto known = [&](const std::string& id) {
-        return std::any_of(r.algorithms.begin(), r.algorithms.end(), [&](const AlgorithmInfo& a) { return a.id == id; });
+        return std::any_of(r.algorithms.begin(), r.algorithms.end(),
+                           [&](const AlgorithmInfo& a) { return a.id == id; });
     };
     for (const json& a : algos) {
         if (!a.is_object()) throw ParseError(where + ": \"algorithms\": each entry must be an object with an \"id\"");
@@ -242,14 +255,17 @@ Recording parse_recording(std::string_view text, const std::string& where) {
         if (jp.contains("listings")) pr.listings = get<std::map<std::string, int>>(jp, "listings", w);
         if (jp.contains("fallback")) pr.fallback = get<std::string>(jp, "fallback", w);
         if (jp.contains("fixed")) pr.fixed = get<std::string>(jp, "fixed", w);
-        if (jp.contains("db_search_ms")) pr.db_search_ms = checked_time(get<double>(jp, "db_search_ms", w), "db_search_ms", w);
+        if (jp.contains("db_search_ms"))
+            pr.db_search_ms = checked_time(get<double>(jp, "db_search_ms", w), "db_search_ms", w);
         if (jp.contains("startup_ms")) pr.startup_ms = checked_time(get<double>(jp, "startup_ms", w), "startup_ms", w);
         if (jp.contains("ranking_ms")) pr.ranking_ms = checked_time(get<double>(jp, "ranking_ms", w), "ranking_ms", w);
         if (jp.contains("sequence_factor")) {
             pr.sequence_factor = get<double>(jp, "sequence_factor", w);
-            if (!(*pr.sequence_factor > 0 && *pr.sequence_factor < 100)) throw ParseError(w + ": \"sequence_factor\" must be in (0, 100)");
+            if (!(*pr.sequence_factor > 0 && *pr.sequence_factor < 100))
+                throw ParseError(w + ": \"sequence_factor\" must be in (0, 100)");
         }
-        if (!jp.contains("algorithms") || !jp["algorithms"].is_object()) throw ParseError(w + ": missing \"algorithms\"");
+        if (!jp.contains("algorithms") || !jp["algorithms"].is_object())
+            throw ParseError(w + ": missing \"algorithms\"");
         // Keep the recording's fixed order.
         for (const AlgorithmInfo& info : r.algorithms) {
             if (!jp["algorithms"].contains(info.id)) continue;
@@ -257,7 +273,8 @@ Recording parse_recording(std::string_view text, const std::string& where) {
             const std::string wa = w + ", " + info.id;
             AlgorithmRecord a;
             a.id = info.id;
-            if (x.contains("support_ms")) a.support_ms = checked_time(get<double>(x, "support_ms", wa), "support_ms", wa);
+            if (x.contains("support_ms"))
+                a.support_ms = checked_time(get<double>(x, "support_ms", wa), "support_ms", wa);
             if (x.contains("unsupported")) {
                 a.supported = false;
                 a.reason = get<std::string>(x, "unsupported", wa);
@@ -278,17 +295,22 @@ Recording parse_recording(std::string_view text, const std::string& where) {
             if (!known(it.key())) throw ParseError(w + ": algorithm '" + it.key() + "' is not in \"algorithms\"");
         // A replay runs the heuristic's order (each a supported record of this problem), the native
         // fallback and the fixed default (each an algorithm of the recording).
-        if (pr.heuristic.empty()) throw ParseError(w + ": \"heuristic\" is empty (it lists the supporting algorithms, best first)");
+        if (pr.heuristic.empty())
+            throw ParseError(w + ": \"heuristic\" is empty (it lists the supporting algorithms, best first)");
         for (const std::string& id : pr.heuristic) {
             const AlgorithmRecord* a = pr.find(id);
-            if (!a || !a->supported) throw ParseError(w + ": heuristic lists '" + id + "', which has no supported record");
+            if (!a || !a->supported)
+                throw ParseError(w + ": heuristic lists '" + id + "', which has no supported record");
         }
-        for (const auto& [key, id] : {std::pair<const char*, const std::string&>{"fallback", pr.fallback}, {"fixed", pr.fixed}})
-            if (!id.empty() && !known(id)) throw ParseError(w + ": \"" + key + "\" names '" + id + "', which is not in \"algorithms\"");
+        for (const auto& [key, id] :
+             {std::pair<const char*, const std::string&>{"fallback", pr.fallback}, {"fixed", pr.fixed}})
+            if (!id.empty() && !known(id))
+                throw ParseError(w + ": \"" + key + "\" names '" + id + "', which is not in \"algorithms\"");
         for (const auto& [id, n] : pr.listings) {
             if (std::find(pr.heuristic.begin(), pr.heuristic.end(), id) == pr.heuristic.end())
                 throw ParseError(w + ": listings names '" + id + "', which is not in \"heuristic\"");
-            if (n < 0 || n > 16) throw ParseError(w + ": listings of '" + id + "' must be in [0, 16] (got " + std::to_string(n) + ")");
+            if (n < 0 || n > 16)
+                throw ParseError(w + ": listings of '" + id + "' must be in [0, 16] (got " + std::to_string(n) + ")");
         }
         for (const std::string& id : pr.unsuggested)
             if (std::find(pr.heuristic.begin(), pr.heuristic.end(), id) == pr.heuristic.end())
@@ -324,7 +346,8 @@ std::string gunzip(const std::string& bytes, const std::string& path) {
         out.append(buf, sizeof buf - z.avail_out);
         if (out.size() > kMaxRecordingBytes) {
             inflateEnd(&z);
-            throw ParseError(path + ": more than " + std::to_string(kMaxRecordingBytes >> 20) + " MiB once decompressed");
+            throw ParseError(path + ": more than " + std::to_string(kMaxRecordingBytes >> 20) +
+                             " MiB once decompressed");
         }
         if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
             inflateEnd(&z);
@@ -337,7 +360,8 @@ std::string gunzip(const std::string& bytes, const std::string& path) {
 
 std::string gzip(std::string_view text) {
     z_stream z{};
-    if (deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK) throw Error("gzip: cannot start compression");
+    if (deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK)
+        throw Error("gzip: cannot start compression");
     std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
     z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
     z.avail_in = static_cast<uInt>(text.size());
@@ -368,7 +392,9 @@ Recording Recording::load(const std::string& path) {
     return from_json(text, path);
 }
 
-void Recording::save(const std::string& path) const { write_file_atomic(path, gzipped(path) ? gzip(to_json()) : to_json()); }
+void Recording::save(const std::string& path) const {
+    write_file_atomic(path, gzipped(path) ? gzip(to_json()) : to_json());
+}
 
 Recording merge_recordings(std::vector<Recording> parts, const std::string& where) {
     if (parts.empty()) throw ParseError(where + ": no recordings to merge");
@@ -377,22 +403,29 @@ Recording merge_recordings(std::vector<Recording> parts, const std::string& wher
     out.environment = parts.front().environment;
     out.source = parts.front().source;
     std::set<std::string> seen;
-    const bool same_startup = std::all_of(parts.begin(), parts.end(), [&](const Recording& r) { return r.startup_ms == parts.front().startup_ms; });
-    const bool same_factor = std::all_of(parts.begin(), parts.end(), [&](const Recording& r) { return r.sequence_factor == parts.front().sequence_factor; });
+    const bool same_startup = std::all_of(parts.begin(), parts.end(),
+                                          [&](const Recording& r) { return r.startup_ms == parts.front().startup_ms; });
+    const bool same_factor = std::all_of(parts.begin(), parts.end(), [&](const Recording& r) {
+        return r.sequence_factor == parts.front().sequence_factor;
+    });
     if (same_startup) out.startup_ms = parts.front().startup_ms;
     if (same_factor) out.sequence_factor = parts.front().sequence_factor;
     out.support_includes_plan_builds =
         std::all_of(parts.begin(), parts.end(), [](const Recording& r) { return r.support_includes_plan_builds; });
     for (Recording& part : parts) {
         if (part.environment.backend != out.environment.backend || part.environment.device != out.environment.device)
-            throw ParseError(where + ": recordings of different backends or devices cannot be merged ('" + out.environment.describe() + "' and '" +
-                             part.environment.describe() + "')");
-        if (part.source != out.source) throw ParseError(where + ": a measured recording cannot be merged with one from a tuning database");
+            throw ParseError(where + ": recordings of different backends or devices cannot be merged ('" +
+                             out.environment.describe() + "' and '" + part.environment.describe() + "')");
+        if (part.source != out.source)
+            throw ParseError(where + ": a measured recording cannot be merged with one from a tuning database");
         out.samples = std::max(out.samples, part.samples);
         for (const AlgorithmInfo& a : part.algorithms)
-            if (std::none_of(out.algorithms.begin(), out.algorithms.end(), [&](const AlgorithmInfo& b) { return b.id == a.id; })) out.algorithms.push_back(a);
+            if (std::none_of(out.algorithms.begin(), out.algorithms.end(),
+                             [&](const AlgorithmInfo& b) { return b.id == a.id; }))
+                out.algorithms.push_back(a);
         for (ProblemRecord& pr : part.problems) {
-            if (!seen.insert(pr.problem.to_string()).second) throw ParseError(where + ": problem " + pr.problem.to_string() + " is recorded twice");
+            if (!seen.insert(pr.problem.to_string()).second)
+                throw ParseError(where + ": problem " + pr.problem.to_string() + " is recorded twice");
             if (!same_startup && !pr.startup_ms) pr.startup_ms = part.startup_ms;
             if (!same_factor && !pr.sequence_factor) pr.sequence_factor = part.sequence_factor;
             out.problems.push_back(std::move(pr));
@@ -425,7 +458,8 @@ std::vector<std::string> json_files(const std::filesystem::path& dir) {
     std::vector<std::string> out;
     std::error_code ec;
     for (const auto& f : std::filesystem::directory_iterator(dir, ec))
-        if (const std::string n = f.path().filename().string(); f.is_regular_file(ec) && (n.ends_with(".json") || n.ends_with(".json.gz")))
+        if (const std::string n = f.path().filename().string();
+            f.is_regular_file(ec) && (n.ends_with(".json") || n.ends_with(".json.gz")))
             out.push_back(f.path().string());
     std::sort(out.begin(), out.end());
     return out;
@@ -478,7 +512,8 @@ std::vector<std::string> coverage(const Recording& r) {
     std::map<std::string, std::pair<std::set<int64_t>, int>> groups;  // "fwd f16 nhwc" -> (batches, problems)
     for (const ProblemRecord& pr : r.problems) {
         const ConvProblem& p = pr.problem;
-        auto& g = groups[std::string(to_string(p.direction)) + " " + std::string(to_string(p.dtype)) + " " + layout_name(p.layout, 2)];
+        auto& g = groups[std::string(to_string(p.direction)) + " " + std::string(to_string(p.dtype)) + " " +
+                         layout_name(p.layout, 2)];
         g.first.insert(p.n);
         ++g.second;
     }
@@ -496,7 +531,8 @@ std::vector<std::string> coverage(const Recording& r) {
 
 bool names_recording_file(const std::string& value) {
     std::error_code ec;
-    return value.find('/') != std::string::npos || value.ends_with(".json") || value.ends_with(".json.gz") || std::filesystem::exists(value, ec);
+    return value.find('/') != std::string::npos || value.ends_with(".json") || value.ends_with(".json.gz") ||
+           std::filesystem::exists(value, ec);
 }
 
 Recording load_replay(const std::string& value, const std::string& dir) {
@@ -505,9 +541,10 @@ Recording load_replay(const std::string& value, const std::string& dir) {
     for (const LibraryEntry& e : lib) {
         if (e.name != value) continue;
         if (e.files.empty())
-            throw InvalidRequest("replay", quote_input(value) + " holds PyTorch's measurements only (" + e.pytorch_dir +
-                                               "), no recording of convtune's algorithms: its off and pytorch settings can be "
-                                               "simulated, the others need a recording");
+            throw InvalidRequest("replay",
+                                 quote_input(value) + " holds PyTorch's measurements only (" + e.pytorch_dir +
+                                     "), no recording of convtune's algorithms: its off and pytorch settings can be "
+                                     "simulated, the others need a recording");
         std::vector<Recording> parts;
         for (const std::string& f : e.files) parts.push_back(Recording::load(f));
         return merge_recordings(std::move(parts), "recording library '" + value + "'");
@@ -518,7 +555,8 @@ Recording load_replay(const std::string& value, const std::string& dir) {
         names += e.name;
     }
     const std::string root = dir.empty() ? recordings_dir() : dir;
-    throw InvalidRequest("replay", quote_input(value) + " is neither a recording file nor a name in the recording library (" +
+    throw InvalidRequest("replay", quote_input(value) +
+                                       " is neither a recording file nor a name in the recording library (" +
                                        (names.empty() ? "which is empty or missing: " + root : "names: " + names) +
                                        "; `convtune list recordings` shows them)");
 }
@@ -544,7 +582,8 @@ struct OneAlgorithm {
     DeviceBuffer ws;
     std::size_t wsb = 0;
 
-    OneAlgorithm(const Backend& backend, const ConvProblem& problem, uint64_t seed, const Algorithm* algorithm = nullptr)
+    OneAlgorithm(const Backend& backend, const ConvProblem& problem, uint64_t seed,
+                 const Algorithm* algorithm = nullptr)
         : b(backend), p(problem) {
         if (!algorithm) {
             const auto order = b.heuristic_order(p);
@@ -568,14 +607,16 @@ struct OneAlgorithm {
 // supporting (`supports`), eligible algorithms the backend's heuristics suggest (those the
 // framework's lists name, for a policy that times_framework_listings), up to f.benchmark_limit.
 template <class Supports>
-std::vector<const Algorithm*> search_candidates(const Backend& b, const ConvProblem& p, const FlagValues& f, Supports&& supports) {
+std::vector<const Algorithm*> search_candidates(const Backend& b, const ConvProblem& p, const FlagValues& f,
+                                                Supports&& supports) {
     std::vector<const Algorithm*> out;
     const std::size_t limit = f.benchmark_limit > 0 ? static_cast<std::size_t>(f.benchmark_limit) : SIZE_MAX;
     const auto ranking = b.ranking(p);
     while (out.size() < limit) {
         const Algorithm* a = ranking->next();
         if (!a) break;
-        const bool seen = f.policy->times_framework_listings() ? ranking->framework_listings(*a) > 0 : ranking->suggested(*a);
+        const bool seen =
+            f.policy->times_framework_listings() ? ranking->framework_listings(*a) > 0 : ranking->suggested(*a);
         if (seen && supports(a) && flag_filter_reason(a->notes_for(p), p, f).empty()) out.push_back(a);
     }
     return out;
@@ -616,7 +657,9 @@ std::optional<double> measure_sequence_factor(const Backend& b, const Recording&
         const Algorithm* a = b.find(pr.heuristic.front());
         if (!a || !rec || rec->samples_ms.empty() || rec->status != Status::Code::ok) return std::nullopt;
         const std::size_t es = size_of(pr.problem.dtype);
-        bytes += static_cast<std::size_t>(pr.problem.x_elements() + pr.problem.w_elements() + pr.problem.y_elements()) * es + rec->workspace;
+        bytes +=
+            static_cast<std::size_t>(pr.problem.x_elements() + pr.problem.w_elements() + pr.problem.y_elements()) * es +
+            rec->workspace;
         if (bytes > (std::size_t{1} << 31)) return std::nullopt;
         isolated += median(rec->samples_ms);
         steps.push_back({a, &pr.problem, nullptr, {}, rec->workspace});
@@ -667,7 +710,8 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     // answered from the backend's cache.
     // decide(p, ps, a): a's support on p (ps = p.to_string()) and the time its first decision took.
     std::map<std::string, std::map<const Algorithm*, std::pair<Support, double>>> supports;  // problem ->
-    auto decide = [&](const ConvProblem& p, const std::string& ps, const Algorithm* a) -> const std::pair<Support, double>& {
+    auto decide = [&](const ConvProblem& p, const std::string& ps,
+                      const Algorithm* a) -> const std::pair<Support, double>& {
         auto& support = supports[ps];
         auto it = support.find(a);
         if (it == support.end()) {
@@ -689,7 +733,8 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
         for (const ConvProblem& p : problems) {
             const std::string ps = p.to_string();
             if (!searched.insert(ps).second) continue;
-            for (const Algorithm* a : search_candidates(b, p, *o.search_flags, [&](const Algorithm* c) { return bool(decide(p, ps, c).first); }))
+            for (const Algorithm* a : search_candidates(
+                     b, p, *o.search_flags, [&](const Algorithm* c) { return bool(decide(p, ps, c).first); }))
                 if (const auto ms = OneAlgorithm(b, p, o.seed, a).run()) search_first[{ps, std::string(a->id())}] = *ms;
         }
     }
@@ -751,7 +796,8 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             if (st.ok()) {
                 const auto cold = cold_first.find(ps);
                 const auto searched = search_first.find({ps, ar.id});
-                if (cold != cold_first.end() && !pr.heuristic.empty() && pr.heuristic.front() == ar.id) ar.first_ms = cold->second;
+                if (cold != cold_first.end() && !pr.heuristic.empty() && pr.heuristic.front() == ar.id)
+                    ar.first_ms = cold->second;
                 else if (searched != search_first.end()) ar.first_ms = searched->second;
                 else ar.first_ms = first;
                 for (int s = 0; s < o.samples && spent <= o.max_ms_per_algorithm; ++s) {
@@ -781,7 +827,8 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
     return r;
 }
 
-Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend, std::vector<std::string>* dropped) {
+Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend,
+                            std::vector<std::string>* dropped, const Backend* local) {
     auto drop = [&](const std::string& key, const std::string& why) {
         if (dropped) dropped->push_back("entry '" + key + "': " + why);
     };
@@ -793,9 +840,6 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
     r.environment = best->env;
     r.source = "tuning-db";
     r.samples = 1;
-    const Backend* local = nullptr;
-    for (Backend* b : backends())
-        if (b->name() == backend) local = b;
     std::map<std::string, std::size_t> index;  // problem string -> position
     for (const auto& [key, rec] : best->entries) {
         CacheKey k;
@@ -827,9 +871,11 @@ Recording recording_from_db(const std::vector<DbSection>& sections, const std::s
         ar.id = rec.algorithm;
         ar.samples_ms = {rec.median_ms};
         if (local)
-            if (const Algorithm* la = local->find(rec.algorithm); la && la->supports(p)) ar.workspace = la->workspace_size(p);
+            if (const Algorithm* la = local->find(rec.algorithm); la && la->supports(p))
+                ar.workspace = la->workspace_size(p);
         pr.algorithms.push_back(ar);
-        if (std::none_of(r.algorithms.begin(), r.algorithms.end(), [&id = rec.algorithm](const AlgorithmInfo& i) { return i.id == id; })) {
+        if (std::none_of(r.algorithms.begin(), r.algorithms.end(),
+                         [&id = rec.algorithm](const AlgorithmInfo& i) { return i.id == id; })) {
             const Algorithm* la = local ? local->find(rec.algorithm) : nullptr;
             r.algorithms.push_back({rec.algorithm, la ? la->notes() : Notes{}});
         }

@@ -32,7 +32,9 @@ public:
         const AlgorithmRecord* a = r ? r->find(info_.id) : nullptr;
         return a ? a->workspace : 0;
     }
-    Status run(const ConvProblem& p, const ConvTensors&, Workspace) const override { return backend_.replay_run(p, info_.id); }
+    Status run(const ConvProblem& p, const ConvTensors&, Workspace) const override {
+        return backend_.replay_run(p, info_.id);
+    }
 
 private:
     const ReplayBackend& backend_;
@@ -101,7 +103,8 @@ const ReplayBackend::Estimate& ReplayBackend::unrecorded(const ConvProblem& p) c
         if (q.dtype != p.dtype || q.layout != p.layout) return 3;
         return kind_of(q) == kind_of(p) ? 1 : 2;
     };
-    static constexpr const char* kBasis[] = {"same layer", "same direction, type, layout and kind", "same direction, type and layout (another kind)",
+    static constexpr const char* kBasis[] = {"same layer", "same direction, type, layout and kind",
+                                             "same direction, type and layout (another kind)",
                                              "same direction (another type or layout)"};
     const ProblemRecord* near = nullptr;
     int best_level = 4;
@@ -130,7 +133,8 @@ const ReplayBackend::Estimate& ReplayBackend::unrecorded(const ConvProblem& p) c
             const double xr = log_work(r.problem);
             const bool other_side = (xr - x) * (x_near - x) < 0;
             const double d = std::abs(xr - x);
-            if ((other_side && !bracket) || (other_side == bracket && d < nearest)) partner = &r, bracket = other_side, nearest = d;
+            if ((other_side && !bracket) || (other_side == bracket && d < nearest))
+                partner = &r, bracket = other_side, nearest = d;
         }
         if (partner) e.partner = partner->problem.to_string();
     }
@@ -178,7 +182,8 @@ std::unique_ptr<Ranking> ReplayBackend::ranking(const ConvProblem& p) const {
             if (const Algorithm* a = find(id)) unsuggested.insert(a);
         for (const auto& [id, n] : r->listings)
             if (const Algorithm* a = find(id)) listings[a] = n;
-        decided = std::none_of(r->algorithms.begin(), r->algorithms.end(), [](const AlgorithmRecord& a) { return a.support_ms.has_value(); });
+        decided = std::none_of(r->algorithms.begin(), r->algorithms.end(),
+                               [](const AlgorithmRecord& a) { return a.support_ms.has_value(); });
         if (r->ranking_ms) {
             std::lock_guard lock(mutex_);
             if (ranked_.insert(p.to_string()).second) {
@@ -285,7 +290,8 @@ Status ReplayBackend::replay_run(const ConvProblem& p, const std::string& id) co
         r = e->record.get();
     }
     const AlgorithmRecord* a = r ? r->find(id) : nullptr;
-    if (!a || !a->supported) return Status::unsupported("the recording has no timings of " + id + " on " + p.to_string());
+    if (!a || !a->supported)
+        return Status::unsupported("the recording has no timings of " + id + " on " + p.to_string());
     if (a->status == Status::Code::out_of_memory) return Status::out_of_memory("recorded: " + a->message);
     if (a->status != Status::Code::ok) return Status::failure("recorded: " + a->message);
     std::lock_guard lock(mutex_);

@@ -40,7 +40,8 @@ Setting over(const Setting& s, const FlagValues& base) {
 
 double StepTime::other(int i) const {
     if (!known) return 0;
-    return i >= 0 && static_cast<std::size_t>(i) < other_ms.size() ? other_ms[static_cast<std::size_t>(i)] : steady_other_ms;
+    return i >= 0 && static_cast<std::size_t>(i) < other_ms.size() ? other_ms[static_cast<std::size_t>(i)]
+                                                                   : steady_other_ms;
 }
 
 Setting parse_setting(std::string_view text) {
@@ -54,7 +55,8 @@ Setting parse_setting(std::string_view text) {
     } else if (text.find('=') == std::string_view::npos) {
         std::string names;
         for (const Setting& s : standard_settings()) names += s.name + ", ";
-        throw InvalidRequest("flags", "unknown setting " + quote_input(text) + " (expected " + names + "key=value,... or LABEL:key=value,...)");
+        throw InvalidRequest("flags", "unknown setting " + quote_input(text) + " (expected " + names +
+                                          "key=value,... or LABEL:key=value,...)");
     }
     try {
         return {label, parse_flags(spec), spec};
@@ -167,7 +169,8 @@ public:
         const std::string key = p.to_string();
         if (auto it = map_.find(key); it != map_.end()) return it->second->views();
         const std::size_t es = size_of(p.dtype);
-        const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es, wb = static_cast<std::size_t>(p.w_elements()) * es,
+        const std::size_t xb = static_cast<std::size_t>(p.x_elements()) * es,
+                          wb = static_cast<std::size_t>(p.w_elements()) * es,
                           yb = static_cast<std::size_t>(p.y_elements()) * es;
         if (real_) {
             if (host_) check_memory_budget(p);  // the tensors alone fit
@@ -268,15 +271,15 @@ std::string measured_setting(const Setting& s) {
 // first call (the part above the steady time counts as search), later calls the steady time;
 // iteration 1 also carries the process's first-convolution start-up. Point values are medians
 // over the measured runs; the range is the lowest and highest total of the runs taken one by one.
-ScenarioResult replay_measured(const Setting& s, const std::string& which, IterationSource& its, const SimulationOptions& o,
-                               const StepTime& step) {
+ScenarioResult replay_measured(const Setting& s, const std::string& which, IterationSource& its,
+                               const SimulationOptions& o, const StepTime& step) {
     ScenarioResult sr;
     sr.setting = s;
     sr.source = "measured";
     const std::vector<const MeasuredRun*> runs = o.measured->select(which, o.kernel_cache);
     if (runs.empty()) {
-        sr.failure = "the PyTorch measurements (" + o.measured->path + ") have no " + which + " run with a " + o.kernel_cache +
-                     " kernel cache";
+        sr.failure = "the PyTorch measurements (" + o.measured->path + ") have no " + which + " run with a " +
+                     o.kernel_cache + " kernel cache";
         return sr;
     }
     // Per problem: the medians over the runs, and each run's own times (for the range).
@@ -306,7 +309,8 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, Itera
                 for (const MeasuredRun* r : runs) {
                     const auto p = r->problems.find(key);
                     if (p == r->problems.end()) {
-                        sr.failure = fmt::format("iteration {}: PyTorch's measurements ({}) lack {}", i + 1, o.measured->path, key);
+                        sr.failure = fmt::format("iteration {}: PyTorch's measurements ({}) lack {}", i + 1,
+                                                 o.measured->path, key);
                         return sr;
                     }
                     t.per_run.push_back(p->second);
@@ -325,7 +329,8 @@ ScenarioResult replay_measured(const Setting& s, const std::string& which, Itera
             st.hits += call.count - (is_new ? 1 : 0);
             for (std::size_t r = 0; r < runs.size(); ++r) {
                 const MeasuredRun::Problem& m = it->second.per_run[r];
-                totals[r] += (is_new ? std::max(m.first_ms, m.steady_ms) + m.steady_ms * (call.count - 1) : m.steady_ms * call.count);
+                totals[r] += (is_new ? std::max(m.first_ms, m.steady_ms) + m.steady_ms * (call.count - 1)
+                                     : m.steady_ms * call.count);
             }
         }
         st.wall_ms = st.conv_ms();
@@ -345,7 +350,9 @@ std::vector<FlagValues> per_trace_flags(const Setting& s, const Stream& st) {
 }
 
 // The setting as the report shows it: over the trace's (first) recorded flags.
-Setting shown(const Setting& s, const Stream& st) { return st.trace_flags().empty() ? s : over(s, st.trace_flags().front()); }
+Setting shown(const Setting& s, const Stream& st) {
+    return st.trace_flags().empty() ? s : over(s, st.trace_flags().front());
+}
 
 // The run the trace's wall times were taken in: its own flags under PyTorch's policy, with the
 // benchmark flag a plain timing ran with.
@@ -435,17 +442,22 @@ std::string StepTime::describe() const {
         return "totals are convolutions only (no step wall times recorded for the simulated iterations; traces from convtune.capture have them)";
     }
     const bool plain = timing.source == TraceTiming::Source::plain;
-    const std::string how = plain ? fmt::format(" (a plain run, benchmark {}{})", timing.benchmark.value_or(false) ? "on" : "off",
-                                                timing.kernel_cache.empty() ? "" : ", " + timing.kernel_cache + " kernel cache")
-                            : timing.source == TraceTiming::Source::capture ? " (taken under the capture, which slows each step: an upper bound)"
-                                                                            : "";
-    std::string t = fmt::format("totals include each step's time outside convolutions, from the {} wall time{} the trace records{} minus the "
-                                "{}'s simulated convolutions: {} per step after the first",
-                                recorded, recorded == 1 ? "" : "s", how, plain ? "timed run" : "captured run", seconds(steady_other_ms));
+    const std::string how =
+        plain ? fmt::format(" (a plain run, benchmark {}{})", timing.benchmark.value_or(false) ? "on" : "off",
+                            timing.kernel_cache.empty() ? "" : ", " + timing.kernel_cache + " kernel cache")
+        : timing.source == TraceTiming::Source::capture
+            ? " (taken under the capture, which slows each step: an upper bound)"
+            : "";
+    std::string t = fmt::format(
+        "totals include each step's time outside convolutions, from the {} wall time{} the trace records{} minus the "
+        "{}'s simulated convolutions: {} per step after the first",
+        recorded, recorded == 1 ? "" : "s", how, plain ? "timed run" : "captured run", seconds(steady_other_ms));
     if (!other_ms.empty()) t += fmt::format(" ({} in the first)", seconds(other_ms.front()));
     if (clamped > 0)
-        t += fmt::format("; in {} iteration{} the simulated convolutions took longer than the recorded step (a trace from another machine?): "
-                         "0 there", clamped, clamped == 1 ? "" : "s");
+        t += fmt::format(
+            "; in {} iteration{} the simulated convolutions took longer than the recorded step (a trace from another machine?): "
+            "0 there",
+            clamped, clamped == 1 ? "" : "s");
     return t;
 }
 
@@ -456,8 +468,8 @@ SimulationResult simulate_measured(const Stream& stream, const SimulationOptions
     SimulationResult res;
     res.engine = "measured";
     res.backend = "pytorch";
-    res.environment = o.measured->device + ", PyTorch " + o.measured->torch + ", cuDNN " + std::to_string(o.measured->cudnn) + ", " +
-                      o.kernel_cache + " kernel cache";
+    res.environment = o.measured->device + ", PyTorch " + o.measured->torch + ", cuDNN " +
+                      std::to_string(o.measured->cudnn) + ", " + o.kernel_cache + " kernel cache";
     res.iterations = o.iterations;
     describe_trace(res, stream);
     const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
@@ -466,8 +478,8 @@ SimulationResult simulate_measured(const Stream& stream, const SimulationOptions
         SimulationOptions first = o;
         first.iterations = n;
         first.kernel_cache = timed_kernel_cache(stream, o.kernel_cache);
-        return replay_measured(shown(captured_setting(stream), stream), timed_measured_setting(stream, res.trace_flags), its, first,
-                               StepTime{});
+        return replay_measured(shown(captured_setting(stream), stream), timed_measured_setting(stream, res.trace_flags),
+                               its, first, StepTime{});
     });
     int64_t step = 0;
     for (const Setting& s : settings) {
@@ -491,7 +503,8 @@ public:
         : b_(b), replay_(replay), stream_(stream), its_(its), pool_(b) {}
 
     // `tick` is called after each iteration.
-    ScenarioResult run(const Setting& s, int iterations, uint64_t seed, const StepTime& step, const std::function<void()>& tick) {
+    ScenarioResult run(const Setting& s, int iterations, uint64_t seed, const StepTime& step,
+                       const std::function<void()>& tick) {
         ScenarioResult sr;
         sr.setting = shown(s, stream_);
         const std::vector<FlagValues> per_call = per_trace_flags(s, stream_);
@@ -521,12 +534,15 @@ public:
                     }
                     st.wall_ms += ms_since(w0);
                     st.search_ms += meter_.search_ms - s0;
-                    if (replay_) st.search_ms += replay_->deciding_ms() - d0;  // support decisions and rankings (replay_backend.hpp)
+                    if (replay_)
+                        st.search_ms +=
+                            replay_->deciding_ms() - d0;  // support decisions and rankings (replay_backend.hpp)
                     st.exec_ms += meter_.exec_ms - e0;
                     st.searches += meter_.search_ms > s0 ? 1 : 0;
                     ++st.calls;
                     if (!status.ok()) {
-                        sr.failure = fmt::format("iteration {}, layer {} ({}): {}", i + 1, call.layer, call.problem.to_string(), status.message);
+                        sr.failure = fmt::format("iteration {}, layer {} ({}): {}", i + 1, call.layer,
+                                                 call.problem.to_string(), status.message);
                         break;
                     }
                 }
@@ -606,22 +622,31 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     }
     const auto n_runs = static_cast<int64_t>(settings.size()) * repeats;
     if (calls > kMaxSimulatedCalls / n_runs)
-        throw InvalidRequest("iterations", fmt::format("{} iterations of this stream make {} convolution calls per setting, {} for {} settings{}: above the "
-                                "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations, settings or repeats",
-                                o.iterations, calls, calls * n_runs, settings.size(), repeats > 1 ? fmt::format(" x {} runs", repeats) : std::string(),
-                                kMaxSimulatedCalls, kMaxSimulatedCalls / kSimulatedCallsPerMinute));
+        throw InvalidRequest(
+            "iterations",
+            fmt::format(
+                "{} iterations of this stream make {} convolution calls per setting, {} for {} settings{}: above the "
+                "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations, settings or repeats",
+                o.iterations, calls, calls * n_runs, settings.size(),
+                repeats > 1 ? fmt::format(" x {} runs", repeats) : std::string(), kMaxSimulatedCalls,
+                kMaxSimulatedCalls / kSimulatedCallsPerMinute));
     if (!missing.empty())
-        throw InvalidRequest("replay", "the recording has no timings for " + std::to_string(missing.size()) + " of the " + std::to_string(seen.size()) +
-                    " problems this simulation needs" + (replay->estimation() == ReplayBackend::Estimation::any        ? ", and no recorded problem of their direction to estimate from"
-                     : replay->estimation() == ReplayBackend::Estimation::none ? " ({strict}: none is estimated)"
-                                                                               : ", and no recorded problem of the same layer to scale from") +
-                    "; e.g. " + missing.front() + " (record them with `convtune record` and the same workload and stream options)");
+        throw InvalidRequest("replay",
+                             "the recording has no timings for " + std::to_string(missing.size()) + " of the " +
+                                 std::to_string(seen.size()) + " problems this simulation needs" +
+                                 (replay->estimation() == ReplayBackend::Estimation::any
+                                      ? ", and no recorded problem of their direction to estimate from"
+                                  : replay->estimation() == ReplayBackend::Estimation::none
+                                      ? " ({strict}: none is estimated)"
+                                      : ", and no recorded problem of the same layer to scale from") +
+                                 "; e.g. " + missing.front() +
+                                 " (record them with `convtune record` and the same workload and stream options)");
     if (replay) res.judgeable = replay->recording().source == "measured";
     if (replay && !replay->recording().support_includes_plan_builds)
         for (const Setting& s : settings) {
             const FlagValues f = shown(s, stream).flags;
-            if (f.enabled && f.benchmark && f.policy->decides_support_before_timing() && (any_half || (any_f32 && f.allow_tf32)) &&
-                !(o.measured && !measured_setting(s).empty()))
+            if (f.enabled && f.benchmark && f.policy->decides_support_before_timing() &&
+                (any_half || (any_f32 && f.allow_tf32)) && !(o.measured && !measured_setting(s).empty()))
                 res.builds_missing.push_back(s.name);
         }
 
@@ -633,8 +658,8 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
             SimulationOptions first = o;
             first.iterations = n;
             first.kernel_cache = timed_kernel_cache(stream, o.kernel_cache);
-            return replay_measured(shown(captured_setting(stream), stream), timed_measured_setting(stream, res.trace_flags), its,
-                                   first, StepTime{});
+            return replay_measured(shown(captured_setting(stream), stream),
+                                   timed_measured_setting(stream, res.trace_flags), its, first, StepTime{});
         }
         return runner.run(captured_setting(stream), n, o.seed, StepTime{}, {});
     });
@@ -642,7 +667,8 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     // Run r takes the settings in order from the r-th on (off,on,...; on,...,off; ...), so no
     // setting always runs first, where a live backend's own warm-up falls.
     int64_t done = 0, total_steps = 0;
-    for (const Setting& s : settings) total_steps += static_cast<int64_t>(o.iterations) * (o.measured && !measured_setting(s).empty() ? 1 : repeats);
+    for (const Setting& s : settings)
+        total_steps += static_cast<int64_t>(o.iterations) * (o.measured && !measured_setting(s).empty() ? 1 : repeats);
     std::vector<std::vector<ScenarioResult>> runs(settings.size());
     for (int r = 0; r < repeats; ++r)
         for (std::size_t k = 0; k < settings.size(); ++k) {
@@ -701,7 +727,8 @@ void analyze(SimulationResult& r, double min_saving) {
         double hb = 0, hs = 0;
         for (std::size_t k = 0; k < cs.size() && s.number(k) <= n / 2; ++k) h = s.number(k), hb = cb[k], hs = cs[k];
         c.steady_gain_ms = ((cb.back() - hb) - (cs.back() - hs)) / static_cast<double>(n - h);
-        if (!be && c.steady_gain_ms > 0) c.projected_break_even = static_cast<double>(n) + (cs.back() - cb.back()) / c.steady_gain_ms;
+        if (!be && c.steady_gain_ms > 0)
+            c.projected_break_even = static_cast<double>(n) + (cs.back() - cb.back()) / c.steady_gain_ms;
         c.within_noise = inside_noise(base, s);
     }
     if (!r.judgeable) {
@@ -715,9 +742,12 @@ void analyze(SimulationResult& r, double min_saving) {
     int best = r.baseline, noisy = -1;  // noisy: the largest saving inside the noise
     for (std::size_t i = 0; i < r.scenarios.size(); ++i) {
         const ScenarioResult& s = r.scenarios[i];
-        if (!s.failure.empty() || s.setting.flags.deterministic != bf.deterministic || s.setting.flags.allow_tf32 != bf.allow_tf32) continue;
+        if (!s.failure.empty() || s.setting.flags.deterministic != bf.deterministic ||
+            s.setting.flags.allow_tf32 != bf.allow_tf32)
+            continue;
         if (r.comparisons[i].within_noise) {  // never the reason for a recommendation
-            if (r.comparisons[i].saving >= min_saving && (noisy < 0 || r.comparisons[i].saving > r.comparisons[static_cast<std::size_t>(noisy)].saving))
+            if (r.comparisons[i].saving >= min_saving &&
+                (noisy < 0 || r.comparisons[i].saving > r.comparisons[static_cast<std::size_t>(noisy)].saving))
                 noisy = static_cast<int>(i);
             continue;
         }
@@ -729,8 +759,9 @@ void analyze(SimulationResult& r, double min_saving) {
     // The plain "benchmark on" setting, to explain what searching costs and wins back.
     int on = -1;
     for (std::size_t i = 0; i < r.scenarios.size(); ++i)
-        if (static_cast<int>(i) != r.baseline && r.scenarios[i].failure.empty() && r.scenarios[i].setting.flags.benchmark &&
-            r.scenarios[i].setting.flags.deterministic == bf.deterministic && (on < 0 || r.scenarios[i].setting.name == "on"))
+        if (static_cast<int>(i) != r.baseline && r.scenarios[i].failure.empty() &&
+            r.scenarios[i].setting.flags.benchmark && r.scenarios[i].setting.flags.deterministic == bf.deterministic &&
+            (on < 0 || r.scenarios[i].setting.name == "on"))
             on = static_cast<int>(i);
     auto explain_on = [&]() -> std::string {
         if (on < 0) return "";
@@ -739,11 +770,14 @@ void analyze(SimulationResult& r, double min_saving) {
         const double per_search = sum.searches ? sum.search_ms / static_cast<double>(sum.searches) : 0;
         const double won = bsum.exec_ms > 0 ? (bsum.exec_ms - sum.exec_ms) / bsum.exec_ms : 0;
         const Comparison& oc = r.comparisons[static_cast<std::size_t>(on)];
-        std::string t = fmt::format("every new shape costs {} of search under '{}' ({} searches, {} in all) and ", seconds(per_search),
-                                    so.setting.name, sum.searches, seconds(sum.search_ms));
-        t += won >= 0 ? "only " + percent(won) + " of execution time is won back" : "execution even gets " + percent(-won) + " slower";
+        std::string t = fmt::format("every new shape costs {} of search under '{}' ({} searches, {} in all) and ",
+                                    seconds(per_search), so.setting.name, sum.searches, seconds(sum.search_ms));
+        t += won >= 0 ? "only " + percent(won) + " of execution time is won back"
+                      : "execution even gets " + percent(-won) + " slower";
         if (oc.break_even) t += fmt::format("; it breaks even only at iteration {}", *oc.break_even);
-        else if (oc.projected_break_even) t += fmt::format("; it would break even after about {:.0f} iterations", std::ceil(*oc.projected_break_even));
+        else if (oc.projected_break_even)
+            t +=
+                fmt::format("; it would break even after about {:.0f} iterations", std::ceil(*oc.projected_break_even));
         else t += "; it never breaks even";
         return t;
     };
@@ -752,24 +786,28 @@ void analyze(SimulationResult& r, double min_saving) {
         const ScenarioResult& ns = r.scenarios[static_cast<std::size_t>(noisy)];
         rec.setting = base.setting.name;
         rec.saving = 0;
-        rec.text = fmt::format("keep benchmark {}: no difference beyond the noise over {} iterations: '{}' would save {} by the median of {} "
-                               "runs, but its totals ({} to {}) overlap the baseline's ({} to {})",
-                               base.setting.flags.benchmark ? "as it is" : "off", n, ns.setting.name, percent(r.comparisons[static_cast<std::size_t>(noisy)].saving),
-                               ns.repeat_totals_ms.size(), seconds(ns.range_lo_ms), seconds(ns.range_hi_ms), seconds(base.range_lo_ms),
-                               seconds(base.range_hi_ms));
+        rec.text = fmt::format(
+            "keep benchmark {}: no difference beyond the noise over {} iterations: '{}' would save {} by the median of {} "
+            "runs, but its totals ({} to {}) overlap the baseline's ({} to {})",
+            base.setting.flags.benchmark ? "as it is" : "off", n, ns.setting.name,
+            percent(r.comparisons[static_cast<std::size_t>(noisy)].saving), ns.repeat_totals_ms.size(),
+            seconds(ns.range_lo_ms), seconds(ns.range_hi_ms), seconds(base.range_lo_ms), seconds(base.range_hi_ms));
         return;
     }
     // Over repeated runs, the ranges of totals the recommendation rests on.
-    const std::string spread = bs.repeat_totals_ms.size() >= 2 && base.repeat_totals_ms.size() >= 2
-                                   ? fmt::format(", beyond the noise of {} runs ({} to {}; the baseline's {} to {})", bs.repeat_totals_ms.size(),
-                                                 seconds(bs.range_lo_ms), seconds(bs.range_hi_ms), seconds(base.range_lo_ms), seconds(base.range_hi_ms))
-                                   : std::string();
+    const std::string spread =
+        bs.repeat_totals_ms.size() >= 2 && base.repeat_totals_ms.size() >= 2
+            ? fmt::format(", beyond the noise of {} runs ({} to {}; the baseline's {} to {})",
+                          bs.repeat_totals_ms.size(), seconds(bs.range_lo_ms), seconds(bs.range_hi_ms),
+                          seconds(base.range_lo_ms), seconds(base.range_hi_ms))
+            : std::string();
     if (best == r.baseline || bc.saving < min_saving) {
         rec.setting = base.setting.name;
         rec.saving = 0;
-        rec.text = fmt::format("keep benchmark {}: over {} iterations no setting saves {} or more", base.setting.flags.benchmark ? "as it is" : "off", n,
-                               percent(min_saving));
-        if (best != r.baseline) rec.text += fmt::format(" (the best, '{}', saves {})", bs.setting.name, percent(bc.saving));
+        rec.text = fmt::format("keep benchmark {}: over {} iterations no setting saves {} or more",
+                               base.setting.flags.benchmark ? "as it is" : "off", n, percent(min_saving));
+        if (best != r.baseline)
+            rec.text += fmt::format(" (the best, '{}', saves {})", bs.setting.name, percent(bc.saving));
         if (const std::string e = explain_on(); !e.empty()) rec.text += "; " + e;
         return;
     }
@@ -778,7 +816,8 @@ void analyze(SimulationResult& r, double min_saving) {
     if (r.estimated_problems > 0) {
         auto ends = [](const ScenarioResult& s) {
             const double t = s.sum().total_ms();
-            return s.estimate_hi_ms > s.estimate_lo_ms ? std::pair{s.estimate_lo_ms, s.estimate_hi_ms} : std::pair{t, t};
+            return s.estimate_hi_ms > s.estimate_lo_ms ? std::pair{s.estimate_lo_ms, s.estimate_hi_ms}
+                                                       : std::pair{t, t};
         };
         const auto [bl, bh] = ends(base);
         const auto [sl, sh] = ends(bs);
@@ -786,29 +825,33 @@ void analyze(SimulationResult& r, double min_saving) {
         if (worst < min_saving) {
             rec.setting = base.setting.name;
             rec.saving = 0;
-            rec.text = fmt::format("keep benchmark {}: the best, '{}', saves {} over {} iterations, but only {} with the {} estimated problems at "
-                                   "either end of their range: the difference is inside the estimate's uncertainty",
-                                   base.setting.flags.benchmark ? "as it is" : "off", bs.setting.name, percent(bc.saving), n, percent(worst),
-                                   r.estimated_problems);
+            rec.text = fmt::format(
+                "keep benchmark {}: the best, '{}', saves {} over {} iterations, but only {} with the {} estimated problems at "
+                "either end of their range: the difference is inside the estimate's uncertainty",
+                base.setting.flags.benchmark ? "as it is" : "off", bs.setting.name, percent(bc.saving), n,
+                percent(worst), r.estimated_problems);
             return;
         }
     }
     rec.setting = bs.setting.name;
     rec.saving = bc.saving;
-    const std::string when = bc.break_even ? fmt::format("after iteration {}", *bc.break_even) : "by the end of the run";
+    const std::string when =
+        bc.break_even ? fmt::format("after iteration {}", *bc.break_even) : "by the end of the run";
     const double saved = tb * bc.saving;
     if (bs.setting.flags.policy->recommended_by_name()) {
         rec.text = fmt::format("use the {} policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}{}",
-                               to_string(bs.setting.flags.policy), bs.setting.name, bs.setting.flags.to_string(), percent(bc.saving),
-                               seconds(saved), seconds(tb), n, when, spread);
+                               to_string(bs.setting.flags.policy), bs.setting.name, bs.setting.flags.to_string(),
+                               percent(bc.saving), seconds(saved), seconds(tb), n, when, spread);
         if (on >= 0 && on != best) {
             const Comparison& oc = r.comparisons[static_cast<std::size_t>(on)];
-            rec.text += fmt::format("; plain benchmark on ('{}') would {} {}", r.scenarios[static_cast<std::size_t>(on)].setting.name,
+            rec.text += fmt::format("; plain benchmark on ('{}') would {} {}",
+                                    r.scenarios[static_cast<std::size_t>(on)].setting.name,
                                     oc.saving >= 0 ? "save" : "cost", percent(std::abs(oc.saving)));
         }
     } else {
-        rec.text = fmt::format("turn benchmark on ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}{}", bs.setting.name,
-                               bs.setting.flags.to_string(), percent(bc.saving), seconds(saved), seconds(tb), n, when, spread);
+        rec.text = fmt::format("turn benchmark on ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}{}",
+                               bs.setting.name, bs.setting.flags.to_string(), percent(bc.saving), seconds(saved),
+                               seconds(tb), n, when, spread);
     }
 }
 

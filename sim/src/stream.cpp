@@ -19,7 +19,8 @@ namespace {
 // The entries of a comma-separated list. A trailing comma is an empty entry (getline would drop
 // it silently); so is "" itself.
 std::vector<std::string> split_commas(const std::string& text, const std::string& field) {
-    if (!text.empty() && text.back() == ',') throw InvalidRequest(field, "empty entry (trailing comma) in " + quote_input(text));
+    if (!text.empty() && text.back() == ',')
+        throw InvalidRequest(field, "empty entry (trailing comma) in " + quote_input(text));
     std::vector<std::string> out;
     std::stringstream ss(text);
     for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
@@ -28,7 +29,9 @@ std::vector<std::string> split_commas(const std::string& text, const std::string
 
 // A number as the user must write it: digits (a sign, a space or another leading character is
 // refused here, as strtoll/strtod would skip or take it; a number may start with '.').
-bool plain_number(const std::string& s) { return !s.empty() && (std::isdigit(static_cast<unsigned char>(s.front())) || s.front() == '.'); }
+bool plain_number(const std::string& s) {
+    return !s.empty() && (std::isdigit(static_cast<unsigned char>(s.front())) || s.front() == '.');
+}
 
 }  // namespace
 
@@ -38,7 +41,8 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
         char* end = nullptr;
         const long long x = std::strtoll(s.c_str(), &end, 10);
         if (!plain_number(s) || *end != '\0' || x < 1 || x > (1 << 20))
-            throw InvalidRequest(field, quote_input(s) + " is not an integer in [1, 1048576] (expected a comma-separated list)");
+            throw InvalidRequest(
+                field, quote_input(s) + " is not an integer in [1, 1048576] (expected a comma-separated list)");
         v.push_back(x);
     }
     if (v.empty()) throw InvalidRequest(field, "empty list");
@@ -49,7 +53,8 @@ std::vector<std::string> parse_string_list(const std::string& text, const std::s
     std::vector<std::string> v;
     for (const std::string& s : split_commas(text, field)) {
         if (s.empty()) throw InvalidRequest(field, "empty entry in " + quote_input(text));
-        if (std::find(v.begin(), v.end(), s) != v.end()) throw InvalidRequest(field, quote_input(s) + " is listed twice");
+        if (std::find(v.begin(), v.end(), s) != v.end())
+            throw InvalidRequest(field, quote_input(s) + " is listed twice");
         v.push_back(s);
     }
     if (v.empty()) throw InvalidRequest(field, "empty list");
@@ -62,7 +67,8 @@ std::vector<double> parse_double_list(const std::string& text, const std::string
         char* end = nullptr;
         const double x = std::strtod(s.c_str(), &end);
         if (!plain_number(s) || *end != '\0' || !(x > 0) || x > 64)
-            throw InvalidRequest(field, quote_input(s) + " is not a number in (0, 64] (expected a comma-separated list)");
+            throw InvalidRequest(field,
+                                 quote_input(s) + " is not a number in (0, 64] (expected a comma-separated list)");
         v.push_back(x);
     }
     if (v.empty()) throw InvalidRequest(field, "empty list");
@@ -91,7 +97,8 @@ StreamSpec StreamSpec::parse(std::string_view text) {
         s.kind = StreamKind::trace;
         s.trace_path = std::string(text.substr(6));
     } else {
-        throw InvalidRequest("stream", "unknown stream " + quote_input(text) + " (expected fixed, batch, resolution, mixed or trace:FILE)");
+        throw InvalidRequest("stream", "unknown stream " + quote_input(text) +
+                                           " (expected fixed, batch, resolution, mixed or trace:FILE)");
     }
     return s;
 }
@@ -115,13 +122,16 @@ namespace {
 
 // `# flags k=v,...`: PyTorch's cuDNN flags, as capture.py writes them, over the defaults.
 FlagValues parse_trace_flags(const std::string& text, int line_no) {
-    static constexpr std::string_view keys[] = {"enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32"};
+    static constexpr std::string_view keys[] = {"enabled", "benchmark", "benchmark_limit", "deterministic",
+                                                "allow_tf32"};
     std::stringstream ss(text);
     for (std::string item; std::getline(ss, item, ',');) {
         const std::string key = item.substr(0, item.find('='));
         if (std::find(std::begin(keys), std::end(keys), key) == std::end(keys))
-            throw ParseError("trace line " + std::to_string(line_no) + ": '# flags' records PyTorch's flags only (enabled, benchmark, "
-                             "benchmark_limit, deterministic, allow_tf32), not '" + key + "'");
+            throw ParseError("trace line " + std::to_string(line_no) +
+                             ": '# flags' records PyTorch's flags only (enabled, benchmark, "
+                             "benchmark_limit, deterministic, allow_tf32), not '" +
+                             key + "'");
     }
     try {
         return parse_flags(text);
@@ -143,7 +153,8 @@ std::optional<double> parse_iteration_wall(const std::string& rest, int line_no)
         char* end = nullptr;
         const double x = std::strtod(v.c_str(), &end);
         if (v.empty() || *end != '\0' || !std::isfinite(x) || x < 0 || x >= kMaxTraceWallMs)
-            throw ParseError("trace line " + std::to_string(line_no) + ": wall_ms '" + v + "' is not a number in [0, 1e9) ms");
+            throw ParseError("trace line " + std::to_string(line_no) + ": wall_ms '" + v +
+                             "' is not a number in [0, 1e9) ms");
         wall = x;
     }
     return wall;
@@ -158,8 +169,9 @@ void check_trace_version(const std::string& rest, int line_no) {
     if (!word.empty() && word.find_first_not_of("0123456789") == std::string::npos && word.size() < 10)
         throw ParseError("trace line " + std::to_string(line_no) + ": trace format version " + word +
                          " is newer than this convtune reads (" + std::to_string(kTraceVersion) + "); update convtune");
-    throw ParseError("trace line " + std::to_string(line_no) + ": '# convtune-trace' must be followed by the format version (" +
-                     std::to_string(kTraceVersion) + ")");
+    throw ParseError("trace line " + std::to_string(line_no) +
+                     ": '# convtune-trace' must be followed by the format version (" + std::to_string(kTraceVersion) +
+                     ")");
 }
 
 // `# timing plain benchmark=0|1 [kernel_cache=cold|warm]` or `# timing capture`.
@@ -237,7 +249,8 @@ TraceData parse_trace_data(std::string_view text) {
         std::string problem, count;
         tok >> problem >> count;
         std::string extra;
-        if (tok >> extra) throw ParseError("trace line " + std::to_string(line_no) + ": expected 'PROBLEM [xN]', got more");
+        if (tok >> extra)
+            throw ParseError("trace line " + std::to_string(line_no) + ": expected 'PROBLEM [xN]', got more");
         Call c;
         try {
             c.problem = ConvProblem::parse_any(problem);
@@ -245,7 +258,9 @@ TraceData parse_trace_data(std::string_view text) {
             throw ParseError("trace line " + std::to_string(line_no) + ": " + e.what());
         }
         if (!count.empty()) {
-            if (count[0] != 'x') throw ParseError("trace line " + std::to_string(line_no) + ": bad count '" + count + "' (expected xN, N >= 1)");
+            if (count[0] != 'x')
+                throw ParseError("trace line " + std::to_string(line_no) + ": bad count '" + count +
+                                 "' (expected xN, N >= 1)");
             try {
                 c.count = parse_repeat(std::string_view(count).substr(1), "bad count '" + count + "'");
             } catch (const Error& e) {
@@ -258,8 +273,10 @@ TraceData parse_trace_data(std::string_view text) {
         if (++problem_lines > kMaxTraceLines)
             throw ParseError("trace line " + std::to_string(line_no) + ": more than " + std::to_string(kMaxTraceLines) +
                              " problem lines, the most a trace may hold (docs/simulation.md)");
-        if (distinct.insert(fnv1a(c.problem.to_string())).second && static_cast<int64_t>(distinct.size()) > kMaxTraceProblems)
-            throw ParseError("trace line " + std::to_string(line_no) + ": more than " + std::to_string(kMaxTraceProblems) +
+        if (distinct.insert(fnv1a(c.problem.to_string())).second &&
+            static_cast<int64_t>(distinct.size()) > kMaxTraceProblems)
+            throw ParseError("trace line " + std::to_string(line_no) + ": more than " +
+                             std::to_string(kMaxTraceProblems) +
                              " distinct problems, the most a trace may hold (docs/simulation.md)");
         cur.push_back(std::move(c));
     }
@@ -287,11 +304,14 @@ TraceData read_trace(const std::string& path) {
 namespace {
 
 constexpr auto mix = splitmix64;
-uint64_t draw(uint64_t seed, int i, int slot) { return mix(mix(seed) ^ mix(static_cast<uint64_t>(i) * 8 + static_cast<uint64_t>(slot))); }
+uint64_t draw(uint64_t seed, int i, int slot) {
+    return mix(mix(seed) ^ mix(static_cast<uint64_t>(i) * 8 + static_cast<uint64_t>(slot)));
+}
 
 }  // namespace
 
-Stream::Stream(StreamSpec spec, Workload w, WorkloadOptions o) : spec_(std::move(spec)), workload_(std::move(w)), options_(o) {
+Stream::Stream(StreamSpec spec, Workload w, WorkloadOptions o)
+    : spec_(std::move(spec)), workload_(std::move(w)), options_(o) {
     if (spec_.kind == StreamKind::trace) {
         TraceData t = read_trace(spec_.trace_path);
         trace_ = std::move(t.iterations);
@@ -300,15 +320,18 @@ Stream::Stream(StreamSpec spec, Workload w, WorkloadOptions o) : spec_(std::move
         trace_timing_ = t.timing;
         return;
     }
-    if (workload_.layers.empty()) throw InvalidRequest("workload", "a " + std::string(to_string(spec_.kind)) + " stream needs a workload");
+    if (workload_.layers.empty())
+        throw InvalidRequest("workload", "a " + std::string(to_string(spec_.kind)) + " stream needs a workload");
     if (spec_.batches.empty()) spec_.batches = default_batches(base_batch());
     if (spec_.scales.empty()) spec_.scales = default_scales();
     for (int64_t b : spec_.batches)
         if (b < 1) throw InvalidRequest("batches", "batch sizes must be >= 1 (got " + std::to_string(b) + ")");
     for (double s : spec_.scales)
-        if (!(s > 0) || s > 64) throw InvalidRequest("scales", "scales must be in (0, 64] (got " + std::to_string(s) + ")");
+        if (!(s > 0) || s > 64)
+            throw InvalidRequest("scales", "scales must be in (0, 64] (got " + std::to_string(s) + ")");
     // Every variant must give valid problems; instantiate the extremes now so bad input fails early.
-    for (double s : {*std::min_element(spec_.scales.begin(), spec_.scales.end()), *std::max_element(spec_.scales.begin(), spec_.scales.end())})
+    for (double s : {*std::min_element(spec_.scales.begin(), spec_.scales.end()),
+                     *std::max_element(spec_.scales.begin(), spec_.scales.end())})
         instantiate(workload_, options_, Variant{0, {s, s, s}});
 }
 
@@ -323,7 +346,8 @@ Variant Stream::variant(int i) const {
         v.batch = spec_.batches[draw(spec_.seed, i, slot) % spec_.batches.size()];
     };
     auto resolution_variant = [&](int slot) {
-        for (int d = 0; d < 3; ++d) v.scale[static_cast<std::size_t>(d)] = spec_.scales[draw(spec_.seed, i, slot + d) % spec_.scales.size()];
+        for (int d = 0; d < 3; ++d)
+            v.scale[static_cast<std::size_t>(d)] = spec_.scales[draw(spec_.seed, i, slot + d) % spec_.scales.size()];
     };
     switch (spec_.kind) {
         case StreamKind::fixed:

@@ -95,7 +95,8 @@ Workload parse_workload_text(std::string_view text, const std::string& name) {
             decided = true;
             own = tok[0] == "convtune-workload";
             if (!own) break;
-            if (tok.size() != 2 || tok[1] != "1") fail("unsupported header '" + line + "' (expected 'convtune-workload 1')");
+            if (tok.size() != 2 || tok[1] != "1")
+                fail("unsupported header '" + line + "' (expected 'convtune-workload 1')");
             continue;
         }
         if (tok[0] == "name") {
@@ -156,12 +157,16 @@ Workload load_workload(const std::string& name_or_file, const std::string& shape
             if (w.name == name_or_file) b = &w;
             known += (known.empty() ? "" : ", ") + std::string(w.name);
         }
-        if (!b) throw InvalidRequest("workload", quote_input(name_or_file) + " is neither a file nor a built-in workload (built-in: " + known + ")");
+        if (!b)
+            throw InvalidRequest(
+                "workload",
+                quote_input(name_or_file) + " is neither a file nor a built-in workload (built-in: " + known + ")");
         const std::string dir = shapes_dir.empty() ? default_shapes_dir() : shapes_dir;
         path = (fs::path(dir) / b->file).string();
         if (!fs::is_regular_file(path, ec))
-            throw InvalidRequest("workload", "built-in '" + name_or_file + "' needs " + std::string(b->file) + " in the shapes folder '" + dir +
-                        "' (set {shapes_dir} or CONVTUNE_SHAPES_DIR)");
+            throw InvalidRequest("workload", "built-in '" + name_or_file + "' needs " + std::string(b->file) +
+                                                 " in the shapes folder '" + dir +
+                                                 "' (set {shapes_dir} or CONVTUNE_SHAPES_DIR)");
         name = std::string(b->name);
     }
     std::string text;

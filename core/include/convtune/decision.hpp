@@ -64,9 +64,17 @@ struct Decision {
     std::vector<Candidate> candidates;
 };
 
-// The document `convtune tune --json` prints per problem and the Python module returns:
-// {algorithm, source, search_ms, median_ms, key, candidates: [{id, state, reason, notes,
-// workspace (null when not asked), first_ms, samples_ms, median_ms, spread}]}.
-nlohmann::json to_json(const Decision& d);
+// The two JSON forms of a Decision, one list of fields:
+// - report: the document `convtune tune --json` prints per problem and the Python module returns:
+//   {algorithm, source, search_ms, median_ms, key, candidates: [{id, state, reason, notes,
+//   workspace (null when not asked), first_ms, samples_ms, median_ms, spread, suggested}]}, the
+//   source, states and notes by name;
+// - exact: lossless, between processes of one build (the ranks of distributed/): the same fields
+//   with enums as their numbers and notes as their bits, and `provisional`.
+enum class DecisionForm { report, exact };
+nlohmann::json to_json(const Decision& d, DecisionForm form = DecisionForm::report);
+// Reads the exact form back (throws nlohmann::json::exception when a field is missing or of the
+// wrong type).
+Decision decision_from_json(const nlohmann::json& j);
 
 }  // namespace convtune

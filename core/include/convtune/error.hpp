@@ -69,13 +69,18 @@ private:
 class InvalidRequest : public Error {
 public:
     InvalidRequest(std::string field, std::string rule)
-        : Error(render(field, rule, [](std::string_view f) { return std::string(f); })), field_(std::move(field)), rule_(std::move(rule)) {}
+        : Error(render(field, rule, [](std::string_view f) { return std::string(f); })),
+          field_(std::move(field)),
+          rule_(std::move(rule)) {}
     const std::string& field() const noexcept { return field_; }
     const std::string& rule() const noexcept { return rule_; }
-    std::string message(const std::function<std::string(std::string_view)>& name) const { return render(field_, rule_, name); }
+    std::string message(const std::function<std::string(std::string_view)>& name) const {
+        return render(field_, rule_, name);
+    }
 
 private:
-    static std::string render(const std::string& field, const std::string& rule, const std::function<std::string(std::string_view)>& name) {
+    static std::string render(const std::string& field, const std::string& rule,
+                              const std::function<std::string(std::string_view)>& name) {
         std::string out = name(field) + ": ";
         for (std::size_t i = 0; i < rule.size(); ++i) {
             const std::size_t close = rule[i] == '{' ? rule.find('}', i) : std::string::npos;

@@ -101,15 +101,16 @@ public:
     // run's); `info`, when given, receives what the call ran under. A call the in-memory cache
     // answers copies nothing of the decision (a cuDNN decision lists ~1000 candidates): it runs
     // the chosen algorithm and builds the order of the others only when that one fails.
-    Status run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f, const WorkspaceSource* workspace = nullptr,
-               RunInfo* info = nullptr);
+    Status run(const ConvProblem& p, const ConvTensors& t, const FlagValues& f,
+               const WorkspaceSource* workspace = nullptr, RunInfo* info = nullptr);
 
 private:
     // `t`, when given, are the caller's tensors (run()): a search times candidates on them
     // instead of allocating and filling scratch tensors, as PyTorch's benchmark mode does (the
     // output is overwritten, and the chosen algorithm computes it afterwards).
     // `ws`, when given, is the caller's workspace source (run()).
-    std::shared_ptr<const Decision> select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t, const WorkspaceSource* ws);
+    std::shared_ptr<const Decision> select(const ConvProblem& p, const FlagValues& f, const ConvTensors* t,
+                                           const WorkspaceSource* ws);
     // select() without the copy it makes of a cached decision to mark it Source::memory: the
     // cached decision itself, and *hit says whether it came from the in-memory cache.
     std::shared_ptr<const Decision> select_cached(const ConvProblem& p, const FlagValues& f, const ConvTensors* t,

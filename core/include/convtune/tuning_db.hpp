@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -54,6 +55,12 @@ struct DbRecord {
     int64_t time = 0;  // unix seconds of the measurement; the newer record wins a merge
     bool operator==(const DbRecord&) const = default;
 };
+// A record as the database file holds it under its key (and as the ranks of distributed/ send
+// it): {algorithm, median_ms, spread, samples, search_ms, time}. The reader refuses what the
+// file may not hold (a missing algorithm, a negative time, a count out of range) with a
+// ParseError that begins with `where`; a missing number reads as 0.
+nlohmann::json to_json(const DbRecord& r);
+DbRecord db_record_from_json(const nlohmann::json& j, const std::string& where);
 
 struct DbSection {
     Environment env;

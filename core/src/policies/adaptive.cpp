@@ -24,7 +24,8 @@ int64_t adaptive_threshold(const Decision& provisional, const FlagValues& f) {
     int64_t eligible = 0;
     for (const Candidate& c : provisional.candidates)
         eligible += c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed;
-    if (const int limit = f.policy->search_reach(f); limit > 0) eligible = std::min<int64_t>(eligible, limit);  // what the search times
+    if (const int limit = f.policy->search_reach(f); limit > 0)
+        eligible = std::min<int64_t>(eligible, limit);  // what the search times
     return std::max<int64_t>(2, eligible * (1 + f.max_samples));
 }
 

@@ -23,7 +23,8 @@ namespace convtune {
 Decision SelectionPolicy::pick(SearchContext& ctx) const {
     std::vector<Candidate>& cands = ctx.list.items();
     for (std::size_t i = 0; i < cands.size(); ++i)
-        if (cands[i].state == Candidate::State::not_timed) return ctx.choose_untimed(i, Source::heuristic, "the heuristic's first eligible choice");
+        if (cands[i].state == Candidate::State::not_timed)
+            return ctx.choose_untimed(i, Source::heuristic, "the heuristic's first eligible choice");
     throw ctx.no_candidate();  // the selector checked that one is eligible
 }
 
@@ -70,7 +71,8 @@ Decision SelectionPolicy::search(SearchContext& ctx) const {
     for (std::size_t i : deferred) {
         Candidate& c = cands[i];
         if (succeeded >= limit) {
-            c.reason = limit_reason + " (" + std::to_string(explore) + " kept for candidates the heuristics do not suggest)";
+            c.reason =
+                limit_reason + " (" + std::to_string(explore) + " kept for candidates the heuristics do not suggest)";
             continue;
         }
         if (std::string why = ctx.history().demoted(c.id, kind, demotion); !why.empty()) {

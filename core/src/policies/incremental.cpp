@@ -23,12 +23,11 @@
 //              for candidates the heuristics do not suggest, when the ranking has such); a
 //              candidate that fails or runs out of memory is replaced by the next.
 //   how        MeasureStrategy::in_band (measurement.hpp): convtune's robust rule on the calls as
-//              they come, paced (explore_fraction 0.2): racing drops a candidate clearly slower than the leader (every call over
-//              3x the leader's slowest after the first round; from min_samples on, slower beyond
-//              the noise), the rotation ends when one candidate is left, when the ones left are
-//              tied with stable medians, at max_samples rounds (the cap) or once search_budget_ms
-//              of calls have run; then the fastest median is pinned if its lead over the
-//              heuristic's pick exceeds the noise, else the heuristic's pick.
+//              they come, paced (explore_fraction 0.2): racing drops a candidate clearly slower than the leader (every
+//              call over 3x the leader's slowest after the first round; from min_samples on, slower beyond the noise),
+//              the rotation ends when one candidate is left, when the ones left are tied with stable medians, at
+//              max_samples rounds (the cap) or once search_budget_ms of calls have run; then the fastest median is
+//              pinned if its lead over the heuristic's pick exceeds the noise, else the heuristic's pick.
 //   persisted  as convtune: the pinned decision, with its spread and sample count, is stored in
 //              the tuning database (unless its spread is above 50%), and a later process reads
 //              it back and rotates nothing
@@ -59,7 +58,8 @@ struct Rotation {
     const int explore;       // of them, kept for candidates the heuristics do not suggest (as a search's)
     std::size_t next = 0;    // the list position to look at for the next candidate to enter
     int suggested_entered = 0;
-    std::deque<std::size_t> deferred;  // suggested candidates past limit - explore, waiting for the slots the walk leaves
+    std::deque<std::size_t>
+        deferred;            // suggested candidates past limit - explore, waiting for the slots the walk leaves
     bool entering = true;    // candidates are still being entered (their first calls)
     bool pinned = false;
 
@@ -181,7 +181,8 @@ std::optional<Status> Incremental::run_in_band(InBandCall& call) const {
     for (Candidate& c : d.candidates)
         if (c.id == winner) {
             d.median_ms = c.median_ms;
-            c.reason = "pinned in-band after " + std::to_string(r->m.calls()) + " calls" + (c.reason.empty() ? "" : "; " + c.reason);
+            c.reason = "pinned in-band after " + std::to_string(r->m.calls()) + " calls" +
+                       (c.reason.empty() ? "" : "; " + c.reason);
         }
     call.pin(std::move(d));
     return computed;

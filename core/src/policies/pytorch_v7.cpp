@@ -29,7 +29,8 @@ public:
                 std::vector<Candidate>& cands = ctx.list.items();
                 for (std::size_t i = 0; i < cands.size(); ++i)
                     if (cands[i].id == fd->id() && cands[i].state == Candidate::State::not_timed)
-                        return ctx.choose_untimed(i, Source::fixed, "PyTorch v7: deterministic && !benchmark uses the fixed default");
+                        return ctx.choose_untimed(i, Source::fixed,
+                                                  "PyTorch v7: deterministic && !benchmark uses the fixed default");
             }
         return SelectionPolicy::pick(ctx);
     }

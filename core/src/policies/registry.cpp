@@ -64,7 +64,10 @@ Policy parse_policy(std::string_view s) {
     std::string known;  // "a, b, c or d"
     for (std::size_t i = 0; i < std::size(kPolicies); ++i) {
         if (s == kPolicies[i].name) return Policy(kPolicies[i].object());
-        known += std::string(i == 0 ? "" : i + 1 == std::size(kPolicies) ? " or " : ", ") + std::string(kPolicies[i].name);
+        known += std::string(i == 0                          ? ""
+                             : i + 1 == std::size(kPolicies) ? " or "
+                                                             : ", ") +
+                 std::string(kPolicies[i].name);
     }
     throw ParseError("policy: unknown policy " + quote_input(s) + " (expected " + known + ")");
 }

@@ -21,7 +21,8 @@ struct SimulateRequest {
     std::vector<std::string> flags;  // settings: a standard name, "key=value,..." or "LABEL:key=value,..."
     bool compare = false;            // the six standard settings too (always when flags is empty)
     std::string backend;             // live backend (default cpu), or the recording's with replay
-    std::string replay;              // a recording (file, or a name in the recording library) to replay instead of running a backend
+    std::string
+        replay;  // a recording (file, or a name in the recording library) to replay instead of running a backend
     std::string measured;            // PyTorch's own measurements (pytorch_measure.py): the off and pytorch
                                      // settings replay them; alone (no replay or backend), only those two run
     std::string kernel_cache;        // with measured: the CUDA kernel cache the run starts with (cold, warm;

@@ -16,9 +16,8 @@
 // then decided is retired (a broken device). A rank that dies takes the job with it (MPI); the
 // database keeps what was stored, and the same command run again resumes from it.
 //
-// CONVTUNE_DIST_FAIL=RANK:AFTER makes rank RANK fail every problem after its first AFTER
-// (RANK:AFTER:exit: the process exits mid-problem; RANK:AFTER:stop: it stops itself with SIGSTOP,
-// as kill -STOP does) — the tests' injected failure.
+// TuneOptions::before_decision is how a caller makes a rank fail, exit or stop before a decision
+// (the CLI's CONVTUNE_DIST_FAIL, which the tests use: tools/tune.cpp).
 //
 // Each rank's private copy of the database lives in "$TMPDIR/convtune-dist-<host>-<pid>-XXXXXX"
 // (else /tmp), removed when the rank ends, also on SIGTERM, SIGINT and SIGHUP (what mpirun sends
@@ -27,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +46,11 @@ struct TuneOptions {
     // with exit 3 after the report (MPI cannot finish with a rank that does not answer). 0 = wait
     // for every rank forever.
     double rank_timeout_s = 60;
+    // Called on each rank (rank 0's deciding thread included) before it decides a problem, with
+    // the rank and how many problems it has decided so far. What it throws fails that problem on
+    // that rank, as a broken device would; it may also end or stop the process. Empty: nothing.
+    using BeforeDecision = std::function<void(int rank, int64_t decided)>;
+    BeforeDecision before_decision;
 };
 
 struct FailedProblem {

@@ -37,9 +37,9 @@ struct PyTorchMeasurements {
     std::vector<std::string> estimated;
     std::string library;
 
-    // Reads and validates a grid file (plain or gzip-compressed, .json.gz) (format convtune-pytorch-measurement-grid, version 1):
-    // times finite and within [0, 1e7] ms, settings bm0/bm1, caches cold/warm, keys canonical
-    // problems. Throws Error naming the file and the field.
+    // Reads and validates a grid file (plain or gzip-compressed, .json.gz) (format convtune-pytorch-measurement-grid,
+    // version 1): times finite and within [0, 1e7] ms, settings bm0/bm1, caches cold/warm, keys canonical problems.
+    // Throws Error naming the file and the field.
     static PyTorchMeasurements load(const std::string& path);
 
     // The runs of one setting ("bm0"/"bm1") in one kernel-cache state.

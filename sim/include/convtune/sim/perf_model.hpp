@@ -74,8 +74,8 @@ public:
     // anchors the fit's slope, else the algorithm's fitted intercept does. nullopt when the
     // neighbour has no successful timing of `id`.
     // `partner`: the same layer recorded at another size (only with same_layer; see above).
-    std::optional<Prediction> predict(const std::string& id, const ConvProblem& p, const ProblemRecord& neighbour, bool same_layer,
-                                      const ProblemRecord* partner = nullptr) const;
+    std::optional<Prediction> predict(const std::string& id, const ConvProblem& p, const ProblemRecord& neighbour,
+                                      bool same_layer, const ProblemRecord* partner = nullptr) const;
 
     // The launch floor (0 when the recording has no time at all).
     double floor_ms() const { return floor_; }

@@ -126,9 +126,11 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
 // a recording shows totals but cannot judge benchmark mode. Picks the section of `backend` with
 // the most entries. Throws Error when there is none. Entries it cannot use (a key it cannot read,
 // no algorithm, a median that is not a time in (0, 1e9) ms) are left out and, when `dropped` is
-// given, each is described there ("entry '<key>': <why>").
+// given, each is described there ("entry '<key>': <why>"). `local`, when given, is this build's
+// backend of that name (the caller finds it: the simulator does not walk the registry): its
+// algorithms' notes and, where they support the problem, workspace sizes go into the recording.
 Recording recording_from_db(const std::vector<DbSection>& sections, const std::string& backend,
-                            std::vector<std::string>* dropped = nullptr);
+                            std::vector<std::string>* dropped = nullptr, const Backend* local = nullptr);
 
 // One recording from several of the same backend, device and source (a library's files): the
 // algorithms united (in first-seen order), the problems concatenated (a problem in two parts is

@@ -67,7 +67,7 @@ struct ScenarioResult {
     Setting setting;
     std::vector<IterationStats> iterations;  // the kept records
     std::vector<int> numbers;                // their 1-based iteration numbers; empty: every iteration, in order
-    std::vector<double> cumulative;          // cumulative total through each kept record; empty: summed from `iterations`
+    std::vector<double> cumulative;  // cumulative total through each kept record; empty: summed from `iterations`
     std::string failure;  // non-empty: the setting could not run the stream (why, and where)
     // "measured": replayed from PyTorch's own measurements (SimulationOptions::measured), with the
     // lowest and highest total over the measured runs; empty: simulated through the selector.
