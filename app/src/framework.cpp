@@ -22,16 +22,28 @@ bool has_layout(const FrameworkTensor& t, Layout layout, int nd) {
     Dims spatial{1, 1, 1};
     for (int i = 0; i < nd; ++i) spatial[static_cast<std::size_t>(i)] = t.sizes[static_cast<std::size_t>(i) + 2];
     const Strides s = make_strides(layout, nd, t.sizes[1], spatial);
-    std::vector<int64_t> want{s.outer, s.channel};
-    for (int i = 0; i < nd; ++i) want.push_back(s.spatial[static_cast<std::size_t>(i)]);
-    for (std::size_t i = 0; i < want.size(); ++i)
-        if (t.sizes[i] != 1 && t.strides[i] != want[i]) return false;
+    const std::size_t rank = static_cast<std::size_t>(nd) + 2;
+    for (std::size_t i = 0; i < rank; ++i) {
+        const int64_t want = i == 0 ? s.outer : i == 1 ? s.channel : s.spatial[i - 2];
+        if (t.sizes[i] != 1 && t.strides[i] != want) return false;
+    }
     return true;
 }
 
-Dims dims(const std::vector<int64_t>& v, int nd, int64_t neutral) {
+// Whether `sizes` (of rank nd + 2) are (a, b, rest(0), ..., rest(nd - 1)): the check of the
+// weight's and output's sizes, made at every framework call without building the expected list.
+template <class Rest>
+bool sizes_are(const std::vector<int64_t>& sizes, int64_t a, int64_t b, int nd, Rest rest) {
+    if (sizes.size() != static_cast<std::size_t>(nd) + 2 || sizes[0] != a || sizes[1] != b) return false;
+    for (int i = 0; i < nd; ++i)
+        if (sizes[static_cast<std::size_t>(i) + 2] != rest(i)) return false;
+    return true;
+}
+
+// The nd values from v on, then `neutral`.
+Dims dims(const int64_t* v, int nd, int64_t neutral) {
     Dims d{neutral, neutral, neutral};
-    for (int i = 0; i < nd; ++i) d[static_cast<std::size_t>(i)] = v[static_cast<std::size_t>(i)];
+    for (int i = 0; i < nd; ++i) d[static_cast<std::size_t>(i)] = v[i];
     return d;
 }
 
@@ -72,16 +84,16 @@ std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c)
     p.c = c.x.sizes[1];
     p.k = c.w.sizes[0];
     p.groups = c.groups;
-    p.in = dims({c.x.sizes.begin() + 2, c.x.sizes.end()}, nd, 1);
-    p.kernel = dims({c.w.sizes.begin() + 2, c.w.sizes.end()}, nd, 1);
-    p.stride = dims(c.stride, nd, 1);
-    p.dilation = dims(c.dilation, nd, 1);
-    p.pad_begin = dims(c.padding, nd, 0);
+    p.in = dims(c.x.sizes.data() + 2, nd, 1);
+    p.kernel = dims(c.w.sizes.data() + 2, nd, 1);
+    p.stride = dims(c.stride.data(), nd, 1);
+    p.dilation = dims(c.dilation.data(), nd, 1);
+    p.pad_begin = dims(c.padding.data(), nd, 0);
     p.pad_end = p.pad_begin;
     if (std::optional<std::string> why = p.check()) return *why;
-    if (c.w.sizes != p.w_dims())
+    if (!sizes_are(c.w.sizes, p.k, p.c_per_group(), nd, [&](int i) { return p.kernel[static_cast<std::size_t>(i)]; }))
         return "w: sizes " + list(c.w.sizes) + " do not match the problem's " + list(p.w_dims());
-    if (c.y.sizes != p.y_dims())
+    if (!sizes_are(c.y.sizes, p.n, p.k, nd, [&](int i) { return p.out(i); }))
         return "y: sizes " + list(c.y.sizes) + " do not match the problem's " + list(p.y_dims());
     return p;
 }

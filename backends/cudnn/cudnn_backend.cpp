@@ -87,6 +87,14 @@ public:
     }
     std::span<const Algorithm* const> algorithms() const override { return list_; }
 
+    std::map<std::string, int64_t> work_counts() const override {
+        const WorkCounters& w = work_counters();
+        return {{"heuristic_queries", w.heuristic_queries.load()}, {"engine_builds", w.engine_builds.load()},
+                {"plan_builds", w.plan_builds.load()}, {"note_probes", w.note_probes.load()},
+                {"legacy_v7_queries", w.legacy_v7_queries.load()},
+                {"legacy_workspace_queries", w.legacy_workspace_queries.load()}};
+    }
+
     std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override {
         std::vector<const Algorithm*> r;
         const auto k = ranking(p);
@@ -216,6 +224,13 @@ private:
 };
 
 }  // namespace
+
+namespace cudnn_detail {
+WorkCounters& work_counters() {
+    static WorkCounters c;
+    return c;
+}
+}  // namespace cudnn_detail
 
 Backend& cudnn_backend() {
     static CudnnBackend b;

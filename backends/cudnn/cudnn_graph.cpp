@@ -423,22 +423,38 @@ constexpr cudnnBackendHeurMode_t kModes[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE
 // exit could run after the CUDA context is gone).
 class GraphCache {
 public:
+    // A call that the memory cache answers asks for its problem's entry several times (supports(),
+    // workspace_size() and run() each): the thread's last entry answers a repeat without building
+    // the problem's text or taking the cache's lock. forget() moves the generation on, so a
+    // remembered entry is never returned after it.
     ProblemEntry& entry(const ConvProblem& p) {
+        thread_local Last last;
+        const uint64_t gen = generation_.load(std::memory_order_acquire);
+        if (last.entry && last.cache == this && last.generation == gen && last.problem == p) return *last.entry;
         const std::string key = p.to_string();
         std::lock_guard<std::mutex> lock(mutex_);
         auto& e = map_[key];
         if (!e) e = new ProblemEntry;
+        last = {this, generation_.load(std::memory_order_relaxed), p, e};
         return *e;
     }
     // Entries are dropped, not freed: a caller may still hold a reference to one.
     void forget() {
         std::lock_guard<std::mutex> lock(mutex_);
         map_.clear();
+        generation_.fetch_add(1, std::memory_order_release);
     }
 
 private:
+    struct Last {
+        const GraphCache* cache = nullptr;
+        uint64_t generation = 0;
+        ConvProblem problem;
+        ProblemEntry* entry = nullptr;
+    };
     std::mutex mutex_;
     std::unordered_map<std::string, ProblemEntry*> map_;
+    std::atomic<uint64_t> generation_{0};
 };
 
 GraphCache& cache() {
@@ -480,6 +496,7 @@ const ProblemEntry::Mode& ensure_mode(ProblemEntry& e, std::size_t m) {
     if (mode.queried) return mode;
     mode.queried = true;
     std::vector<Desc> cfgs;
+    ++work_counters().heuristic_queries;
     if (heuristic_configs(e.graph.graph, kModes[m], cfgs) != CUDNN_STATUS_SUCCESS) return mode;
     for (Desc& cfg : cfgs) {
         Desc engine;
@@ -751,6 +768,7 @@ private:
     }
 
     void build_engine(ProblemEntry& e, const ConvProblem& p, EnginePlan& ep) const {
+        ++work_counters().engine_builds;
         if (!ensure_graph(e, p)) {
             ep.support = Support::no(e.graph_error);
             return;
@@ -798,6 +816,7 @@ private:
 
     void build_plan(EnginePlan& ep) const {
         ep.plan_tried = true;
+        ++work_counters().plan_builds;
         std::string why;
         cudnnHandle_t h = thread_handle(&why);
         if (!h) {
@@ -860,6 +879,7 @@ EngineNotes GraphRegistry::engine_notes(Direction d, int64_t engine) {
     if (!unavailable_reason().empty()) return *slot;
     cudnnHandle_t h = thread_handle();
     if (!h) return *slot;
+    ++work_counters().note_probes;
     if (!graphs_built[di]) {
         graphs_built[di] = true;
         for (const ConvProblem& p : probe_problems(d)) {

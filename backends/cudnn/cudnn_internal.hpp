@@ -1,12 +1,25 @@
 // Between the cuDNN backend's translation units: the two algorithm families and their rankings.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "cudnn/cudnn_backend.hpp"
 
 namespace convtune::cudnn_detail {
+
+// The preparation work of this process (Backend::work_counts), counted where it is done.
+struct WorkCounters {
+    std::atomic<int64_t> heuristic_queries{0};  // heuristics mode queries (graph API), one per problem and mode
+    std::atomic<int64_t> engine_builds{0};      // engine configurations finalized for a problem (stage 1)
+    std::atomic<int64_t> plan_builds{0};        // execution plans finalized (stage 2)
+    std::atomic<int64_t> note_probes{0};        // engines probed for their listed notes (once per engine)
+    std::atomic<int64_t> legacy_v7_queries{0};  // cudnnGet*Algorithm_v7 calls
+    std::atomic<int64_t> legacy_workspace_queries{0};  // legacy algorithms' per-problem workspace queries
+};
+WorkCounters& work_counters();
 
 // Legacy algorithms, in id order: fwd, bwd_data, bwd_filter; per direction each cuDNN algorithm
 // enum value with math types default, tensor_op, fma.

@@ -194,6 +194,7 @@ cudnnStatus_t get_v7(const ConvProblem& p, cudnnMathType_t math, std::vector<Per
     out.clear();
     cudnnHandle_t h = thread_handle();
     if (!h) return CUDNN_STATUS_NOT_INITIALIZED;
+    ++work_counters().legacy_v7_queries;
     LegacyDescriptors d(p, math);
     if (!d.ok()) return d.status;
     const int n = max_algo_count(p.direction);
@@ -330,6 +331,7 @@ private:
             q.support = Support::no("cuDNN unavailable: " + u);
             return q;
         }
+        ++work_counters().legacy_workspace_queries;
         if (std::string g = legacy_geometry_problem(p); !g.empty()) {
             q.support = Support::no(g);
             return q;

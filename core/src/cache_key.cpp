@@ -28,7 +28,7 @@ std::string CacheKey::to_string() const {
     k.reserve(224);
     k += backend;
     k += '|';
-    k += problem.to_string();
+    problem.append_to(k);
     k += deterministic ? "|det=1" : "|det=0";
     k += allow_tf32 ? "|tf32=1" : "|tf32=0";
     if (benchmark) k += *benchmark ? "|bench=1" : "|bench=0";

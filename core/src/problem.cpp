@@ -293,6 +293,11 @@ std::string_view trim(std::string_view s) {
 std::string ConvProblem::to_string() const {
     std::string s;
     s.reserve(160);
+    append_to(s);
+    return s;
+}
+
+void ConvProblem::append_to(std::string& s) const {
     s += "dir=";
     s += convtune::to_string(direction);
     s += ",dtype=";
@@ -309,7 +314,6 @@ std::string ConvProblem::to_string() const {
     append_dims(s, ",dil=", dilation, spatial_dims);
     append_dims(s, ",pad=", pad_begin, spatial_dims);
     append_dims(s, ",pad_end=", pad_end, spatial_dims);
-    return s;
 }
 
 ConvProblem ConvProblem::parse(std::string_view text) {

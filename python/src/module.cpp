@@ -497,6 +497,10 @@ PYBIND11_MODULE(_convtune, m) {
         return out;
     });
 
+    m.def("backend_work", [](const std::string& name) { return find_backend(name).work_counts(); }, py::arg("name"),
+          "The preparation work a backend has done in this process, by kind (Backend::work_counts: cuDNN's "
+          "heuristic queries, engine and plan builds, ...; empty for a backend that prepares nothing)");
+
     m.def("make_problem", [](const std::string& direction, const std::string& dtype, const std::string& layout, int64_t n, int64_t c, int64_t k,
                              int64_t groups, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
                              const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation, const std::vector<int64_t>& pad,

@@ -326,6 +326,16 @@ def test_both_overrides_name_the_same_reasons():
     assert cpp_reasons | python_key | {"layout", "problem", "unsupported", "failed"} == set(ct.FALLBACK_REASONS)
 
 
+def test_stats_report_the_backends_preparation_work(override):
+    # The CPU backend prepares nothing ahead of a run (cuDNN counts its heuristic queries and
+    # engine and plan builds there: gpu_torch_check.py); the key is there either way.
+    assert ct.stats()["backend_work"] == {}
+    with ct.enabled(device="cpu", db=""):
+        torch.nn.functional.conv2d(torch.randn(1, 2, 7, 7), torch.randn(3, 2, 3, 3))
+        assert ct.stats()["backend_work"] == {} == convtune._convtune.backend_work("cpu")
+    assert ct.stats()["backend_work"] == {}
+
+
 def test_pytorch_flags_are_read_at_each_call(override):
     # benchmark off: convtune's heuristic; on (read at the next call, in C++ or Python): a search.
     torch.backends.cudnn.benchmark = False

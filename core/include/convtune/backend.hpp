@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -152,6 +153,11 @@ public:
 
     // Convenience: the algorithm with this id, or nullptr.
     const Algorithm* find(std::string_view id) const;
+
+    // The preparation work the backend has done in this process, by kind, counted since the
+    // process started (cuDNN: heuristic queries, engine and execution-plan builds, note probes,
+    // legacy queries; see cudnn_backend.hpp). A backend that prepares nothing reports none.
+    virtual std::map<std::string, int64_t> work_counts() const { return {}; }
 };
 
 // A catalogue on its device: what the selector, the registry and the CLI work with.

@@ -96,6 +96,7 @@ struct ConvProblem {
     // Canonical form: comma-separated key=value in a fixed order, e.g.
     //   dir=fwd,dtype=f32,layout=nchw,n=2,c=64,k=64,g=1,in=56x56,ker=3x3,stride=1x1,dil=1x1,pad=1x1,pad_end=1x1
     std::string to_string() const;
+    void append_to(std::string& s) const;  // the same text, appended to s (a key built around it)
     // Accepts the canonical form, keys in any order, with defaults for omitted keys
     // (dir=fwd, dtype=f32, layout=nchw, n=1, g=1, stride=1, dil=1, pad=0, pad_end=pad).
     // The result is validated. Throws ParseError / InvalidProblem.

@@ -61,14 +61,16 @@ std::string_view SelectionPolicy::name() const {
 std::string_view to_string(Policy p) { return p->name(); }
 
 Policy parse_policy(std::string_view s) {
+    // Read at every framework call (convtune.torch passes the policy by name): nothing allocated
+    // unless the name is unknown.
+    for (const PolicyEntry& e : kPolicies)
+        if (s == e.name) return Policy(e.object());
     std::string known;  // "a, b, c or d"
-    for (std::size_t i = 0; i < std::size(kPolicies); ++i) {
-        if (s == kPolicies[i].name) return Policy(kPolicies[i].object());
+    for (std::size_t i = 0; i < std::size(kPolicies); ++i)
         known += std::string(i == 0                          ? ""
                              : i + 1 == std::size(kPolicies) ? " or "
                                                              : ", ") +
                  std::string(kPolicies[i].name);
-    }
     throw ParseError("policy: unknown policy " + quote_input(s) + " (expected " + known + ")");
 }
 

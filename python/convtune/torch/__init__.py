@@ -512,8 +512,18 @@ def enabled(db=None, policy="convtune", device="cuda", backend=None, override=No
         disable()
 
 
+def _backend_work(backend):
+    """The backend's preparation work in this process; none for a backend this build does not have
+    (enable() on a machine without it ran PyTorch's own kernels)."""
+    try:
+        return _convtune.backend_work(backend)
+    except Error:
+        return {}
+
+
 def _stats_of(s):
-    settings = {"device": s.device, "backend": s.backend, "policy": s.policy, "db": s.db, "override": s.override}
+    settings = {"device": s.device, "backend": s.backend, "policy": s.policy, "db": s.db, "override": s.override,
+                "backend_work": _backend_work(s.backend)}
     if s.cpp is not None:
         return {**s.cpp.stats(s.handle), **settings}
     with _lock:
@@ -528,13 +538,18 @@ def stats():
     direction), ``sources`` (where their decisions came from: search, database, memory,
     heuristic, ...), ``algorithms`` (calls per algorithm id), ``search_ms`` (time spent
     searching), ``fallback`` (calls PyTorch ran itself, per reason) with one ``details`` message
-    per reason, and the settings (``override``: "cpp" or "python", the kernels that ran). Before
-    any successful enable(): the same dict, every count zero and the settings None."""
+    per reason, and the settings (``override``: "cpp" or "python", the kernels that ran).
+    ``backend_work``: the preparation the backend has done in this process so far, by kind (cuDNN:
+    ``heuristic_queries``, ``engine_builds``, ``plan_builds``, ``note_probes``, ``legacy_v7_queries``,
+    ``legacy_workspace_queries``; empty for a backend that prepares nothing), counted process-wide, not
+    per enable() and not reset by reset_stats(). Before any successful enable(): the same dict, every
+    count zero and the settings None."""
     s = _state
     if s is not None:
         return _stats_of(s)
     if _last_stats is None:
-        return {**_new_stats(), "device": None, "backend": None, "policy": None, "db": None, "override": None}
+        return {**_new_stats(), "device": None, "backend": None, "policy": None, "db": None, "override": None,
+                "backend_work": {}}
     return _last_stats
 
 

@@ -26,12 +26,14 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -47,9 +49,20 @@ namespace {
 
 using Reason = std::optional<std::pair<std::string, std::string>>;  // (category, detail)
 
+// Counts by name; looked up by a C string at every call, so the maps compare transparently and
+// a name is copied into a std::string only the first time it is counted.
+using Counts = std::map<std::string, int64_t, std::less<>>;
+
+void bump(Counts& m, const char* name) {
+    const std::string_view key(name);
+    auto it = m.find(key);
+    if (it == m.end()) it = m.emplace(std::string(key), 0).first;
+    ++it->second;
+}
+
 struct Stats {
-    std::map<std::string, int64_t> convtune{{"fwd", 0}, {"bwd_data", 0}, {"bwd_filter", 0}};
-    std::map<std::string, int64_t> fallback, sources, algorithms;
+    Counts convtune{{"fwd", 0}, {"bwd_data", 0}, {"bwd_filter", 0}};
+    Counts fallback, sources, algorithms;
     std::map<std::string, std::string> details;
     double search_ms = 0;
 };
@@ -318,9 +331,9 @@ bool run(State& s, const char* direction, const at::Tensor& x, const at::Tensor&
     }
     if (is_active(&s)) {
         std::lock_guard<std::mutex> lock(s.mutex);
-        ++s.stats.convtune[direction];
-        ++s.stats.sources[r.source];
-        ++s.stats.algorithms[r.algorithm];
+        bump(s.stats.convtune, direction);
+        bump(s.stats.sources, r.source);
+        bump(s.stats.algorithms, r.algorithm);
         s.stats.search_ms += r.search_ms;
     }
     return true;
@@ -568,7 +581,7 @@ State& state_of(int64_t handle) {
 py::dict stats(int64_t handle) {
     State& s = state_of(handle);
     std::lock_guard<std::mutex> lock(s.mutex);
-    auto dict = [](const std::map<std::string, int64_t>& m) {
+    auto dict = [](const Counts& m) {
         py::dict d;
         for (const auto& [k, v] : m) d[py::str(k)] = v;
         return d;
