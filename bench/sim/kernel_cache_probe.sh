@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Which cache makes a second "cold" PyTorch process warm? One workload's problems, benchmark on.
+# Which cache makes a second "cold" PyTorch process warm? One workload's problems, benchmark on, each
+# process with a new CUDA_CACHE_PATH: PROBE_BASIC=1 (default) started from this shell in several ways,
+# PROBE_GRID=1 through pytorch_measure.py grid and from Python. Run on the GPU machine from the repository root.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 T=bench/sim/results/h100/resnext50_32x4d-train-tf32-b32.trace
@@ -33,27 +35,20 @@ fi
 if [ "${PROBE_GRID:-0}" = 1 ]; then
   echo "== the grid itself: benchmark on, cold only, two runs"
   python3 $M grid --problems $T --settings bm1 --caches cold --runs 2 --allow-tf32 1 --out $OUT/gridA.json 2>&1 | tail -3
-  du -s /tmp/pytorch-measure-*/* 2>&1; du -sh ~/.nv 2>&1
+  du -sh ~/.nv 2>&1
   mkdir -p /tmp/pm-x/cache-b; one pB_grid_shaped_path /tmp/pm-x/cache-b
-  python3 - "$M" "$T" "$OUT/pC.json" <<'PY'
+  for quiet in 0 1; do  # started from Python, a new mkdtemp folder: output piped (as the grid), then to /dev/null
+    python3 - "$M" "$T" "$OUT/pC$quiet.json" $quiet <<'PY'
 import os, subprocess, sys, tempfile, time, json
-d = tempfile.mkdtemp()
+d, quiet = tempfile.mkdtemp(), sys.argv[4] == "1"
 t = time.time()
+sink = subprocess.DEVNULL if quiet else subprocess.PIPE
 subprocess.run([sys.executable, os.path.abspath(sys.argv[1]), "one", "--problems", sys.argv[2], "--benchmark", "1", "--allow-tf32", "1",
-                "--out", sys.argv[3]], env=dict(os.environ, CUDA_CACHE_PATH=d), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                "--out", sys.argv[3]], env=dict(os.environ, CUDA_CACHE_PATH=d), stdout=sink, stderr=sink)
 doc = json.load(open(sys.argv[3]))
-print("pC python-launched (%s): first %.2f s startup %.0f ms, process %.0f ms" % (d, sum(p["first_ms"] for p in doc["problems"]) / 1e3,
-      doc["startup_ms"], (time.time() - t) * 1e3))
+print("pC python-launched, output %s (%s): first %.2f s startup %.0f ms, process %.0f ms" % (
+    "to /dev/null" if quiet else "piped", d, sum(p["first_ms"] for p in doc["problems"]) / 1e3, doc["startup_ms"], (time.time() - t) * 1e3))
 PY
-  python3 - "$M" "$T" "$OUT/pD.json" <<'PY'
-import os, subprocess, sys, tempfile, time, json
-d = tempfile.mkdtemp()
-t = time.time()
-subprocess.run([sys.executable, os.path.abspath(sys.argv[1]), "one", "--problems", sys.argv[2], "--benchmark", "1", "--allow-tf32", "1",
-                "--out", sys.argv[3]], env=dict(os.environ, CUDA_CACHE_PATH=d), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-doc = json.load(open(sys.argv[3]))
-print("pD python-launched, output to /dev/null (%s): first %.2f s startup %.0f ms, process %.0f ms" % (d, sum(p["first_ms"] for p in doc["problems"]) / 1e3,
-      doc["startup_ms"], (time.time() - t) * 1e3))
-PY
+  done
   du -sh ~/.nv 2>&1; ls -la ~/.nv 2>&1
 fi
