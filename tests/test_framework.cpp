@@ -145,3 +145,21 @@ BOOST_AUTO_TEST_CASE(what_cannot_run_is_a_fallback_not_an_error) {
     // A host device has no streams: the exchange is a no-op.
     BOOST_TEST(find_backend("cpu").exchange_thread_stream(reinterpret_cast<void*>(0x10)) == nullptr);
 }
+
+BOOST_AUTO_TEST_CASE(where_pytorch_runs_its_own_depthwise_kernel_cudnn_is_not_asked) {
+    using app::pytorch_runs_own_kernel;
+    const auto p = [](const std::string& s) { return ConvProblem::parse(s); };
+    // PyTorch's rule: depthwise (groups = C > 1, K a multiple of C), contiguous, not f16 -> its kernel.
+    BOOST_TEST(pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=32,g=32,in=56x56,ker=3x3,pad=1x1")).has_value());
+    BOOST_TEST(pytorch_runs_own_kernel(p("dtype=bf16,layout=nchw,n=8,c=32,k=64,g=32,in=56x56,ker=3x3,pad=1x1")).has_value());
+    BOOST_TEST(pytorch_runs_own_kernel(p("dtype=f32,layout=ncw,n=8,c=16,k=16,g=16,in=100,ker=5,pad=2")).has_value());
+    BOOST_TEST(pytorch_runs_own_kernel(p("dir=bwd_filter,dtype=f32,layout=ncdhw,n=2,c=8,k=8,g=8,in=8x8x8,ker=3x3x3,pad=1x1x1"))
+                   .has_value());
+    // Not claimed: channels last (cuDNN), f16 (PyTorch's workload table decides), grouped but not
+    // depthwise, K not a multiple of C, one group.
+    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nhwc,n=8,c=32,k=32,g=32,in=56x56,ker=3x3,pad=1x1")));
+    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f16,layout=nchw,n=8,c=32,k=32,g=32,in=56x56,ker=3x3,pad=1x1")));
+    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=32,g=8,in=56x56,ker=3x3,pad=1x1")));
+    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=48,g=16,in=56x56,ker=3x3,pad=1x1")));
+    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=32,in=56x56,ker=3x3,pad=1x1")));
+}

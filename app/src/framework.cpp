@@ -98,6 +98,13 @@ std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c)
     return p;
 }
 
+std::optional<std::string> pytorch_runs_own_kernel(const ConvProblem& p) {
+    const bool depthwise = p.groups > 1 && p.groups == p.c && p.k % p.c == 0;
+    if (!depthwise || p.layout != Layout::nchw || (p.dtype != DataType::f32 && p.dtype != DataType::bf16)) return std::nullopt;
+    return std::string("PyTorch runs its own CUDA depthwise kernel here, not cuDNN (") + std::string(to_string(p.dtype)) +
+           ", contiguous memory format): no search to pay, as with PyTorch";
+}
+
 FrameworkResult run_framework(Context& ctx, const FrameworkCall& c) {
     Backend& b = find_backend(c.backend);
     require_available(b);
@@ -110,6 +117,12 @@ FrameworkResult run_framework(Context& ctx, const FrameworkCall& c) {
     }
     const ConvProblem& p = std::get<ConvProblem>(problem);
     r.problem = p;
+    if (c.backend == "cudnn")
+        if (std::optional<std::string> why = pytorch_runs_own_kernel(p)) {
+            r.fallback = "pytorch_kernel";
+            r.detail = std::move(*why);
+            return r;
+        }
     const ConvTensors t{{reinterpret_cast<void*>(c.x.data), c.x.bytes},
                         {reinterpret_cast<void*>(c.w.data), c.w.bytes},
                         {reinterpret_cast<void*>(c.y.data), c.y.bytes}};

@@ -47,9 +47,10 @@ struct FrameworkCall {
 struct FrameworkResult {
     bool ran = false;
     // Why convtune did not run it, when !ran: "layout" (strides that are neither dense layout),
-    // "problem" (not a problem convtune accepts), "unsupported" (no algorithm of the backend
-    // can run it under the flags), "failed" (every eligible algorithm failed or ran out of
-    // memory); `detail` says more.
+    // "problem" (not a problem convtune accepts), "pytorch_kernel" (on cudnn: PyTorch itself runs
+    // its own kernel here, not cuDNN: pytorch_runs_own_kernel), "unsupported" (no algorithm of the
+    // backend can run it under the flags), "failed" (every eligible algorithm failed or ran out
+    // of memory); `detail` says more.
     std::string fallback, detail;
     std::optional<ConvProblem> problem;  // the problem, when there was one (its text: problem->to_string())
     std::string algorithm;  // what ran
@@ -59,6 +60,13 @@ struct FrameworkResult {
 
 // The problem of the call, or the reason it has none ("layout: ..." or the rule it breaks).
 std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c);
+
+// Where PyTorch (2.x, its convolution backend selection) runs a CUDA convolution with its own
+// kernel rather than cuDNN, as far as this rule knows: a depthwise convolution (groups = C > 1, K a
+// multiple of C; 1-D ones are viewed as 2-D) in the contiguous memory format in f32 or bf16 goes to
+// PyTorch's CUDA depthwise kernels. f16 ones (chosen by PyTorch's table of depthwise workloads)
+// and channels-last ones (always cuDNN) are not claimed. The reason, or nullopt.
+std::optional<std::string> pytorch_runs_own_kernel(const ConvProblem& p);
 
 // Selects and runs the call on ctx's selector of c.backend. Throws Error only for a backend that
 // does not exist or cannot run here (require_available).
