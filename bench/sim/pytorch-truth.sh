@@ -41,26 +41,7 @@ for w in "$@"; do
       "$here/torch_networks.py" run "${args[@]}" --benchmark 0 --iterations 100000
     if [ "$MEASURE_RUNS" -gt 0 ]; then
       echo "== $name: per-problem measurements"
-      # One process per (run, setting, cache state), started from this shell: a new folder for each
-      # cold one (docs/simulation.md, "PyTorch's measured library", on cold measurements).
-      parts=$(mktemp -d)
-      for r in $(seq 0 $((MEASURE_RUNS - 1))); do
-        order="0 1"
-        [ $((r % 2)) -eq 1 ] && order="1 0"
-        i=0
-        for bm in $order; do
-          cache=$(mktemp -d)
-          for state in cold warm; do
-            i=$((i + 1))
-            CUDA_CACHE_PATH=$cache python3 "$measure" one --problems "$out/$name.trace" --benchmark "$bm" --allow-tf32 $tf32 \
-              --cache-label $state --run "$r" --order $i --out "$parts/$r-$bm-$state.json"
-            python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f'   run {d[\"run\"]} {d[\"name\"]} {d[\"cache\"]}: first calls {sum(p[\"first_ms\"] for p in d[\"problems\"])/1e3:.2f} s', file=sys.stderr)" "$parts/$r-$bm-$state.json"
-          done
-          rm -rf "$cache"
-        done
-      done
-      python3 "$measure" merge --out "$out/$name-measure.json" "$parts"/*.json
-      rm -rf "$parts"
+      python3 "$measure" grid --problems "$out/$name.trace" --allow-tf32 $tf32 --runs "$MEASURE_RUNS" --out "$out/$name-measure.json"
     fi
   fi
   echo "== $name: network runs"

@@ -189,8 +189,10 @@ def _load_problems(path):
 def cmd_one(a):
     doc = measure(_load_problems(a.problems), a.benchmark, a.allow_tf32, a.deterministic, a.samples, a.inner, a.device)
     doc["cache"] = a.cache_label
-    if a.run is not None:
-        doc.update(run=a.run, name=a.name or f"bm{a.benchmark}", order=a.order)
+    # The kernel cache this process was given (the folder's name only): a cold measurement's must
+    # be a folder no earlier process used.
+    folder = os.environ.get("CUDA_CACHE_PATH")
+    doc["kernel_cache_folder"] = os.path.basename(folder.rstrip("/")) if folder else None
     with open(a.out, "w") as f:
         json.dump(doc, f)
         f.write("\n")
@@ -211,9 +213,7 @@ def cmd_grid(a):
     for r in range(a.runs):
         rotated = settings[r % len(settings):] + settings[:r % len(settings)]
         for s in rotated:
-            # A new top-level temporary folder for each cold state, removed after its warm one (as
-            # `mktemp -d` in a shell: processes started so were cold each time on the H100, where
-            # a second grid's sub-folder of one work folder was not; docs/simulation.md).
+            # A new, empty kernel cache for each cold state, which its warm state then reuses.
             cache_dir = tempfile.mkdtemp(prefix="convtune-kernel-cache-")
             for c in caches:
                 out = os.path.join(work, f"{r}-{s}-{c}.json")
@@ -224,7 +224,7 @@ def cmd_grid(a):
                        "--deterministic", str(a.deterministic), "--samples", str(a.samples), "--inner", str(a.inner),
                        "--cache-label", c, "--device", a.device]
                 t = time.time()
-                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
                 done += 1
                 if p.returncode != 0:
                     sys.stderr.write(p.stdout[-3000:])
@@ -246,22 +246,6 @@ def cmd_grid(a):
         f.write("\n")
 
 
-def cmd_merge(a):
-    """Measurements made one process at a time (`one --run R`), as one grid document."""
-    runs = []
-    for path in a.files:
-        with open(path) as f:
-            doc = json.load(f)
-        if doc.get("format") != FORMAT or "run" not in doc:
-            sys.exit(f"pytorch_measure: merge: {path} is not a measurement made with `one --run R`")
-        runs.append(doc)
-    runs.sort(key=lambda d: (d["run"], d.get("order", 0)))
-    keys = {p["key"] for d in runs for p in d["problems"]}
-    with open(a.out, "w") as f:
-        json.dump({"format": FORMAT + "-grid", "version": VERSION, "problems": len(keys), "measurements": runs}, f)
-        f.write("\n")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -278,17 +262,11 @@ def main(argv=None):
         p.add_argument("--device", default="cuda", help="cuda (the measurement) or cpu (to test this script)")
     one.add_argument("--benchmark", type=int, choices=[0, 1], required=True)
     one.add_argument("--cache-label", default="unknown")
-    one.add_argument("--run", type=int, help="the run this measurement belongs to (for `merge`)")
-    one.add_argument("--name", help="the setting's name in a merged grid (default bm<benchmark>)")
-    one.add_argument("--order", type=int, default=0, help="its place in the run (for `merge`)")
-    merge = sub.add_parser("merge", help="measurements of `one --run R` as one grid document")
-    merge.add_argument("--out", required=True)
-    merge.add_argument("files", nargs="+")
     grid.add_argument("--settings", default="bm0,bm1")
     grid.add_argument("--caches", default="cold,warm")
     grid.add_argument("--runs", type=int, default=3)
     a = ap.parse_args(argv)
-    {"one": cmd_one, "grid": cmd_grid, "merge": cmd_merge}[a.cmd](a)
+    (cmd_one if a.cmd == "one" else cmd_grid)(a)
 
 
 if __name__ == "__main__":
