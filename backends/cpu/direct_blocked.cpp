@@ -532,20 +532,21 @@ private:
                 float* dst = block_base(g, b);
                 const int64_t o0 = b * bl.nv * VL, ovalid = std::min<int64_t>(nvl, och - o0);  // written channels
                 if (ovalid < nvl) std::fill(dst, dst + ks * red * nvl, 0.0f);
-                // Source order: the tap loop innermost and the weight's outer index (K) outermost,
-                // so the reads walk the weight tensor (KCRS or KRSC) line by line, not one
-                // element per cache line.
-                auto pack = [&](int64_t i, int64_t l) {
-                    const int64_t k = fwd ? g * kpg + o0 + l : g * kpg + i, cc = fwd ? i : o0 + l;
-                    const T* src = w + wst.at(k, cc, 0, 0, 0);
-                    for (int64_t tap = 0; tap < ks; ++tap) dst[(tap * red + i) * nvl + l] = E::load(src[tap_off[static_cast<std::size_t>(tap)]]);
-                };
-                if (fwd)
-                    for (int64_t l = 0; l < ovalid; ++l)
-                        for (int64_t i = 0; i < red; ++i) pack(i, l);
-                else
+                // Tiles of VL written channels (fwd: VL rows of the weight tensor, read a few
+                // consecutive elements each while their lines stay in cache) x one reduction
+                // channel x every tap: each store run fills whole lines of dst, instead of one
+                // element per line with the taps' lines a power of two apart.
+                const int64_t lstep = fwd ? VL : std::max<int64_t>(ovalid, 1);
+                for (int64_t lb = 0; lb < ovalid; lb += lstep)
                     for (int64_t i = 0; i < red; ++i)
-                        for (int64_t l = 0; l < ovalid; ++l) pack(i, l);
+                        for (int64_t tap = 0; tap < ks; ++tap) {
+                            const int64_t toff = tap_off[static_cast<std::size_t>(tap)];
+                            float* d = dst + (tap * red + i) * nvl;
+                            for (int64_t l = lb; l < std::min(lb + lstep, ovalid); ++l) {
+                                const int64_t k = fwd ? g * kpg + o0 + l : g * kpg + i, cc = fwd ? i : o0 + l;
+                                d[l] = E::load(w[wst.at(k, cc, 0, 0, 0) + toff]);
+                            }
+                        }
             }
 
         const float* src = padded_copy(dp, fwd, fwd ? xconv_ : yconv_);
