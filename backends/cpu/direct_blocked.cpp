@@ -452,6 +452,16 @@ private:
     Canon c_;
     float *wpack_ = nullptr, *xconv_ = nullptr, *yconv_ = nullptr, *accum_ = nullptr;
 
+    // Offset of each tap (canonical order, W fastest) in a weight tensor with strides wst.
+    std::vector<int64_t> tap_offsets(const Strides& wst) const {
+        std::vector<int64_t> off(static_cast<std::size_t>(c_.ks()));
+        for (int64_t tap = 0; tap < c_.ks(); ++tap) {
+            const auto rs = slots(c_, tap / (c_.ker[1] * c_.ker[2]), tap / c_.ker[2] % c_.ker[1], tap % c_.ker[2]);
+            off[static_cast<std::size_t>(tap)] = wst.at(0, 0, rs[0], rs[1], rs[2]);
+        }
+        return off;
+    }
+
     // f32 channels-last view of x (or dy): the user's buffer when it already is one.
     const float* channels_last(bool is_x, float* buf) const {
         const T* src = static_cast<const T*>(is_x ? t_.x.data : t_.y.data);
@@ -514,26 +524,29 @@ private:
         // Packed weights: [group][block][tap][red][nv_b*VL], blocks of a group are contiguous.
         const int64_t group_floats = ks * red * bl.nvec * VL;
         auto block_base = [&](int64_t g, int64_t b) { return wpack_ + g * group_floats + ks * red * b * bl.nv * VL; };
+        const std::vector<int64_t> tap_off = tap_offsets(wst);
 #pragma omp parallel for collapse(2) schedule(static)
         for (int64_t g = 0; g < p_.groups; ++g)
             for (int64_t b = 0; b < bl.blocks; ++b) {
                 const int64_t nvl = bl.nv_of(b) * VL;
                 float* dst = block_base(g, b);
-                for (int64_t tap = 0; tap < ks; ++tap) {
-                    const int64_t r0 = tap / (c_.ker[1] * c_.ker[2]), r1 = tap / c_.ker[2] % c_.ker[1], r2 = tap % c_.ker[2];
-                    const auto rs = slots(c_, r0, r1, r2);
+                const int64_t o0 = b * bl.nv * VL, ovalid = std::min<int64_t>(nvl, och - o0);  // written channels
+                if (ovalid < nvl) std::fill(dst, dst + ks * red * nvl, 0.0f);
+                // Tiles of VL written channels (fwd: VL rows of the weight tensor, read a few
+                // consecutive elements each while their lines stay in cache) x one reduction
+                // channel x every tap: each store run fills whole lines of dst, instead of one
+                // element per line with the taps' lines a power of two apart.
+                const int64_t lstep = fwd ? VL : std::max<int64_t>(ovalid, 1);
+                for (int64_t lb = 0; lb < ovalid; lb += lstep)
                     for (int64_t i = 0; i < red; ++i)
-                        for (int64_t l = 0; l < nvl; ++l) {
-                            const int64_t o = b * bl.nv * VL + l;  // written channel within the group
-                            float v = 0;
-                            if (o < och) {
-                                const int64_t k = fwd ? g * kpg + o : g * kpg + i;
-                                const int64_t cc = fwd ? i : o;
-                                v = E::load(w[wst.at(k, cc, rs[0], rs[1], rs[2])]);
+                        for (int64_t tap = 0; tap < ks; ++tap) {
+                            const int64_t toff = tap_off[static_cast<std::size_t>(tap)];
+                            float* d = dst + (tap * red + i) * nvl;
+                            for (int64_t l = lb; l < std::min(lb + lstep, ovalid); ++l) {
+                                const int64_t k = fwd ? g * kpg + o0 + l : g * kpg + i, cc = fwd ? i : o0 + l;
+                                d[l] = E::load(w[wst.at(k, cc, 0, 0, 0) + toff]);
                             }
-                            dst[(tap * red + i) * nvl + l] = v;
                         }
-                }
             }
 
         const float* src = padded_copy(dp, fwd, fwd ? xconv_ : yconv_);
@@ -775,6 +788,7 @@ private:
         const int64_t ks = c_.ks(), cbmax = sh.cbmax, cblocks = sh.cblocks, items = sh.items;
         const int64_t slot = sh.slot_floats;
         const int64_t in_sp = c_.in_sp(), out_sp = c_.out_sp();
+        const std::vector<int64_t> tap_off = tap_offsets(wst);
         // Per kw: the ow range whose input is valid (contiguous in ow).
         std::vector<std::pair<int64_t, int64_t>> ow_range(static_cast<std::size_t>(c_.ker[2]), {0, 0});
         for (int64_t kw = 0; kw < c_.ker[2]; ++kw) {
@@ -794,8 +808,12 @@ private:
             const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
             const int64_t it0 = items * tid / nt, it1 = items * (tid + 1) / nt;
             std::vector<Seg> segs;
+            std::vector<std::array<int64_t, 3>> rc;  // (n, od, oh) of the chunk's rows
             for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
                 const int64_t r1 = std::min(rows, r0 + rows_per_chunk);
+                rc.clear();
+                for (int64_t row = r0; row < r1; ++row)
+                    rc.push_back({row / (c_.out[0] * c_.out[1]), row / c_.out[1] % c_.out[0], row % c_.out[1]});
                 for (int64_t it = it0; it < it1; ++it) {
                     const int64_t tap = it % ks, cb = it / ks % cblocks, b = it / ks / cblocks % bl.blocks, g = it / ks / cblocks / bl.blocks;
                     const int64_t r0k = tap / (c_.ker[1] * c_.ker[2]), r1k = tap / c_.ker[2] % c_.ker[1], r2k = tap % c_.ker[2];
@@ -807,8 +825,7 @@ private:
                     const auto [olo, ohi] = ow_range[static_cast<std::size_t>(r2k)];
                     segs.clear();
                     if (ohi > olo)
-                        for (int64_t row = r0; row < r1; ++row) {
-                            const int64_t n = row / (c_.out[0] * c_.out[1]), od = row / c_.out[1] % c_.out[0], oh = row % c_.out[1];
+                        for (const auto& [n, od, oh] : rc) {
                             const int64_t id = od * c_.st[0] - c_.pb[0] + r0k * c_.dil[0];
                             const int64_t ih = oh * c_.st[1] - c_.pb[1] + r1k * c_.dil[1];
                             if (id < 0 || id >= c_.in[0] || ih < 0 || ih >= c_.in[1]) continue;
@@ -824,14 +841,21 @@ private:
                         partial_pos(segs, nvl, cn, kvalid, a, r0 == 0);  // K/g not a multiple of VL
                 }
             }
-            for (int64_t it = it0; it < it1; ++it) {
-                const int64_t tap = it % ks, cb = it / ks % cblocks, b = it / ks / cblocks % bl.blocks, g = it / ks / cblocks / bl.blocks;
-                const auto rs = slots(c_, tap / (c_.ker[1] * c_.ker[2]), tap / c_.ker[2] % c_.ker[1], tap % c_.ker[2]);
+            // Store dw in the weight tensor's order (K outermost, taps innermost): the ks items
+            // of one (group, K block, C block) are consecutive, and may belong to two threads.
+#pragma omp barrier
+#pragma omp for schedule(static)
+            for (int64_t gi = 0; gi < items / ks; ++gi) {
+                const int64_t cb = gi % cblocks, b = gi / cblocks % bl.blocks, g = gi / cblocks / bl.blocks;
                 const int64_t nvl = bl.nv_of(b) * VL, k0 = b * bl.nv * VL, kvalid = std::min<int64_t>(nvl, kpg - k0), c0 = cb * cbmax;
                 const int64_t cn = std::min<int64_t>(cbmax, cpg - c0);
-                const float* a = acc + it * slot;
-                for (int64_t j = 0; j < cn; ++j)
-                    for (int64_t l = 0; l < kvalid; ++l) dw[wst.at(g * kpg + k0 + l, c0 + j, rs[0], rs[1], rs[2])] = E::store(a[j * nvl + l]);
+                const float* a = acc + gi * ks * slot;
+                for (int64_t l = 0; l < kvalid; ++l)
+                    for (int64_t j = 0; j < cn; ++j) {
+                        T* o = dw + wst.at(g * kpg + k0 + l, c0 + j, 0, 0, 0);
+                        for (int64_t tap = 0; tap < ks; ++tap)
+                            o[tap_off[static_cast<std::size_t>(tap)]] = E::store(a[tap * slot + j * nvl + l]);
+                    }
             }
         }
     }
