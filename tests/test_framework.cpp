@@ -4,7 +4,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
+#include <string>
 #include <variant>
+#include <vector>
 
 #include "convtune/app/framework.hpp"
 #include "convtune/host_data.hpp"
@@ -162,4 +164,81 @@ BOOST_AUTO_TEST_CASE(where_pytorch_runs_its_own_depthwise_kernel_cudnn_is_not_as
     BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=32,g=8,in=56x56,ker=3x3,pad=1x1")));
     BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=48,g=16,in=56x56,ker=3x3,pad=1x1")));
     BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=32,in=56x56,ker=3x3,pad=1x1")));
+}
+
+BOOST_AUTO_TEST_CASE(refusals_are_decided_from_the_frameworks_names_in_order) {
+    const app::FrameworkOperand f32{"cpu", -1, "torch.strided", "torch.float32"};
+    app::FrameworkRequest q{.device = "cpu", .x = f32, .w = f32};
+    BOOST_TEST(!app::framework_refusal(q));
+    BOOST_TEST(app::framework_refusal(q).detail.empty());
+    auto category = [&](app::FrameworkRequest r) {
+        const app::FrameworkRefusal why = app::framework_refusal(r);
+        return std::string(why ? why.category : "") + "|" + why.detail;
+    };
+    app::FrameworkRequest r = q;
+    r.w.device = "cuda", r.w.index = 1;
+    BOOST_TEST(category(r) == "device|tensors on cpu / cuda:1; convtune.torch is enabled for cpu");
+    r = q;
+    r.x.layout = "torch.sparse_coo";
+    r.x.dtype = "torch.int64";  // the layout's rule comes first
+    BOOST_TEST(category(r) == "layout|tensor layout torch.sparse_coo / torch.strided");
+    r = q;
+    r.w.dtype = "torch.float64";
+    BOOST_TEST(category(r) == "dtype|torch.float32 / torch.float64");
+    r = q;
+    r.x.dtype = r.w.dtype = "torch.int8";
+    BOOST_TEST(category(r) == "dtype|torch.int8 / torch.int8");
+    r = q;
+    r.transposed = true;
+    r.enabled = false;
+    BOOST_TEST(category(r) == "transposed|transposed convolutions run PyTorch's own path");
+    r = q;
+    r.enabled = false;
+    BOOST_TEST(category(r) == "cudnn_disabled|torch.backends.cudnn.enabled is False: PyTorch's own kernels");
+    // cuda: the first call taken claims its device; a call on another is refused; a refused call claims nothing.
+    int32_t home = -1;
+    app::FrameworkRequest g{.device = "cuda",
+                            .x = {"cuda", 1, "torch.strided", "torch.float16"},
+                            .w = {"cuda", 1, "torch.strided", "torch.float16"},
+                            .transposed = true,
+                            .home = &home};
+    BOOST_TEST(category(g).starts_with("transposed|"));
+    BOOST_TEST(home == -1);
+    g.transposed = false;
+    BOOST_TEST(!app::framework_refusal(g));
+    BOOST_TEST(home == 1);
+    g.x.index = g.w.index = 0;
+    BOOST_TEST(category(g) == "device|cuda:0: convtune's cuDNN handles live on cuda:1, the first device it ran on");
+    BOOST_TEST(home == 1);
+    std::vector<std::string> all;
+    for (const char* c : app::framework_fallback_categories()) all.emplace_back(c);
+    BOOST_TEST(all.size() == 8u);
+}
+
+BOOST_AUTO_TEST_CASE(pytorch_flags_as_convtunes) {
+    FlagValues base;
+    base.benchmark_limit = 7;
+    app::TorchFlagValues t{.enabled = false, .benchmark = true, .deterministic = true, .allow_tf32 = false};
+    FlagValues f = app::flags_from_torch(base, t, "pytorch");
+    BOOST_TEST(!f.enabled);
+    BOOST_TEST(f.benchmark);
+    BOOST_TEST(f.deterministic);
+    BOOST_TEST(!f.allow_tf32);
+    BOOST_TEST(f.benchmark_limit == 7);  // no such flag in this PyTorch: convtune's stays
+    BOOST_TEST(to_string(f.policy) == "pytorch");
+    BOOST_TEST(app::torch_flag_keys(t).size() == 5u);
+    t.benchmark_limit = 3;
+    BOOST_TEST(app::flags_from_torch(base, t, "convtune").benchmark_limit == 3);
+    BOOST_TEST(app::torch_flag_keys(t).size() == 6u);
+    t.benchmark_limit = int64_t{1} << 40;
+    BOOST_CHECK_THROW(app::flags_from_torch(base, t, "convtune"), Error);
+    BOOST_CHECK_THROW(app::flags_from_torch(base, {}, "fastest"), Error);
+    // The framework's dtype names are convtune's too.
+    BOOST_TEST(std::string(app::framework_dtype("torch.bfloat16")) == "bf16");
+    BOOST_TEST(app::framework_dtype("torch.int8") == nullptr);
+    FrameworkCall c = call(kP, false);
+    c.dtype = "torch.float64";
+    const auto p = app::framework_problem(c);
+    BOOST_REQUIRE(std::holds_alternative<ConvProblem>(p));
+    BOOST_TEST((std::get<ConvProblem>(p).dtype == DataType::f64));
 }

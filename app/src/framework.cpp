@@ -1,5 +1,7 @@
 #include "convtune/app/framework.hpp"
 
+#include <atomic>
+#include <limits>
 #include <string>
 
 #include "convtune/error.hpp"
@@ -47,7 +49,83 @@ Dims dims(const int64_t* v, int nd, int64_t neutral) {
     return d;
 }
 
+// PyTorch's text of a device: "cpu", "cuda:1".
+std::string device_text(const FrameworkOperand& t) {
+    std::string r(t.device);
+    if (t.index >= 0) {
+        r += ':';
+        r += std::to_string(t.index);
+    }
+    return r;
+}
+
+std::string pair_text(std::string_view x, std::string_view w) {
+    std::string r(x);
+    r += " / ";
+    r += w;
+    return r;
+}
+
+FrameworkRefusal refused(const char* category, std::string detail) { return {category, std::move(detail)}; }
+
+constexpr const char* kFallbackCategories[] = {"device",         "layout",  "dtype",       "transposed",
+                                               "cudnn_disabled", "problem", "unsupported", "failed"};
+
 }  // namespace
+
+FlagValues flags_from_torch(FlagValues f, const TorchFlagValues& t, std::string_view policy) {
+    f.enabled = t.enabled;
+    f.benchmark = t.benchmark;
+    f.deterministic = t.deterministic;
+    f.allow_tf32 = t.allow_tf32;
+    if (t.benchmark_limit >= 0) {
+        if (t.benchmark_limit > std::numeric_limits<int>::max())
+            throw Error("benchmark_limit: must be <= " + std::to_string(std::numeric_limits<int>::max()) + " (got " +
+                        std::to_string(t.benchmark_limit) + ")");
+        f.benchmark_limit = static_cast<int>(t.benchmark_limit);
+    }
+    f.policy = parse_policy(policy);
+    return f;
+}
+
+std::vector<std::string_view> torch_flag_keys(const TorchFlagValues& t) {
+    std::vector<std::string_view> keys{"enabled", "benchmark", "deterministic", "allow_tf32"};
+    if (t.benchmark_limit >= 0) keys.emplace_back("benchmark_limit");
+    keys.emplace_back("policy");
+    return keys;
+}
+
+const char* framework_dtype(std::string_view name) {
+    static constexpr std::pair<std::string_view, const char*> kNames[] = {
+        {"torch.float32", "f32"}, {"torch.float16", "f16"}, {"torch.bfloat16", "bf16"}, {"torch.float64", "f64"}};
+    for (const auto& [framework, ours] : kNames)
+        if (name == framework) return ours;
+    return nullptr;
+}
+
+FrameworkRefusal framework_refusal(const FrameworkRequest& r) {
+    if (r.x.device != r.device || r.w.device != r.device)
+        return refused("device", "tensors on " + pair_text(device_text(r.x), device_text(r.w)) +
+                                     "; convtune.torch is enabled for " + std::string(r.device));
+    constexpr std::string_view strided = "torch.strided";
+    if (r.x.layout != strided || r.w.layout != strided)
+        return refused("layout", "tensor layout " + pair_text(r.x.layout, r.w.layout));
+    if (!framework_dtype(r.x.dtype) || r.w.dtype != r.x.dtype) return refused("dtype", pair_text(r.x.dtype, r.w.dtype));
+    if (r.transposed) return refused("transposed", "transposed convolutions run PyTorch's own path");
+    if (r.device == "cuda" && r.home) {
+        std::atomic_ref<int32_t> home(*r.home);
+        int32_t expected = -1;
+        home.compare_exchange_strong(expected, r.x.index);
+        const int32_t first = home.load();
+        if (r.x.index != first)
+            return refused("device", device_text(r.x) + ": convtune's cuDNN handles live on cuda:" +
+                                         std::to_string(first) + ", the first device it ran on");
+    }
+    if (!r.enabled) return refused("cudnn_disabled", "torch.backends.cudnn.enabled is False: PyTorch's own kernels");
+    return {};
+}
+
+std::span<const char* const> framework_fallback_categories() { return kFallbackCategories; }
 
 std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c) {
     const std::size_t rank = c.x.sizes.size();
@@ -63,7 +141,8 @@ std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c)
     ConvProblem p;
     try {
         p.direction = parse_direction(c.direction);
-        p.dtype = parse_dtype(c.dtype);
+        const char* ours = framework_dtype(c.dtype);
+        p.dtype = parse_dtype(ours ? std::string_view(ours) : std::string_view(c.dtype));
     } catch (const Error& e) {
         return std::string(e.what());
     }

@@ -1,5 +1,5 @@
 """The C interface of convtune._convtune (python/src/convtune_framework_api.h) seen through ctypes:
-the structs and the ``run`` function that convtune.torch's C++ override calls, for tests and for
+the structs and the ``run`` and ``refuse`` functions that convtune.torch's C++ override calls, for tests and for
 bench/gpu/torch_overhead.py (what one call costs without any framework on top). The header is the
 definition; these mirror it field for field.
 """
@@ -8,8 +8,8 @@ import ctypes
 
 from . import _convtune
 
-NAME = b"convtune._convtune.framework_api.v1"
-VERSION = 1
+NAME = b"convtune._convtune.framework_api.v2"
+VERSION = 2
 
 
 class Tensor(ctypes.Structure):
@@ -35,11 +35,26 @@ class Result(ctypes.Structure):
                 ("algorithm", ctypes.c_char * 128), ("source", ctypes.c_char * 32), ("search_ms", ctypes.c_double)]
 
 
+class Operand(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_char_p), ("index", ctypes.c_int32), ("layout", ctypes.c_char_p),
+                ("dtype", ctypes.c_char_p)]
+
+
+class Request(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_char_p), ("x", Operand), ("w", Operand), ("transposed", ctypes.c_int32),
+                ("enabled", ctypes.c_int32), ("home", ctypes.POINTER(ctypes.c_int32))]
+
+
+class Refusal(ctypes.Structure):
+    _fields_ = [("category", ctypes.c_char_p), ("detail", ctypes.c_char * 256)]
+
+
 RUN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(Call), ctypes.POINTER(Result))
+REFUSE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Request), ctypes.POINTER(Refusal))
 
 
 class Api(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("struct_size", ctypes.c_uint32), ("run", RUN)]
+    _fields_ = [("version", ctypes.c_uint32), ("struct_size", ctypes.c_uint32), ("run", RUN), ("refuse", REFUSE)]
 
 
 def api():

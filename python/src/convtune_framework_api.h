@@ -6,6 +6,7 @@
  *   capsule = convtune._convtune._framework_api()         a PyCapsule named CONVTUNE_FRAMEWORK_API_NAME
  *   api = (const convtune_framework_api*) PyCapsule_GetPointer(capsule, CONVTUNE_FRAMEWORK_API_NAME);
  *   ctx = (void*) convtune._convtune.FrameworkContext(db)._address()   (kept alive by its owner)
+ *   api->refuse(&request, &refusal)     whether convtune takes the call at all, before any memory is made
  *   api->run(ctx, &call, &result)
  *
  * Only C types cross it: no C++ object, exception or allocator of one side reaches the other.
@@ -20,8 +21,8 @@
 extern "C" {
 #endif
 
-#define CONVTUNE_FRAMEWORK_API_VERSION 1
-#define CONVTUNE_FRAMEWORK_API_NAME "convtune._convtune.framework_api.v1"
+#define CONVTUNE_FRAMEWORK_API_VERSION 2
+#define CONVTUNE_FRAMEWORK_API_NAME "convtune._convtune.framework_api.v2"
 
 /* One tensor as the framework holds it: sizes and element strides in logical order
  * (x: n, c, spatial...; w: k, c/groups, kernel...; y: n, k, out...). */
@@ -41,7 +42,7 @@ typedef void (*convtune_release_fn)(void* user, void* data);
 
 typedef struct convtune_call {
     const char* direction; /* "fwd" (writes y), "bwd_data" (writes x), "bwd_filter" (writes w) */
-    const char* dtype;     /* "f32", "f16", "bf16", "f64" */
+    const char* dtype;     /* "f32", "f16", "bf16", "f64", or PyTorch's name of one ("torch.float32", ...) */
     convtune_tensor x, w, y;
     int32_t spatial_dims;  /* entries used in stride, padding, dilation */
     int64_t stride[3], padding[3], dilation[3];
@@ -67,6 +68,32 @@ typedef struct convtune_result {
     double search_ms;    /* time this call spent searching */
 } convtune_result;
 
+/* x or w as the framework names them (PyTorch's names: str(t.device.type), str(t.layout), str(t.dtype)). */
+typedef struct convtune_operand {
+    const char* device; /* the device type: "cpu", "cuda", ... */
+    int32_t index;      /* the device index; -1: none */
+    const char* layout; /* "torch.strided", "torch.sparse_coo", ... */
+    const char* dtype;  /* "torch.float32", ... */
+} convtune_operand;
+
+/* One convolution the framework asks convtune to take (convtune::app::framework_refusal). */
+typedef struct convtune_request {
+    const char* device; /* the device type convtune runs for: "cpu" or "cuda" */
+    convtune_operand x, w;
+    int32_t transposed;
+    int32_t enabled; /* torch.backends.cudnn.enabled */
+    /* cuda: the device convtune's handles live on, -1 until the first call taken claims it;
+     * the caller owns it and touches it only through refuse() (which updates it atomically).
+     * NULL: no such rule. */
+    int32_t* home;
+} convtune_request;
+
+typedef struct convtune_refusal {
+    const char* category; /* NULL: convtune takes the call; else (a static string) device, layout,
+                             dtype, transposed, cudnn_disabled */
+    char detail[256];     /* why (truncated to fit); empty when taken */
+} convtune_refusal;
+
 typedef struct convtune_framework_api {
     uint32_t version;     /* CONVTUNE_FRAMEWORK_API_VERSION */
     uint32_t struct_size; /* sizeof(convtune_framework_api) */
@@ -74,6 +101,10 @@ typedef struct convtune_framework_api {
      * (ran, or the fallback and its detail), or -1 for an error that is not a fallback (an
      * unknown or unavailable backend, a bad flag or policy): the message in result->detail. */
     int (*run)(void* context, const convtune_call* call, convtune_result* result);
+    /* Whether convtune takes the request at all: returns 0 with refusal->category NULL (taken)
+     * or the category and its detail; -1 for a request missing a name (the message in
+     * refusal->detail). Allocates nothing when the call is taken. */
+    int (*refuse)(const convtune_request* request, convtune_refusal* refusal);
 } convtune_framework_api;
 
 #ifdef __cplusplus

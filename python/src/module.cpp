@@ -324,22 +324,15 @@ py::dict run_framework(Context& ctx, const std::string& direction, const std::st
 
 // The C interface (convtune_framework_api.h) -------------------------------------------------------
 
-// PyTorch's flags on top of `f`: the meaning convtune.torch.flag_values gives them (enabled,
-// benchmark, deterministic, allow_tf32 carry over; benchmark_limit when the framework has one;
-// the policy), checked as apply_flags checks the dict that flag_values makes.
+// PyTorch's flags of the call on top of `f` (app::flags_from_torch).
 FlagValues framework_flags(FlagValues f, const convtune_call& c) {
-    const std::pair<const char*, int32_t> bools[] = {
-        {"enabled", c.enabled}, {"benchmark", c.benchmark}, {"deterministic", c.deterministic}, {"allow_tf32", c.allow_tf32}};
-    for (const auto& [key, v] : bools) f.*(find_bool_flag(key)->field) = v != 0;
-    if (c.benchmark_limit >= 0) {
-        if (c.benchmark_limit > std::numeric_limits<int>::max())
-            throw Error("benchmark_limit: must be <= " + std::to_string(std::numeric_limits<int>::max()) + " (got " +
-                        std::to_string(c.benchmark_limit) + ")");
-        f.benchmark_limit = static_cast<int>(c.benchmark_limit);
-    }
     if (!c.policy) throw Error("policy: missing");
-    f.policy = parse_policy(c.policy);
-    return f;
+    const app::TorchFlagValues t{.enabled = c.enabled != 0,
+                                 .benchmark = c.benchmark != 0,
+                                 .deterministic = c.deterministic != 0,
+                                 .allow_tf32 = c.allow_tf32 != 0,
+                                 .benchmark_limit = c.benchmark_limit};
+    return app::flags_from_torch(f, t, c.policy);
 }
 
 app::FrameworkTensor framework_tensor(const char* name, const convtune_tensor& t) {
@@ -354,9 +347,23 @@ void copy_text(char (&dst)[N], const std::string& s) {
     dst[n] = '\0';
 }
 
+// A C entry point's body: 0 when it returns, -1 with the message in `detail` when it throws.
+template <std::size_t N, class Body>
+int c_entry(char (&detail)[N], Body&& body) noexcept {
+    try {
+        body();
+        return 0;
+    } catch (const std::exception& e) {
+        copy_text(detail, e.what());
+    } catch (...) {
+        copy_text(detail, "unknown error");
+    }
+    return -1;
+}
+
 int c_run(void* context, const convtune_call* c, convtune_result* r) noexcept {
     *r = convtune_result{};
-    try {
+    return c_entry(r->detail, [&] {
         if (!context || !c) throw Error("framework_api.run: null context or call");
         if (c->spatial_dims < 0 || c->spatial_dims > 3)
             throw Error("spatial_dims: must be 0 to 3 (got " + std::to_string(c->spatial_dims) + ")");
@@ -383,16 +390,77 @@ int c_run(void* context, const convtune_call* c, convtune_result* r) noexcept {
         copy_text(r->algorithm, fr.algorithm);
         copy_text(r->source, fr.source);
         r->search_ms = fr.search_ms;
-        return 0;
-    } catch (const std::exception& e) {
-        copy_text(r->detail, e.what());
-    } catch (...) {
-        copy_text(r->detail, "unknown error");
-    }
-    return -1;
+    });
 }
 
-constexpr convtune_framework_api kFrameworkApi{CONVTUNE_FRAMEWORK_API_VERSION, sizeof(convtune_framework_api), &c_run};
+app::FrameworkOperand framework_operand(const char* name, const convtune_operand& t) {
+    if (!t.device || !t.layout || !t.dtype) throw Error(std::string(name) + ": missing device, layout or dtype");
+    return {t.device, t.index, t.layout, t.dtype};
+}
+
+int c_refuse(const convtune_request* q, convtune_refusal* r) noexcept {
+    r->category = nullptr;
+    r->detail[0] = '\0';
+    return c_entry(r->detail, [&] {
+        if (!q || !q->device) throw Error("framework_api.refuse: null request or device");
+        const app::FrameworkRefusal why = app::framework_refusal({.device = q->device,
+                                                                  .x = framework_operand("x", q->x),
+                                                                  .w = framework_operand("w", q->w),
+                                                                  .transposed = q->transposed != 0,
+                                                                  .enabled = q->enabled != 0,
+                                                                  .home = q->home});
+        if (why) {
+            r->category = why.category;
+            copy_text(r->detail, why.detail);
+        }
+    });
+}
+
+constexpr convtune_framework_api kFrameworkApi{CONVTUNE_FRAMEWORK_API_VERSION, sizeof(convtune_framework_api), &c_run,
+                                               &c_refuse};
+
+// (device type, index, layout, dtype): x or w for app::framework_refusal, as convtune.torch names them.
+struct OperandNames {
+    std::string device, layout, dtype;
+    int32_t index;
+    app::FrameworkOperand operand() const { return {device, index, layout, dtype}; }
+};
+
+// app::framework_refusal for convtune.torch's Python override: (category or None, detail, home).
+py::tuple framework_refusal(const std::string& device, const py::tuple& x, const py::tuple& w, bool transposed,
+                            bool enabled, int32_t home) {
+    auto names = [](const py::tuple& t) {
+        if (t.size() != 4) throw py::type_error("operand: expected (device type, index, layout, dtype)");
+        return OperandNames{t[0].cast<std::string>(), t[2].cast<std::string>(), t[3].cast<std::string>(),
+                            t[1].cast<int32_t>()};
+    };
+    const OperandNames xn = names(x), wn = names(w);
+    const app::FrameworkRefusal why = app::framework_refusal({.device = device,
+                                                              .x = xn.operand(),
+                                                              .w = wn.operand(),
+                                                              .transposed = transposed,
+                                                              .enabled = enabled,
+                                                              .home = &home});
+    return py::make_tuple(why ? py::object(py::str(why.category)) : py::object(py::none()), why.detail, home);
+}
+
+// app::flags_from_torch for convtune.torch.flag_values: a dict of the convtune flags PyTorch's
+// flags (a dict as convtune.torch.torch_flags() returns it) and `policy` set.
+py::dict framework_flag_values(const py::dict& t, const std::string& policy) {
+    app::TorchFlagValues v{.enabled = t["enabled"].cast<bool>(),
+                           .benchmark = t["benchmark"].cast<bool>(),
+                           .deterministic = t["deterministic"].cast<bool>(),
+                           .allow_tf32 = t["allow_tf32"].cast<bool>()};
+    if (t.contains("benchmark_limit") && !t["benchmark_limit"].is_none())
+        v.benchmark_limit = t["benchmark_limit"].cast<int64_t>();
+    const py::dict all = flags_to_dict(app::flags_from_torch(current_flags(), v, policy));
+    py::dict d;
+    for (const std::string_view key : app::torch_flag_keys(v)) {
+        const py::str k(key.data(), key.size());
+        d[k] = all[k];
+    }
+    return d;
+}
 
 std::string simulate_json(const app::SimulateRequest& r) {
     app::SimulateReport rep;
@@ -529,6 +597,23 @@ PYBIND11_MODULE(_convtune, m) {
             "_address", [](Context& c) { return reinterpret_cast<std::uintptr_t>(&c); },
             "The context's address for the C interface's run (valid while this object lives)");
 
+    m.def(
+        "framework_refusal", &framework_refusal, py::arg("device"), py::arg("x"), py::arg("w"), py::arg("transposed"),
+        py::arg("enabled"), py::arg("home"),
+        "convtune::app::framework_refusal: x and w are (device type, index, layout, dtype) in PyTorch's names; home the "
+        "CUDA device convtune's handles live on (-1: none yet). Returns (category or None, detail, home)");
+    m.def(
+        "framework_flags", &framework_flag_values, py::arg("torch_flags"), py::arg("policy"),
+        "convtune::app::flags_from_torch: the convtune flags (a dict of only those it sets) that PyTorch's flags (a dict: "
+        "enabled, benchmark, deterministic, allow_tf32, benchmark_limit or None) and the policy mean");
+    m.def(
+        "framework_fallback_categories",
+        [] {
+            std::vector<std::string> r;
+            for (const char* c : app::framework_fallback_categories()) r.emplace_back(c);
+            return r;
+        },
+        "Every fallback category convtune::app names (framework_refusal's and run_framework's)");
     m.def(
         "_framework_api", [] { return py::capsule(static_cast<const void*>(&kFrameworkApi), CONVTUNE_FRAMEWORK_API_NAME); },
         "The C interface of convtune_framework_api.h (a PyCapsule named " CONVTUNE_FRAMEWORK_API_NAME

@@ -2,6 +2,8 @@
 extension calls it (through ctypes here): convtune::app::run_framework on plain structs, PyTorch's
 flags applied on top of the current flags, fallbacks as values, errors as -1 with the message."""
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -37,10 +39,8 @@ def run(ctx, c):
 
 def test_the_capsule_is_versioned():
     a = capi.api()
-    assert a.version == capi.VERSION and a.struct_size == 16
+    assert a.version == capi.VERSION and a.struct_size == ctypes.sizeof(capi.Api) == 24
     with pytest.raises(ValueError):  # another name (another version) is refused by PyCapsule_GetPointer
-        import ctypes
-
         get = ctypes.pythonapi.PyCapsule_GetPointer
         get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
         get(_convtune._framework_api(), b"convtune._convtune.framework_api.v0")
@@ -85,3 +85,46 @@ def test_errors_return_minus_one_with_the_message(change, message):
     rc, r = run(_convtune.FrameworkContext(""), c)
     assert rc == -1 and r.ran == 0
     assert message in r.detail, r.detail
+
+
+def operand(device="cpu", index=-1, layout="torch.strided", dtype="torch.float32"):
+    return capi.Operand(device=device.encode(), index=index, layout=layout.encode(), dtype=dtype.encode())
+
+
+def test_refuse_decides_from_the_frameworks_names():
+    # convtune::app::framework_refusal through the C interface: what both convtune.torch overrides ask.
+    home = ctypes.c_int32(-1)
+    q = capi.Request(device=b"cuda", x=operand("cuda", 1), w=operand("cuda", 1), transposed=0, enabled=1,
+                     home=ctypes.pointer(home))
+    r = capi.Refusal()
+    assert capi.api().refuse(q, r) == 0 and r.category is None and r.detail == b""
+    assert home.value == 1  # the first call taken claims its device
+    q.x = operand("cuda", 0)
+    assert capi.api().refuse(q, r) == 0 and r.category == b"device", r.detail
+    assert r.detail == b"cuda:0: convtune's cuDNN handles live on cuda:1, the first device it ran on"
+    q = capi.Request(device=b"cpu", x=operand(), w=operand(dtype="torch.float64"), transposed=0, enabled=1)
+    assert capi.api().refuse(q, r) == 0 and (r.category, r.detail) == (b"dtype", b"torch.float32 / torch.float64")
+    q.w, q.enabled = operand(), 0
+    assert capi.api().refuse(q, r) == 0 and r.category == b"cudnn_disabled"
+    q.x.layout = None  # a missing name is an error, not a refusal
+    assert capi.api().refuse(q, r) == -1 and r.category is None and b"x: missing" in r.detail
+
+
+def test_the_python_module_asks_the_same_rules():
+    cat, detail, home = _convtune.framework_refusal("cpu", ("cpu", -1, "torch.strided", "torch.float32"),
+                                                    ("cpu", -1, "torch.strided", "torch.float32"), True, True, -1)
+    assert (cat, home) == ("transposed", -1) and "transposed" in detail
+    assert _convtune.framework_refusal("cuda", ("cuda", 2, "torch.strided", "torch.float16"),
+                                       ("cuda", 2, "torch.strided", "torch.float16"), False, True, -1) == (None, "", 2)
+    assert set(_convtune.framework_fallback_categories()) == {"device", "layout", "dtype", "transposed",
+                                                               "cudnn_disabled", "problem", "unsupported", "failed"}
+
+
+def test_the_frameworks_dtype_names_run():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 2, 5, 5)), rng.standard_normal((3, 2, 3, 3))
+    y = np.zeros((1, 3, 3, 3))
+    c = capi.call("fwd", "torch.float64", desc(x), desc(w), desc(y), [1, 1], [0, 0], [1, 1], 1, "cpu", FLAGS)
+    rc, r = run(_convtune.FrameworkContext(""), c)
+    assert rc == 0 and r.ran == 1, r.detail
+    np.testing.assert_allclose(y, reference(x, w, 0), rtol=0, atol=1e-12)

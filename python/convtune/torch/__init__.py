@@ -19,7 +19,10 @@ at each call from ``torch.backends.cudnn`` (enabled, benchmark, deterministic, a
 benchmark_limit where PyTorch has it) and ``torch.are_deterministic_algorithms_enabled()``
 (:func:`flag_values`); the policy comes from ``enable(policy=...)``.
 
-Two implementations of that override, with the same rules: ``override="cpp"`` (the default where
+Two implementations of that override, with the same rules: which calls convtune takes at all
+(``convtune::app::framework_refusal``) and what PyTorch's flags mean as convtune's
+(``convtune::app::flags_from_torch``) are convtune's C++ code, which both call; each keeps only
+its glue (what needs PyTorch's objects: FakeTensor, tensor subclasses, autograd). ``override="cpp"`` (the default where
 it can be built) is a C++ extension (_override.cpp) compiled once per torch build into a cache
 folder (convtune/torch/_build.py) that registers C++ kernels through a ``torch::Library`` and
 calls convtune through the C interface of convtune._convtune; ``override="python"`` is this
@@ -53,7 +56,6 @@ __all__ = ["enable", "disable", "enabled", "is_enabled", "stats", "reset_stats",
 
 # device type -> (the autograd dispatch key the override sits on, convtune's default backend)
 _DEVICES = {"cuda": ("AutogradCUDA", "cudnn"), "cpu": ("AutogradCPU", "cpu")}
-_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64"}
 _POLICIES = tuple(_convtune.policies())  # the C++ registry's names
 
 _OVERRIDES = ("auto", "cpp", "python")
@@ -73,7 +75,7 @@ class _State:
         self.library = None  # python: the torch.library.Library
         self.cpp = None  # cpp: the loaded convtune.torch._override module
         self.handle = None  # cpp: its state's handle (stats)
-        self.cuda_index = None  # the CUDA device convtune's handles live on (the first one used)
+        self.cuda_index = -1  # the CUDA device convtune's handles live on (the first one used; -1: none yet)
         self.stats = _new_stats()
         self.passthrough = None  # (reason, message): every call runs PyTorch's own kernels, counted
 
@@ -95,14 +97,7 @@ def flag_values(tflags, policy="convtune"):
     ``tflags`` (as torch_flags() returns them) and ``policy`` mean: enabled, benchmark,
     deterministic and allow_tf32 carry over; benchmark_limit too where PyTorch has it (else
     convtune's current value stays); ``policy`` is convtune's selection policy."""
-    if policy not in _POLICIES:
-        raise Error(f"policy: unknown policy '{policy}' (expected {', '.join(_POLICIES)})")
-    f = {k: bool(tflags[k]) for k in ("enabled", "benchmark", "deterministic", "allow_tf32")}
-    limit = tflags.get("benchmark_limit")
-    if limit is not None:
-        f["benchmark_limit"] = int(limit)
-    f["policy"] = policy
-    return f
+    return _convtune.framework_flags(tflags, policy)  # convtune::app::flags_from_torch
 
 
 _flag_memo = {}  # (PyTorch's flags, policy) -> flag_values(...): a handful of entries per process
@@ -153,31 +148,33 @@ def _python_refusal(x, w):
     return None
 
 
-# The reasons a call falls back, in both overrides (the C++ one's refusal() applies the rules of
-# _refusal below in the same order; tests/python/test_torch.py produces each under both).
+# The reasons a call falls back, in both overrides: the Python-key ones above, double_backward and
+# an output of size 0 ("problem") from the glue, the rest from convtune::app (framework_refusal,
+# run_framework: _convtune.framework_fallback_categories()). tests/python/test_torch.py produces
+# each that a CPU can under both overrides.
 FALLBACK_REASONS = ("fake_tensor", "tensor_subclass", "device", "layout", "dtype", "transposed", "cudnn_disabled",
                     "double_backward", "problem", "unsupported", "failed")
 
 
-def _refusal(x, w, transposed, s):
+def _operand(t):
+    """x or w as convtune::app::framework_refusal reads them: PyTorch's names."""
+    index = t.device.index
+    return t.device.type, -1 if index is None else index, str(t.layout), str(t.dtype)
+
+
+def _convtune_refusal(x, w, transposed, s, tflags):
+    """convtune::app::framework_refusal: whether convtune takes the call (None) or (reason, detail)."""
+    category, detail, s.cuda_index = _convtune.framework_refusal(s.device, _operand(x), _operand(w), transposed,
+                                                                  tflags["enabled"], s.cuda_index)
+    return None if category is None else (category, detail)
+
+
+def _refusal(x, w, transposed, s, tflags):
     """Why convtune does not take this call at all (None: it may)."""
     why = _python_refusal(x, w)
     if why is not None:
         return why
-    if x.device.type != s.device or w.device.type != s.device:
-        return "device", f"tensors on {x.device} / {w.device}; convtune.torch is enabled for {s.device}"
-    if x.layout != torch.strided or w.layout != torch.strided:
-        return "layout", f"tensor layout {x.layout} / {w.layout}"
-    if x.dtype not in _DTYPES or w.dtype != x.dtype:
-        return "dtype", f"{x.dtype} / {w.dtype}"
-    if transposed:
-        return "transposed", "transposed convolutions run PyTorch's own path"
-    if s.device == "cuda":
-        if s.cuda_index is None:
-            s.cuda_index = x.device.index
-        if x.device.index != s.cuda_index:
-            return "device", f"{x.device}: convtune's cuDNN handles live on cuda:{s.cuda_index}, the first device it ran on"
-    return None
+    return _convtune_refusal(x, w, transposed, s, tflags)
 
 
 try:
@@ -210,7 +207,7 @@ def _run(s, direction, x, w, y, stride, padding, dilation, groups, tflags):
         t = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         return t, t.data_ptr()
 
-    args = (direction, _DTYPES[x.dtype], _desc(x), _desc(w), _desc(y), stride, padding, dilation, int(groups),
+    args = (direction, str(x.dtype), _desc(x), _desc(w), _desc(y), stride, padding, dilation, int(groups),
             s.backend, _flag_values_memo(tflags, s.policy), stream, alloc)
     # The thread's cuDNN handle is made on the current device: switch only when it is another.
     if cuda and not (_raw_stream and _current_device() == dev.index):
@@ -283,6 +280,8 @@ class _Conv(torch.autograd.Function):
             dx, dw, db = _pytorch_backward(gy, x, w, stride, padding, dilation, groups, mask)
             return dx, dw, db, None, None, None, None, None, None
         tflags = _torch_flags() if _active(s) else None
+        # The forward took x and w: what could refuse them now is PyTorch's flags (cudnn_disabled).
+        why = None if tflags is None else _convtune_refusal(x, w, False, s, tflags)
         fmt = ctx.fmt
         gyc = gy.contiguous(memory_format=fmt)
         todo = []
@@ -295,15 +294,15 @@ class _Conv(torch.autograd.Function):
             xw = [None, None]
             xw[i] = torch.empty(like.shape, dtype=like.dtype, device=like.device, memory_format=fmt)
             xw[1 - i] = (x, w)[1 - i].contiguous(memory_format=fmt)
-            if tflags is not None and tflags["enabled"] and _run(s, direction, xw[0], xw[1], gyc, stride, padding, dilation,
-                                                                 groups, tflags)["ran"]:
+            if tflags is not None and why is None and _run(s, direction, xw[0], xw[1], gyc, stride, padding, dilation,
+                                                           groups, tflags)["ran"]:
                 grads[i] = xw[i]
             else:
                 todo.append(i)
         dx, dw = grads
         if todo:
-            if tflags is not None and not tflags["enabled"]:
-                _count("fallback", "cudnn_disabled", "torch.backends.cudnn.enabled is False: PyTorch's own kernels")
+            if why is not None:
+                _count("fallback", *why)
             m = [i in todo for i in range(2)] + [False]
             r = _pytorch_backward(gy, x, w, stride, padding, dilation, groups, m)
             dx = r[0] if 0 in todo else dx
@@ -332,9 +331,7 @@ def _pytorch_backward(gy, x, w, stride, padding, dilation, groups, mask):
 def _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, run):
     s = _state
     tflags = _torch_flags()
-    why = None if s is None else s.passthrough or _refusal(x, w, transposed, s)
-    if why is None and s is not None and not tflags["enabled"]:
-        why = ("cudnn_disabled", "torch.backends.cudnn.enabled is False: PyTorch's own kernels")
+    why = None if s is None else s.passthrough or _refusal(x, w, transposed, s, tflags)
     if s is None or why is not None:
         if why is not None:
             _count("fallback", *why)

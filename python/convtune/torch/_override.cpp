@@ -4,7 +4,9 @@
 // goes through the C interface of convtune._convtune (convtune_framework_api.h) into the one copy of
 // convtune in the process (its registry, selectors, tuning databases and flags).
 //
-// The same semantics as the Python kernels of convtune/torch/__init__.py, reason for reason:
+// The same semantics as the Python kernels of convtune/torch/__init__.py, reason for reason: which
+// calls convtune takes and what PyTorch's flags mean are convtune's (the C interface's refuse() and
+// run(): convtune::app::framework_refusal, flags_from_torch), called by both; this file is glue:
 //   enable(...)   a torch::Library (IMPL, "aten") with kernels for `convolution` at the device's
 //                 autograd key (AutogradCPU / AutogradCUDA: a torch::autograd::Function, forward,
 //                 backward data and backward filter through convtune) and at the device's key (CPU /
@@ -53,8 +55,7 @@ using Reason = std::optional<std::pair<std::string, std::string>>;  // (category
 // a name is copied into a std::string only the first time it is counted.
 using Counts = std::map<std::string, int64_t, std::less<>>;
 
-void bump(Counts& m, const char* name) {
-    const std::string_view key(name);
+void bump(Counts& m, std::string_view key) {
     auto it = m.find(key);
     if (it == m.end()) it = m.emplace(std::string(key), 0).first;
     ++it->second;
@@ -72,7 +73,9 @@ struct State {
     void* context = nullptr;  // convtune's FrameworkContext (kept alive by the Python side while enabled)
     c10::DeviceType device = c10::DeviceType::CPU;
     std::string device_name, backend, policy;
-    std::atomic<int> cuda_index{-1};  // the CUDA device convtune's handles live on (the first one used)
+    // The CUDA device convtune's handles live on (the first one used; -1: none yet): read and set by
+    // the interface's refuse() only, atomically.
+    int32_t cuda_index = -1;
     PyObject* classify = nullptr;     // Python: (x, w) -> (reason, detail) or None; borrowed, valid while enabled
     PyObject* raw_stream = nullptr;   // Python: index -> the current stream (a PyTorch without Stream::native_handle)
     std::mutex mutex;
@@ -90,11 +93,11 @@ State* active() { return g_active.load(std::memory_order_acquire); }
 
 bool is_active(const State* s) { return active() == s; }
 
-void count_fallback(State& s, const std::string& reason, const std::string& detail) {
+void count_fallback(State& s, std::string_view reason, std::string_view detail) {
     if (!is_active(&s)) return;
     std::lock_guard<std::mutex> lock(s.mutex);
-    ++s.stats.fallback[reason];
-    if (!detail.empty()) s.stats.details.emplace(reason, detail);
+    bump(s.stats.fallback, reason);
+    if (!detail.empty()) s.stats.details.emplace(std::string(reason), std::string(detail));
 }
 
 // PyTorch's flags at this call (torch.backends.cudnn, torch.use_deterministic_algorithms), as
@@ -119,7 +122,9 @@ TorchFlags torch_flags() {
     return f;
 }
 
-std::string dtype_name(c10::ScalarType t) {
+// PyTorch's name of a dtype (str(dtype)): a static string for those convtune runs and the other
+// common ones; the rest are made in `spill`.
+const char* dtype_name(c10::ScalarType t, std::string& spill) {
     switch (t) {
         case at::kFloat: return "torch.float32";
         case at::kDouble: return "torch.float64";
@@ -133,31 +138,44 @@ std::string dtype_name(c10::ScalarType t) {
         case at::kBool: return "torch.bool";
         case at::kComplexFloat: return "torch.complex64";
         case at::kComplexDouble: return "torch.complex128";
-        default: return std::string("torch.") + c10::toString(t);
+        default: return (spill = std::string("torch.") + c10::toString(t)).c_str();
     }
 }
 
-const char* convtune_dtype(c10::ScalarType t) {
-    switch (t) {
-        case at::kFloat: return "f32";
-        case at::kDouble: return "f64";
-        case at::kHalf: return "f16";
-        case at::kBFloat16: return "bf16";
-        default: return nullptr;
-    }
-}
-
-std::string layout_name(c10::Layout l) {
+const char* layout_name(c10::Layout l, std::string& spill) {
     switch (l) {
         case c10::kStrided: return "torch.strided";
         case c10::kSparse: return "torch.sparse_coo";
         default: {
             std::ostringstream o;
             o << "torch." << l;
-            return o.str();
+            return (spill = o.str()).c_str();
         }
     }
 }
+
+const char* device_type_name(c10::DeviceType d, std::string& spill) {
+    switch (d) {
+        case c10::DeviceType::CPU: return "cpu";
+        case c10::DeviceType::CUDA: return "cuda";
+        default: return (spill = c10::DeviceTypeName(d, /*lower_case=*/true)).c_str();
+    }
+}
+
+// x or w as the interface's refuse() reads them: PyTorch's names, static strings for what
+// convtune runs (the others, refused, are kept here).
+struct Operand {
+    std::string spill[3];
+    convtune_operand d{};  // points into spill: not copied
+    explicit Operand(const at::Tensor& t) {
+        d.device = device_type_name(t.device().type(), spill[0]);
+        d.index = t.device().index();
+        d.layout = layout_name(t.layout(), spill[1]);
+        d.dtype = dtype_name(t.scalar_type(), spill[2]);
+    }
+    Operand(const Operand&) = delete;
+    Operand& operator=(const Operand&) = delete;
+};
 
 std::string list_text(const std::vector<int64_t>& v) {
     std::string r = "[";
@@ -179,32 +197,24 @@ Reason python_refusal(State& s, const at::Tensor& x, const at::Tensor& w) {
     return std::make_pair(t[0].cast<std::string>(), t[1].cast<std::string>());
 }
 
-// Why convtune does not take this call at all (nullopt: it may): convtune.torch._refusal's rules, in its order.
-Reason refusal(State& s, const at::Tensor& x, const at::Tensor& w, bool transposed) {
+// convtune's rules (the interface's refuse()): whether it takes x and w under PyTorch's flags f.
+Reason convtune_rules(State& s, const at::Tensor& x, const at::Tensor& w, bool transposed, const TorchFlags& f) {
+    const Operand xo(x), wo(w);
+    const convtune_request q{s.device_name.c_str(), xo.d, wo.d, transposed, f.enabled, &s.cuda_index};
+    convtune_refusal r;
+    TORCH_CHECK(s.api->refuse(&q, &r) == 0, "convtune: ", r.detail);
+    if (!r.category) return std::nullopt;
+    return std::make_pair(std::string(r.category), std::string(r.detail));
+}
+
+// Why convtune does not take this call at all (nullopt: it may): the Python side's classification
+// of Python-key tensors, then convtune's rules.
+Reason refusal(State& s, const at::Tensor& x, const at::Tensor& w, bool transposed, const TorchFlags& f) {
     if (has_python_key(x) || has_python_key(w)) {
         if (Reason r = python_refusal(s, x, w)) return r;
     }
-    if (x.device().type() != s.device || w.device().type() != s.device)
-        return std::make_pair(std::string("device"), "tensors on " + x.device().str() + " / " + w.device().str() +
-                                                         "; convtune.torch is enabled for " + s.device_name);
-    if (x.layout() != c10::kStrided || w.layout() != c10::kStrided)
-        return std::make_pair(std::string("layout"), "tensor layout " + layout_name(x.layout()) + " / " + layout_name(w.layout()));
-    if (!convtune_dtype(x.scalar_type()) || w.scalar_type() != x.scalar_type())
-        return std::make_pair(std::string("dtype"), dtype_name(x.scalar_type()) + " / " + dtype_name(w.scalar_type()));
-    if (transposed) return std::make_pair(std::string("transposed"), std::string("transposed convolutions run PyTorch's own path"));
-    if (s.device == c10::DeviceType::CUDA) {
-        int expected = -1;
-        const int index = x.device().index();
-        s.cuda_index.compare_exchange_strong(expected, index);
-        const int first = s.cuda_index.load();
-        if (index != first)
-            return std::make_pair(std::string("device"), x.device().str() + ": convtune's cuDNN handles live on cuda:" +
-                                                             std::to_string(first) + ", the first device it ran on");
-    }
-    return std::nullopt;
+    return convtune_rules(s, x, w, transposed, f);
 }
-
-const char* const kCudnnDisabled = "torch.backends.cudnn.enabled is False: PyTorch's own kernels";
 
 std::vector<int64_t> spatial(at::IntArrayRef v, int64_t nd) {
     std::vector<int64_t> r(v.begin(), v.end());
@@ -292,7 +302,8 @@ bool run(State& s, const char* direction, const at::Tensor& x, const at::Tensor&
     const c10::Device dev = x.device();
     convtune_call c{};
     c.direction = direction;
-    c.dtype = convtune_dtype(x.scalar_type());
+    std::string spill;
+    c.dtype = dtype_name(x.scalar_type(), spill);  // PyTorch's name: convtune's framework_dtype maps it
     c.x = describe(x);
     c.w = describe(w);
     c.y = describe(y);
@@ -436,6 +447,8 @@ public:
         }
         const bool live = is_active(&s);
         const TorchFlags f = live ? torch_flags() : TorchFlags{};
+        // The forward took x and w: what could refuse them now is PyTorch's flags (cudnn_disabled).
+        const Reason why = live ? convtune_rules(s, x, w, false, f) : std::nullopt;
         const at::Tensor gyc = gy.contiguous(fmt);
         at::Tensor g[2];
         bool todo[2] = {false, false};
@@ -447,11 +460,12 @@ public:
             at::Tensor xw[2];
             xw[i] = at::empty(like.sizes(), like.options().memory_format(fmt));
             xw[1 - i] = (i == 0 ? w : x).contiguous(fmt);
-            if (live && f.enabled && run(s, directions[i], xw[0], xw[1], gyc, stride, padding, dilation, groups, f)) g[i] = xw[i];
+            if (live && !why && run(s, directions[i], xw[0], xw[1], gyc, stride, padding, dilation, groups, f))
+                g[i] = xw[i];
             else todo[i] = true;
         }
         if (todo[0] || todo[1]) {
-            if (live && !f.enabled) count_fallback(s, "cudnn_disabled", kCudnnDisabled);
+            if (why) count_fallback(s, why->first, why->second);
             auto r = pytorch_backward(gy, x, w, stride, padding, dilation, groups, {todo[0], todo[1], false});
             if (todo[0]) g[0] = r[0];
             if (todo[1]) g[1] = r[1];
@@ -475,8 +489,7 @@ at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const c10::optiona
     State* const s = active();
     const TorchFlags f = torch_flags();
     Reason why;
-    if (s) why = refusal(*s, x, w, transposed);
-    if (s && !why && !f.enabled) why = std::make_pair(std::string("cudnn_disabled"), std::string(kCudnnDisabled));
+    if (s) why = refusal(*s, x, w, transposed, f);
     if (!s || why) {
         if (why) count_fallback(*s, why->first, why->second);
         return pytorch_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, f);

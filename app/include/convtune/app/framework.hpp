@@ -11,11 +11,19 @@
 //
 // What convtune cannot take is a value, not an error: the result says why (`fallback`, a short
 // category, and `detail`), and the caller runs its own path.
+//
+// The framework's own requests are data too: framework_refusal() decides, from the names the
+// framework gives its tensors' device, layout and dtype and from its flags, whether convtune takes
+// a call at all, and flags_from_torch() is what PyTorch's flags mean as convtune's. Both of
+// convtune.torch's overrides (Python and C++) call these and keep only what needs PyTorch's
+// objects (FakeTensor, tensor subclasses, autograd).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -34,7 +42,7 @@ struct FrameworkTensor {
 
 struct FrameworkCall {
     std::string direction;  // fwd, bwd_data (writes x), bwd_filter (writes w)
-    std::string dtype;      // f32, f16, bf16, f64
+    std::string dtype;      // f32, f16, bf16, f64, or the framework's name of one (framework_dtype)
     FrameworkTensor x, w, y;
     std::vector<int64_t> stride, padding, dilation;  // one per spatial dim
     int64_t groups = 1;
@@ -57,6 +65,61 @@ struct FrameworkResult {
     std::string source;     // where the decision came from: memory, database, search, heuristic, ...
     double search_ms = 0;   // time this call spent searching
 };
+
+// PyTorch's flags as values: torch.backends.cudnn's enabled, benchmark, deterministic (also under
+// torch.use_deterministic_algorithms), allow_tf32 and benchmark_limit.
+struct TorchFlagValues {
+    bool enabled = true, benchmark = false, deterministic = false, allow_tf32 = true;
+    int64_t benchmark_limit = -1;  // < 0: a PyTorch without the flag (convtune's value stays)
+};
+
+// What PyTorch's flags and convtune's selection `policy` mean as convtune's flags, on top of
+// `base`: enabled, benchmark, deterministic and allow_tf32 carry over, benchmark_limit where
+// PyTorch has it. Throws Error for an unknown policy or a limit out of range.
+FlagValues flags_from_torch(FlagValues base, const TorchFlagValues& t, std::string_view policy);
+
+// The keys of convtune's flags that flags_from_torch(.., t, ..) sets, in that order.
+std::vector<std::string_view> torch_flag_keys(const TorchFlagValues& t);
+
+// convtune's name of the framework's dtype ("torch.float32" -> "f32"; f16, bf16, f64 likewise),
+// or nullptr for one convtune does not run.
+const char* framework_dtype(std::string_view framework_name);
+
+// x or w as the framework names them, before convtune looks at sizes or memory.
+struct FrameworkOperand {
+    std::string_view device;  // the device type: "cpu", "cuda", ...
+    int32_t index = -1;       // the device index; -1: none (PyTorch's CPU)
+    std::string_view layout;  // "torch.strided", "torch.sparse_coo", ...
+    std::string_view dtype;   // "torch.float32", ...
+};
+
+// One convolution the framework asks convtune to take.
+struct FrameworkRequest {
+    std::string_view device;  // the device type convtune runs for: "cpu" or "cuda"
+    FrameworkOperand x, w;
+    bool transposed = false;
+    bool enabled = true;  // torch.backends.cudnn.enabled
+    // cuda: the device convtune's handles live on; -1 until the first call taken on "cuda" claims
+    // it (atomically: the caller owns it, suitably aligned, and touches it only through here).
+    // nullptr: no such rule.
+    int32_t* home = nullptr;
+};
+
+struct FrameworkRefusal {
+    const char* category = nullptr;  // a static string (framework_refusal_categories); nullptr: taken
+    std::string detail;              // built only when refused
+    explicit operator bool() const { return category != nullptr; }
+};
+
+// Why convtune does not take the request at all (an empty refusal: it may), the first rule that
+// applies of: device (x or w on another device type), layout (not strided), dtype (one convtune
+// does not run, or x's and w's differ), transposed, device (cuda: x on another device than
+// *home), cudnn_disabled. Allocates nothing when the request is taken.
+FrameworkRefusal framework_refusal(const FrameworkRequest& r);
+
+// framework_refusal's categories, then run_framework's other fallbacks (problem, unsupported,
+// failed; its layout is a refusal's too): every category either can name.
+std::span<const char* const> framework_fallback_categories();
 
 // The problem of the call, or the reason it has none ("layout: ..." or the rule it breaks).
 std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c);
