@@ -150,20 +150,36 @@ BOOST_AUTO_TEST_CASE(what_cannot_run_is_a_fallback_not_an_error) {
 
 BOOST_AUTO_TEST_CASE(where_pytorch_runs_its_own_depthwise_kernel_cudnn_is_not_asked) {
     using app::pytorch_runs_own_kernel;
-    const auto p = [](const std::string& s) { return ConvProblem::parse(s); };
     // PyTorch's rule: depthwise (groups = C > 1, K a multiple of C), contiguous, not f16 -> its kernel.
-    BOOST_TEST(pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=32,g=32,in=56x56,ker=3x3,pad=1x1")).has_value());
-    BOOST_TEST(pytorch_runs_own_kernel(p("dtype=bf16,layout=nchw,n=8,c=32,k=64,g=32,in=56x56,ker=3x3,pad=1x1")).has_value());
-    BOOST_TEST(pytorch_runs_own_kernel(p("dtype=f32,layout=ncw,n=8,c=16,k=16,g=16,in=100,ker=5,pad=2")).has_value());
-    BOOST_TEST(pytorch_runs_own_kernel(p("dir=bwd_filter,dtype=f32,layout=ncdhw,n=2,c=8,k=8,g=8,in=8x8x8,ker=3x3x3,pad=1x1x1"))
-                   .has_value());
-    // Not claimed: channels last (cuDNN), f16 (PyTorch's workload table decides), grouped but not
-    // depthwise, K not a multiple of C, one group.
-    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nhwc,n=8,c=32,k=32,g=32,in=56x56,ker=3x3,pad=1x1")));
-    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f16,layout=nchw,n=8,c=32,k=32,g=32,in=56x56,ker=3x3,pad=1x1")));
-    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=32,g=8,in=56x56,ker=3x3,pad=1x1")));
-    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=48,g=16,in=56x56,ker=3x3,pad=1x1")));
-    BOOST_TEST(!pytorch_runs_own_kernel(p("dtype=f32,layout=nchw,n=8,c=32,k=32,in=56x56,ker=3x3,pad=1x1")));
+    BOOST_TEST(pytorch_runs_own_kernel(32, 32, 32, false, "f32"));
+    BOOST_TEST(pytorch_runs_own_kernel(32, 32, 64, false, "bf16"));
+    // Not claimed: channels last (cuDNN), f16 (PyTorch's workload table decides), f64, grouped but
+    // not depthwise, K not a multiple of C, one group.
+    BOOST_TEST(!pytorch_runs_own_kernel(32, 32, 32, true, "f32"));
+    BOOST_TEST(!pytorch_runs_own_kernel(32, 32, 32, false, "f16"));
+    BOOST_TEST(!pytorch_runs_own_kernel(32, 32, 32, false, "f64"));
+    BOOST_TEST(!pytorch_runs_own_kernel(8, 32, 32, false, "f32"));
+    BOOST_TEST(!pytorch_runs_own_kernel(16, 16, 24, false, "f32"));
+    BOOST_TEST(!pytorch_runs_own_kernel(1, 1, 1, false, "f32"));
+    // As a refusal: on cuda only, after the other rules, allocation-free when taken.
+    const app::FrameworkOperand f32{"cuda", 0, "torch.strided", "torch.float32"};
+    int32_t home = -1;
+    app::FrameworkRequest q{.device = "cuda", .x = f32, .w = f32, .home = &home, .groups = 32, .channels = 32,
+                            .out_channels = 32};
+    const app::FrameworkRefusal why = app::framework_refusal(q);
+    BOOST_REQUIRE(why);
+    BOOST_TEST(std::string(why.category) == "pytorch_kernel");
+    BOOST_TEST(why.detail.find("depthwise") != std::string::npos);
+    q.channels_last = true;
+    BOOST_TEST(!app::framework_refusal(q));
+    q.channels_last = false;
+    q.enabled = false;
+    BOOST_TEST(std::string(app::framework_refusal(q).category) == "cudnn_disabled");
+    const app::FrameworkOperand cpu{"cpu", -1, "torch.strided", "torch.float32"};
+    BOOST_TEST(!app::framework_refusal({.device = "cpu", .x = cpu, .w = cpu, .groups = 32, .channels = 32, .out_channels = 32}));
+    bool listed = false;
+    for (const char* c : app::framework_fallback_categories()) listed |= std::string(c) == "pytorch_kernel";
+    BOOST_TEST(listed);
 }
 
 BOOST_AUTO_TEST_CASE(refusals_are_decided_from_the_frameworks_names_in_order) {
@@ -212,7 +228,8 @@ BOOST_AUTO_TEST_CASE(refusals_are_decided_from_the_frameworks_names_in_order) {
     BOOST_TEST(home == 1);
     std::vector<std::string> all;
     for (const char* c : app::framework_fallback_categories()) all.emplace_back(c);
-    BOOST_TEST(all.size() == 8u);
+    // framework_refusal's 6 (device, layout, dtype, transposed, cudnn_disabled, pytorch_kernel), run_framework's 3
+    BOOST_TEST(all.size() == 9u);
 }
 
 BOOST_AUTO_TEST_CASE(pytorch_flags_as_convtunes) {

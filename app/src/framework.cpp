@@ -68,8 +68,9 @@ std::string pair_text(std::string_view x, std::string_view w) {
 
 FrameworkRefusal refused(const char* category, std::string detail) { return {category, std::move(detail)}; }
 
-constexpr const char* kFallbackCategories[] = {"device",         "layout",  "dtype",       "transposed",
-                                               "cudnn_disabled", "problem", "unsupported", "failed"};
+constexpr const char* kFallbackCategories[] = {"device",         "layout",         "dtype",   "transposed",
+                                               "cudnn_disabled", "pytorch_kernel", "problem", "unsupported",
+                                               "failed"};
 
 }  // namespace
 
@@ -122,6 +123,10 @@ FrameworkRefusal framework_refusal(const FrameworkRequest& r) {
                                          std::to_string(first) + ", the first device it ran on");
     }
     if (!r.enabled) return refused("cudnn_disabled", "torch.backends.cudnn.enabled is False: PyTorch's own kernels");
+    if (r.device == "cuda" &&
+        pytorch_runs_own_kernel(r.groups, r.channels, r.out_channels, r.channels_last, framework_dtype(r.x.dtype)))
+        return refused("pytorch_kernel", "PyTorch runs its own CUDA depthwise kernel here, not cuDNN (" +
+                                             std::string(r.x.dtype) + ", contiguous memory format): no search to pay, as with PyTorch");
     return {};
 }
 
@@ -177,11 +182,10 @@ std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c)
     return p;
 }
 
-std::optional<std::string> pytorch_runs_own_kernel(const ConvProblem& p) {
-    const bool depthwise = p.groups > 1 && p.groups == p.c && p.k % p.c == 0;
-    if (!depthwise || p.layout != Layout::nchw || (p.dtype != DataType::f32 && p.dtype != DataType::bf16)) return std::nullopt;
-    return std::string("PyTorch runs its own CUDA depthwise kernel here, not cuDNN (") + std::string(to_string(p.dtype)) +
-           ", contiguous memory format): no search to pay, as with PyTorch";
+bool pytorch_runs_own_kernel(int64_t groups, int64_t channels, int64_t out_channels, bool channels_last,
+                             std::string_view dtype) {
+    const bool depthwise = groups > 1 && groups == channels && out_channels % channels == 0;
+    return depthwise && !channels_last && (dtype == "f32" || dtype == "bf16");
 }
 
 FrameworkResult run_framework(Context& ctx, const FrameworkCall& c) {
@@ -196,12 +200,6 @@ FrameworkResult run_framework(Context& ctx, const FrameworkCall& c) {
     }
     const ConvProblem& p = std::get<ConvProblem>(problem);
     r.problem = p;
-    if (c.backend == "cudnn")
-        if (std::optional<std::string> why = pytorch_runs_own_kernel(p)) {
-            r.fallback = "pytorch_kernel";
-            r.detail = std::move(*why);
-            return r;
-        }
     const ConvTensors t{{reinterpret_cast<void*>(c.x.data), c.x.bytes},
                         {reinterpret_cast<void*>(c.w.data), c.w.bytes},
                         {reinterpret_cast<void*>(c.y.data), c.y.bytes}};

@@ -42,7 +42,8 @@ class Operand(ctypes.Structure):
 
 class Request(ctypes.Structure):
     _fields_ = [("device", ctypes.c_char_p), ("x", Operand), ("w", Operand), ("transposed", ctypes.c_int32),
-                ("enabled", ctypes.c_int32), ("home", ctypes.POINTER(ctypes.c_int32))]
+                ("enabled", ctypes.c_int32), ("home", ctypes.POINTER(ctypes.c_int32)), ("groups", ctypes.c_int64),
+                ("channels", ctypes.c_int64), ("out_channels", ctypes.c_int64), ("channels_last", ctypes.c_int32)]
 
 
 class Refusal(ctypes.Structure):

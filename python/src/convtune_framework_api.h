@@ -86,11 +86,16 @@ typedef struct convtune_request {
      * the caller owns it and touches it only through refuse() (which updates it atomically).
      * NULL: no such rule. */
     int32_t* home;
+    /* The convolution's shape, for the rule on where PyTorch runs its own kernel (pytorch_kernel):
+     * groups, x's channels, w's output channels, and whether the call's memory format is
+     * channels-last (x or w is). */
+    int64_t groups, channels, out_channels;
+    int32_t channels_last;
 } convtune_request;
 
 typedef struct convtune_refusal {
     const char* category; /* NULL: convtune takes the call; else (a static string) device, layout,
-                             dtype, transposed, cudnn_disabled */
+                             dtype, transposed, cudnn_disabled, pytorch_kernel */
     char detail[256];     /* why (truncated to fit); empty when taken */
 } convtune_refusal;
 

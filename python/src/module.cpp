@@ -408,7 +408,11 @@ int c_refuse(const convtune_request* q, convtune_refusal* r) noexcept {
                                                                   .w = framework_operand("w", q->w),
                                                                   .transposed = q->transposed != 0,
                                                                   .enabled = q->enabled != 0,
-                                                                  .home = q->home});
+                                                                  .home = q->home,
+                                                                  .groups = q->groups,
+                                                                  .channels = q->channels,
+                                                                  .out_channels = q->out_channels,
+                                                                  .channels_last = q->channels_last != 0});
         if (why) {
             r->category = why.category;
             copy_text(r->detail, why.detail);
@@ -428,7 +432,8 @@ struct OperandNames {
 
 // app::framework_refusal for convtune.torch's Python override: (category or None, detail, home).
 py::tuple framework_refusal(const std::string& device, const py::tuple& x, const py::tuple& w, bool transposed,
-                            bool enabled, int32_t home) {
+                            bool enabled, int32_t home, int64_t groups, int64_t channels, int64_t out_channels,
+                            bool channels_last) {
     auto names = [](const py::tuple& t) {
         if (t.size() != 4) throw py::type_error("operand: expected (device type, index, layout, dtype)");
         return OperandNames{t[0].cast<std::string>(), t[2].cast<std::string>(), t[3].cast<std::string>(),
@@ -440,7 +445,11 @@ py::tuple framework_refusal(const std::string& device, const py::tuple& x, const
                                                               .w = wn.operand(),
                                                               .transposed = transposed,
                                                               .enabled = enabled,
-                                                              .home = &home});
+                                                              .home = &home,
+                                                              .groups = groups,
+                                                              .channels = channels,
+                                                              .out_channels = out_channels,
+                                                              .channels_last = channels_last});
     return py::make_tuple(why ? py::object(py::str(why.category)) : py::object(py::none()), why.detail, home);
 }
 
@@ -599,9 +608,11 @@ PYBIND11_MODULE(_convtune, m) {
 
     m.def(
         "framework_refusal", &framework_refusal, py::arg("device"), py::arg("x"), py::arg("w"), py::arg("transposed"),
-        py::arg("enabled"), py::arg("home"),
+        py::arg("enabled"), py::arg("home"), py::arg("groups") = 1, py::arg("channels") = 0, py::arg("out_channels") = 0,
+        py::arg("channels_last") = false,
         "convtune::app::framework_refusal: x and w are (device type, index, layout, dtype) in PyTorch's names; home the "
-        "CUDA device convtune's handles live on (-1: none yet). Returns (category or None, detail, home)");
+        "CUDA device convtune's handles live on (-1: none yet); groups, x's channels, w's output channels and whether "
+        "the call is channels-last. Returns (category or None, detail, home)");
     m.def(
         "framework_flags", &framework_flag_values, py::arg("torch_flags"), py::arg("policy"),
         "convtune::app::flags_from_torch: the convtune flags (a dict of only those it sets) that PyTorch's flags (a dict: "

@@ -102,6 +102,11 @@ def test_refuse_decides_from_the_frameworks_names():
     q.x = operand("cuda", 0)
     assert capi.api().refuse(q, r) == 0 and r.category == b"device", r.detail
     assert r.detail == b"cuda:0: convtune's cuDNN handles live on cuda:1, the first device it ran on"
+    q.x = operand("cuda", 1)
+    q.groups = q.channels = q.out_channels = 4  # depthwise, contiguous, f32: PyTorch's own CUDA kernel
+    assert capi.api().refuse(q, r) == 0 and r.category == b"pytorch_kernel", r.detail
+    q.channels_last = 1
+    assert capi.api().refuse(q, r) == 0 and r.category is None, r.detail
     q = capi.Request(device=b"cpu", x=operand(), w=operand(dtype="torch.float64"), transposed=0, enabled=1)
     assert capi.api().refuse(q, r) == 0 and (r.category, r.detail) == (b"dtype", b"torch.float32 / torch.float64")
     q.w, q.enabled = operand(), 0
@@ -116,8 +121,17 @@ def test_the_python_module_asks_the_same_rules():
     assert (cat, home) == ("transposed", -1) and "transposed" in detail
     assert _convtune.framework_refusal("cuda", ("cuda", 2, "torch.strided", "torch.float16"),
                                        ("cuda", 2, "torch.strided", "torch.float16"), False, True, -1) == (None, "", 2)
-    assert set(_convtune.framework_fallback_categories()) == {"device", "layout", "dtype", "transposed",
-                                                               "cudnn_disabled", "problem", "unsupported", "failed"}
+    # A depthwise f32 convolution in the contiguous format: PyTorch's own kernel on the GPU, not on the CPU.
+    f32 = "torch.float32"
+    cat, detail, _ = _convtune.framework_refusal("cuda", ("cuda", 0, "torch.strided", f32), ("cuda", 0, "torch.strided", f32),
+                                                 False, True, -1, groups=8, channels=8, out_channels=16)
+    assert cat == "pytorch_kernel" and "depthwise" in detail
+    assert _convtune.framework_refusal("cuda", ("cuda", 0, "torch.strided", f32), ("cuda", 0, "torch.strided", f32), False,
+                                       True, -1, groups=8, channels=8, out_channels=16, channels_last=True)[0] is None
+    assert _convtune.framework_refusal("cpu", ("cpu", -1, "torch.strided", f32), ("cpu", -1, "torch.strided", f32), False,
+                                       True, -1, groups=8, channels=8, out_channels=16)[0] is None
+    assert set(_convtune.framework_fallback_categories()) == {"device", "layout", "dtype", "transposed", "cudnn_disabled",
+                                                               "pytorch_kernel", "problem", "unsupported", "failed"}
 
 
 def test_the_frameworks_dtype_names_run():

@@ -153,7 +153,7 @@ def _python_refusal(x, w):
 # run_framework: _convtune.framework_fallback_categories()). tests/python/test_torch.py produces
 # each that a CPU can under both overrides.
 FALLBACK_REASONS = ("fake_tensor", "tensor_subclass", "device", "layout", "dtype", "transposed", "cudnn_disabled",
-                    "double_backward", "problem", "unsupported", "failed")
+                    "pytorch_kernel", "double_backward", "problem", "unsupported", "failed")
 
 
 def _operand(t):
@@ -162,19 +162,21 @@ def _operand(t):
     return t.device.type, -1 if index is None else index, str(t.layout), str(t.dtype)
 
 
-def _convtune_refusal(x, w, transposed, s, tflags):
+def _convtune_refusal(x, w, transposed, groups, s, tflags):
     """convtune::app::framework_refusal: whether convtune takes the call (None) or (reason, detail)."""
-    category, detail, s.cuda_index = _convtune.framework_refusal(s.device, _operand(x), _operand(w), transposed,
-                                                                  tflags["enabled"], s.cuda_index)
+    category, detail, s.cuda_index = _convtune.framework_refusal(
+        s.device, _operand(x), _operand(w), transposed, tflags["enabled"], s.cuda_index, groups,
+        x.shape[1] if x.dim() > 1 else 0, w.shape[0] if w.dim() > 0 else 0,
+        x.layout == torch.strided and w.layout == torch.strided and _layout(x, w) == "nhwc")
     return None if category is None else (category, detail)
 
 
-def _refusal(x, w, transposed, s, tflags):
+def _refusal(x, w, transposed, groups, s, tflags):
     """Why convtune does not take this call at all (None: it may)."""
     why = _python_refusal(x, w)
     if why is not None:
         return why
-    return _convtune_refusal(x, w, transposed, s, tflags)
+    return _convtune_refusal(x, w, transposed, groups, s, tflags)
 
 
 try:
@@ -281,7 +283,7 @@ class _Conv(torch.autograd.Function):
             return dx, dw, db, None, None, None, None, None, None
         tflags = _torch_flags() if _active(s) else None
         # The forward took x and w: what could refuse them now is PyTorch's flags (cudnn_disabled).
-        why = None if tflags is None else _convtune_refusal(x, w, False, s, tflags)
+        why = None if tflags is None else _convtune_refusal(x, w, False, groups, s, tflags)
         fmt = ctx.fmt
         gyc = gy.contiguous(memory_format=fmt)
         todo = []
@@ -331,7 +333,7 @@ def _pytorch_backward(gy, x, w, stride, padding, dilation, groups, mask):
 def _dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups, run):
     s = _state
     tflags = _torch_flags()
-    why = None if s is None else s.passthrough or _refusal(x, w, transposed, s, tflags)
+    why = None if s is None else s.passthrough or _refusal(x, w, transposed, groups, s, tflags)
     if s is None or why is not None:
         if why is not None:
             _count("fallback", *why)

@@ -198,9 +198,22 @@ Reason python_refusal(State& s, const at::Tensor& x, const at::Tensor& w) {
 }
 
 // convtune's rules (the interface's refuse()): whether it takes x and w under PyTorch's flags f.
-Reason convtune_rules(State& s, const at::Tensor& x, const at::Tensor& w, bool transposed, const TorchFlags& f) {
+at::MemoryFormat memory_format(const at::Tensor& x, const at::Tensor& w);
+
+Reason convtune_rules(State& s, const at::Tensor& x, const at::Tensor& w, bool transposed, int64_t groups,
+                      const TorchFlags& f) {
     const Operand xo(x), wo(w);
-    const convtune_request q{s.device_name.c_str(), xo.d, wo.d, transposed, f.enabled, &s.cuda_index};
+    const bool strided = x.layout() == c10::kStrided && w.layout() == c10::kStrided;
+    const convtune_request q{s.device_name.c_str(),
+                             xo.d,
+                             wo.d,
+                             transposed,
+                             f.enabled,
+                             &s.cuda_index,
+                             groups,
+                             x.dim() > 1 ? x.size(1) : 0,
+                             w.dim() > 0 ? w.size(0) : 0,
+                             strided && memory_format(x, w) != at::MemoryFormat::Contiguous};
     convtune_refusal r;
     TORCH_CHECK(s.api->refuse(&q, &r) == 0, "convtune: ", r.detail);
     if (!r.category) return std::nullopt;
@@ -209,11 +222,12 @@ Reason convtune_rules(State& s, const at::Tensor& x, const at::Tensor& w, bool t
 
 // Why convtune does not take this call at all (nullopt: it may): the Python side's classification
 // of Python-key tensors, then convtune's rules.
-Reason refusal(State& s, const at::Tensor& x, const at::Tensor& w, bool transposed, const TorchFlags& f) {
+Reason refusal(State& s, const at::Tensor& x, const at::Tensor& w, bool transposed, int64_t groups,
+               const TorchFlags& f) {
     if (has_python_key(x) || has_python_key(w)) {
         if (Reason r = python_refusal(s, x, w)) return r;
     }
-    return convtune_rules(s, x, w, transposed, f);
+    return convtune_rules(s, x, w, transposed, groups, f);
 }
 
 std::vector<int64_t> spatial(at::IntArrayRef v, int64_t nd) {
@@ -448,7 +462,7 @@ public:
         const bool live = is_active(&s);
         const TorchFlags f = live ? torch_flags() : TorchFlags{};
         // The forward took x and w: what could refuse them now is PyTorch's flags (cudnn_disabled).
-        const Reason why = live ? convtune_rules(s, x, w, false, f) : std::nullopt;
+        const Reason why = live ? convtune_rules(s, x, w, false, groups, f) : std::nullopt;
         const at::Tensor gyc = gy.contiguous(fmt);
         at::Tensor g[2];
         bool todo[2] = {false, false};
@@ -489,7 +503,7 @@ at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const c10::optiona
     State* const s = active();
     const TorchFlags f = torch_flags();
     Reason why;
-    if (s) why = refusal(*s, x, w, transposed, f);
+    if (s) why = refusal(*s, x, w, transposed, groups, f);
     if (!s || why) {
         if (why) count_fallback(*s, why->first, why->second);
         return pytorch_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, f);

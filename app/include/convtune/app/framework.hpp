@@ -55,10 +55,9 @@ struct FrameworkCall {
 struct FrameworkResult {
     bool ran = false;
     // Why convtune did not run it, when !ran: "layout" (strides that are neither dense layout),
-    // "problem" (not a problem convtune accepts), "pytorch_kernel" (on cudnn: PyTorch itself runs
-    // its own kernel here, not cuDNN: pytorch_runs_own_kernel), "unsupported" (no algorithm of the
-    // backend can run it under the flags), "failed" (every eligible algorithm failed or ran out
-    // of memory); `detail` says more.
+    // "problem" (not a problem convtune accepts), "unsupported" (no algorithm of the backend
+    // can run it under the flags), "failed" (every eligible algorithm failed or ran out of
+    // memory); `detail` says more.
     std::string fallback, detail;
     std::optional<ConvProblem> problem;  // the problem, when there was one (its text: problem->to_string())
     std::string algorithm;  // what ran
@@ -103,6 +102,11 @@ struct FrameworkRequest {
     // it (atomically: the caller owns it, suitably aligned, and touches it only through here).
     // nullptr: no such rule.
     int32_t* home = nullptr;
+    // The convolution's shape, for the rule on where PyTorch runs its own kernel (pytorch_kernel):
+    // groups, x's channels, w's output channels, and whether PyTorch's memory format for the call
+    // is channels-last (x or w is).
+    int64_t groups = 1, channels = 0, out_channels = 0;
+    bool channels_last = false;
 };
 
 struct FrameworkRefusal {
@@ -114,7 +118,8 @@ struct FrameworkRefusal {
 // Why convtune does not take the request at all (an empty refusal: it may), the first rule that
 // applies of: device (x or w on another device type), layout (not strided), dtype (one convtune
 // does not run, or x's and w's differ), transposed, device (cuda: x on another device than
-// *home), cudnn_disabled. Allocates nothing when the request is taken.
+// *home), cudnn_disabled, pytorch_kernel (cuda: pytorch_runs_own_kernel). Allocates nothing when
+// the request is taken.
 FrameworkRefusal framework_refusal(const FrameworkRequest& r);
 
 // framework_refusal's categories, then run_framework's other fallbacks (problem, unsupported,
@@ -124,12 +129,13 @@ std::span<const char* const> framework_fallback_categories();
 // The problem of the call, or the reason it has none ("layout: ..." or the rule it breaks).
 std::variant<ConvProblem, std::string> framework_problem(const FrameworkCall& c);
 
-// Where PyTorch (2.x, its convolution backend selection) runs a CUDA convolution with its own
+// Whether PyTorch (2.x, its convolution backend selection) runs this CUDA convolution with its own
 // kernel rather than cuDNN, as far as this rule knows: a depthwise convolution (groups = C > 1, K a
 // multiple of C; 1-D ones are viewed as 2-D) in the contiguous memory format in f32 or bf16 goes to
 // PyTorch's CUDA depthwise kernels. f16 ones (chosen by PyTorch's table of depthwise workloads)
-// and channels-last ones (always cuDNN) are not claimed. The reason, or nullopt.
-std::optional<std::string> pytorch_runs_own_kernel(const ConvProblem& p);
+// and channels-last ones (always cuDNN) are not claimed. `dtype`: convtune's name (f32, ...).
+bool pytorch_runs_own_kernel(int64_t groups, int64_t channels, int64_t out_channels, bool channels_last,
+                             std::string_view dtype);
 
 // Selects and runs the call on ctx's selector of c.backend. Throws Error only for a backend that
 // does not exist or cannot run here (require_available).
