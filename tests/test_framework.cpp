@@ -176,7 +176,8 @@ BOOST_AUTO_TEST_CASE(where_pytorch_runs_its_own_depthwise_kernel_cudnn_is_not_as
     q.enabled = false;
     BOOST_TEST(std::string(app::framework_refusal(q).category) == "cudnn_disabled");
     const app::FrameworkOperand cpu{"cpu", -1, "torch.strided", "torch.float32"};
-    BOOST_TEST(!app::framework_refusal({.device = "cpu", .x = cpu, .w = cpu, .groups = 32, .channels = 32, .out_channels = 32}));
+    BOOST_TEST(!app::framework_refusal(
+        {.device = "cpu", .x = cpu, .w = cpu, .groups = 32, .channels = 32, .out_channels = 32}));
     bool listed = false;
     for (const char* c : app::framework_fallback_categories()) listed |= std::string(c) == "pytorch_kernel";
     BOOST_TEST(listed);

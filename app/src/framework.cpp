@@ -126,7 +126,8 @@ FrameworkRefusal framework_refusal(const FrameworkRequest& r) {
     if (r.device == "cuda" &&
         pytorch_runs_own_kernel(r.groups, r.channels, r.out_channels, r.channels_last, framework_dtype(r.x.dtype)))
         return refused("pytorch_kernel", "PyTorch runs its own CUDA depthwise kernel here, not cuDNN (" +
-                                             std::string(r.x.dtype) + ", contiguous memory format): no search to pay, as with PyTorch");
+                                             std::string(r.x.dtype) +
+                                             ", contiguous memory format): no search to pay, as with PyTorch");
     return {};
 }
 
