@@ -183,7 +183,10 @@ def main(argv=None):
         cell = lambda t: f"{t['median']:8.1f} [{t['min']:.1f}-{t['max']:.1f}]"  # noqa: E731
         print(f"{mode:10}{cell(r['fwd']):>26}{cell(r['fwd_bwd']):>30}")
     if a.out:
-        doc = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv), "device": a.device, "device_name": dev,
+        # The command without the machine's paths: file names only.
+        argv = [os.path.basename(sys.executable), os.path.basename(sys.argv[0])]
+        argv += [os.path.basename(x) if os.path.isabs(x) else x for x in sys.argv[1:]]
+        doc = {"command": " ".join(argv), "device": a.device, "device_name": dev,
                "torch": torch.__version__, "convtune": convtune.__version__, "shape": SHAPE, "calls": a.calls,
                "repeats": a.repeats, "unit": "us per call", "results": results}
         with open(a.out, "w") as f:
