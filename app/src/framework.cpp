@@ -111,7 +111,8 @@ FrameworkRefusal framework_refusal(const FrameworkRequest& r) {
     constexpr std::string_view strided = "torch.strided";
     if (r.x.layout != strided || r.w.layout != strided)
         return refused("layout", "tensor layout " + pair_text(r.x.layout, r.w.layout));
-    if (!framework_dtype(r.x.dtype) || r.w.dtype != r.x.dtype) return refused("dtype", pair_text(r.x.dtype, r.w.dtype));
+    const char* const dtype = framework_dtype(r.x.dtype);  // convtune's name, nullptr where it runs none
+    if (!dtype || r.w.dtype != r.x.dtype) return refused("dtype", pair_text(r.x.dtype, r.w.dtype));
     if (r.transposed) return refused("transposed", "transposed convolutions run PyTorch's own path");
     if (r.device == "cuda" && r.home) {
         std::atomic_ref<int32_t> home(*r.home);
@@ -123,8 +124,7 @@ FrameworkRefusal framework_refusal(const FrameworkRequest& r) {
                                          std::to_string(first) + ", the first device it ran on");
     }
     if (!r.enabled) return refused("cudnn_disabled", "torch.backends.cudnn.enabled is False: PyTorch's own kernels");
-    if (r.device == "cuda" &&
-        pytorch_runs_own_kernel(r.groups, r.channels, r.out_channels, r.channels_last, framework_dtype(r.x.dtype)))
+    if (r.device == "cuda" && pytorch_runs_own_kernel(r.groups, r.channels, r.out_channels, r.channels_last, dtype))
         return refused("pytorch_kernel", "PyTorch runs its own CUDA depthwise kernel here, not cuDNN (" +
                                              std::string(r.x.dtype) +
                                              ", contiguous memory format): no search to pay, as with PyTorch");

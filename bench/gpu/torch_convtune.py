@@ -100,9 +100,11 @@ def child(a):
         issued.append((time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
-    # A changing input size: the mean over whole cycles after the first 5 iterations, else the median.
-    later = times[5:][:len(times[5:]) // len(xs) * len(xs)] if len(xs) > 1 else times[5:]
-    steady = statistics.mean(later) if len(xs) > 1 else statistics.median(later)
+    later = times[5:]
+    if len(xs) > 1:  # a changing input size: the mean over the whole cycles after the first 5 iterations
+        steady = statistics.mean(later[:len(later) // len(xs) * len(xs)])
+    else:
+        steady = statistics.median(later)
     # issue: the host's time to hand the step to the GPU (the step's time before its final
     # synchronisation); a step whose issue time is close to its whole time is bound by the CPU.
     out = {"config": a.config, "setting": a.setting, "kernel_cache": a.kernel_cache, "first_ms": times[0], "steady_ms": steady,
