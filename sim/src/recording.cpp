@@ -487,11 +487,12 @@ std::optional<LibraryEntry> library_entry(const std::string& name, const std::st
 }
 
 std::optional<LibraryEntry> library_for_device(std::string_view device, const std::string& dir) {
-    std::set<std::string> words;
+    const auto lower = [](unsigned char c) { return static_cast<char>(std::tolower(c)); };
+    std::set<std::string> words;  // the device name's alphanumeric runs, in lower case
     std::string w;
     for (char c : std::string(device) + ' ') {
         if (std::isalnum(static_cast<unsigned char>(c))) {
-            w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            w += lower(static_cast<unsigned char>(c));
         } else if (!w.empty()) {
             words.insert(std::move(w));
             w.clear();
@@ -499,8 +500,8 @@ std::optional<LibraryEntry> library_for_device(std::string_view device, const st
     }
     std::optional<LibraryEntry> found;
     for (LibraryEntry& e : recording_library(dir)) {
-        std::string name = e.name;
-        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        std::string name;
+        for (char c : e.name) name += lower(static_cast<unsigned char>(c));
         if (!words.contains(name)) continue;
         if (found) return std::nullopt;  // two names fit: none is chosen
         found = std::move(e);
