@@ -50,17 +50,18 @@ static std::string library_of_this_gpu() {
     const Backend* cudnn = nullptr;
     for (const Backend* b : backends())
         if (b->name() == "cudnn") cudnn = b;
-    std::string names;
-    for (const sim::LibraryEntry& e : sim::recording_library()) names += (names.empty() ? "" : ", ") + e.name;
-    const std::string hint =
-        "; name one instead (" + (names.empty() ? std::string("the library is empty") : names) + ")";
-    if (!cudnn) throw InvalidRequest("replay", "auto: this convtune has no cuDNN backend to name the GPU" + hint);
-    if (const Availability a = cudnn->availability(); !a.ok)
-        throw InvalidRequest("replay", "auto: no usable GPU here (" + a.reason + ")" + hint);
+    // What a refusal adds: the names there are (the library is read only when refusing).
+    const auto refused = [](const std::string& why) {
+        std::string names;
+        for (const sim::LibraryEntry& e : sim::recording_library()) names += (names.empty() ? "" : ", ") + e.name;
+        return InvalidRequest("replay", "auto: " + why + "; name one instead (" +
+                                            (names.empty() ? std::string("the library is empty") : names) + ")");
+    };
+    if (!cudnn) throw refused("this convtune has no cuDNN backend to name the GPU");
+    if (const Availability a = cudnn->availability(); !a.ok) throw refused("no usable GPU here (" + a.reason + ")");
     const std::string device = cudnn->identity().device;
     const std::optional<sim::LibraryEntry> e = sim::library_for_device(device);
-    if (!e)
-        throw InvalidRequest("replay", "auto: the recording library has no entry for " + quote_input(device) + hint);
+    if (!e) throw refused("the recording library has no entry for " + quote_input(device));
     return e->name;
 }
 
