@@ -4,7 +4,8 @@
 # no convtune build needed):
 #   (1) the advise way: the network's run captured by convtune.capture on this GPU, its steps timed
 #       in a plain run (nothing intercepted, benchmark off, an empty CUDA kernel cache):
-#       OUT/<workload>.trace;
+#       OUT/<workload>.trace, and in a second plain run on the kernel cache the first filled:
+#       OUT/<workload>-warm.trace;
 #   (2) pytorch_measure.py's per-problem first-call and steady times for the trace's problems,
 #       benchmark off and on, cold and warm kernel cache, a fresh process each: OUT/<workload>-measure.json;
 #   (3) the whole network run for real, benchmark off and on, cold and warm kernel cache, RUNS fresh
@@ -14,7 +15,8 @@
 #      bench/sim/pytorch-truth.sh out resnet50:fp16:infer:16:160,192,224,256,288,320   (a stream:
 #      a list of batches or sizes cycles, one entry per step)
 # Environment: RUNS (default 3), MEASURE_RUNS (default 2; 0 skips (2)), ITERATIONS (default 20),
-# STEPS (1) and (3) only where set to "runs" (default all three).
+# STEPS: "runs" for (3) only, "capture" for (1) only, "measure" for (2) only from the trace
+# already in OUT (default all three).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 capture=$here/../../python/convtune/capture.py
@@ -35,15 +37,20 @@ for w in "$@"; do
   IFS=, read -r -a nb <<<"$batch"
   IFS=, read -r -a ns <<<"${size:-0}"
   cycle=$(( ${#nb[@]} > ${#ns[@]} ? ${#nb[@]} : ${#ns[@]} ))
-  if [ "${STEPS:-all}" != runs ]; then
-    echo "== $name: capture, steps timed in a plain run"
-    python3 "$capture" --max-iterations $((2 * cycle + 4)) --timing plain --cold-kernel-cache -o "$out/$name.trace" \
+  steps=${STEPS:-all}
+  if [ "$steps" = all ] || [ "$steps" = capture ]; then
+    echo "== $name: capture, steps timed in plain runs (cold, then warm kernel cache)"
+    python3 "$capture" --max-iterations $((2 * cycle + 4)) --timing plain --cold-kernel-cache \
+      --warm-out "$out/$name-warm.trace" -o "$out/$name.trace" \
       "$here/torch_networks.py" run "${args[@]}" --benchmark 0 --iterations 100000
+  fi
+  if [ "$steps" = all ] || [ "$steps" = measure ]; then
     if [ "$MEASURE_RUNS" -gt 0 ]; then
       echo "== $name: per-problem measurements"
       python3 "$measure" grid --problems "$out/$name.trace" --allow-tf32 $tf32 --runs "$MEASURE_RUNS" --out "$out/$name-measure.json"
     fi
   fi
+  [ "$steps" = all ] || [ "$steps" = runs ] || continue
   echo "== $name: network runs"
   : >"$out/$name-runs.json"
   for r in $(seq 1 "$RUNS"); do

@@ -150,7 +150,7 @@ def main():
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     be_lines = ["| workload | cache | predicted break-even | measured break-even | error |", "|---|---|---:|---:|---:|"]
     diff_lines = ["| workload | cache | N | predicted on-off | measured on-off | ratio |", "|---|---|---:|---:|---:|---:|"]
-    plain_timed, ratios, be_errors = [], [], []
+    plain_timed, ratios, be_errors, warm_timed = [], [], [], set()
     worst, outside, off_runs, cases, same, decided = 0.0, 0, 0, 0, 0, 0
     tmp = tempfile.mkdtemp()
     library = None
@@ -206,7 +206,13 @@ def main():
 
         for cache in ("cold", "warm"):
             sel = {bm: [r for r in runs if r["benchmark"] == bm and r["cache"] == cache] for bm in (0, 1)}
-            sims = {n: simulate(a.cli, trace, source, cache, n) for n in ns}
+            # The warm state's steps from the plain run on a warm kernel cache where the capture
+            # timed one (capture.py --warm-out: <w>-warm.trace), as advise does.
+            timed = os.path.join(a.results, w + "-warm.trace")
+            timed = timed if cache == "warm" and other == [0.0] * cycle and os.path.exists(timed) else trace
+            if timed != trace:
+                warm_timed.add(w)
+            sims = {n: simulate(a.cli, timed, source, cache, n) for n in ns}
             predicted_of[w] = f"{sims[ns[0]]['predicted']} of {sims[ns[0]]['problems']}"
             for n in ns:
                 sim = sims[n]
@@ -254,7 +260,9 @@ def main():
            (" (problems predicted by the library's model: " + ", ".join(f"{w} {v}" for w, v in predicted_of.items()) + ")"
             if a.replay else "") + ".\n\n" +
            f"Totals (predicted = simulate's total; for {', '.join(plain_timed) or 'no workload'} the trace's own plain-run step "
-           "times give the time outside convolutions, for the others N x other_ms from the first off run):\n\n")
+           "times give the time outside convolutions (the warm kernel cache's from a second plain run on the cache the first filled for "
+           f"{', '.join(sorted(warm_timed)) or 'none'}, from the cold run for the others), for the others N x other_ms from the first "
+           "off run):\n\n")
     text = (how + "\n".join(lines) +
             "\n\nBenchmark on minus off (the cost or gain of the flag), predicted against measured medians:\n\n" +
             "\n".join(diff_lines) +

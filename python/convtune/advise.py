@@ -138,14 +138,20 @@ def main(argv=None):
     work = a.keep or tempfile.mkdtemp(prefix="convtune-advise-")
     os.makedirs(work, exist_ok=True)
     trace, problems = os.path.join(work, "script.trace"), os.path.join(work, "problems.json")
+    # The steps' wall times per kernel-cache state: the plain run on an empty kernel cache, and a
+    # second one on the cache it filled (warm: a job's first step then compiles nothing).
+    traces = {"cold": trace, "warm": os.path.join(work, "script-warm.trace")}
     measured, recording = os.path.join(work, "pytorch.json"), os.path.join(work, "convtune-cudnn.json")
     try:
         _say(f"step 1/4: running {a.script} to capture its convolutions until no new problem appears for "
-             f"{a.stable_after} iterations (at most {a.capture_iterations}), then timing those steps in a plain run")
+             f"{a.stable_after} iterations (at most {a.capture_iterations}), then timing those steps in a plain run"
+             + (" on an empty kernel cache and again on the cache it filled" if a.device == "cuda" and "warm" in states else ""))
         capture = [sys.executable, os.path.join(HERE, "capture.py"), "--max-iterations", str(a.capture_iterations),
                    "--stable-after", str(a.stable_after), "--timing", "plain"]
         if a.device == "cuda":
             capture.append("--cold-kernel-cache")
+            if "warm" in states:
+                capture += ["--warm-out", traces["warm"]]
         _run(capture + ["-o", trace, a.script] + a.args, "capture", timeout=a.timeout)
         with open(problems, "w") as f:
             _run([cli, "parse", "--json", trace], "problem list", timeout=a.timeout, stdout=f)
@@ -173,7 +179,8 @@ def main(argv=None):
             _say("step 3/4: skipped: this convtune has no usable cuDNN backend, so only PyTorch's own settings are compared")
         _say("step 4/4: simulating")
         for state in states:
-            cmd = [cli, "simulate", "--stream", "trace:" + trace, "--iterations", str(a.iterations),
+            timed = traces[state] if os.path.exists(traces[state]) else trace
+            cmd = [cli, "simulate", "--stream", "trace:" + timed, "--iterations", str(a.iterations),
                    "--pytorch-measured", measured, "--kernel-cache", state] + replay
             if a.plot:
                 root, ext = os.path.splitext(a.plot)

@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 import weakref
+import dataclasses
 from dataclasses import dataclass, field
 
 # Run as a script from inside the convtune package (python3 .../convtune/capture.py, as
@@ -618,29 +619,37 @@ class StepTimer:
         return False
 
 
-def time_plain(script, args, boundary, steps, benchmark=False, cold_kernel_cache=False):
+def time_plain(script, args, boundary, steps, benchmark=False, cold_kernel_cache=False, warm_too=False):
     """Runs ``script`` in a fresh process with nothing intercepted and returns the wall times
     (ms) of its first ``steps`` steps, each synchronised at its end (StepTimer), and how often
     the script set the benchmark flag (ignored). ``cold_kernel_cache``: the run starts with an
-    empty CUDA kernel cache (a new folder), as a fresh container would."""
+    empty CUDA kernel cache (a new folder), as a fresh container would. ``warm_too`` (with
+    ``cold_kernel_cache``): a second fresh process then runs on the folder the first filled, as
+    a job's next start does on the same machine, and its wall times come third in the result."""
     import json
     import subprocess
     import tempfile
 
+    if warm_too and not cold_kernel_cache:
+        raise ValueError("time_plain: warm_too needs cold_kernel_cache (the warm run reuses the cold run's folder)")
     with tempfile.TemporaryDirectory(prefix="convtune-plain-") as tmp:
-        out = os.path.join(tmp, "steps.json")
         env = dict(os.environ)
         if cold_kernel_cache:
             env["CUDA_CACHE_PATH"] = os.path.join(tmp, "kernel-cache")
             env.pop("CUDA_CACHE_DISABLE", None)
-        cmd = [sys.executable, os.path.abspath(__file__), "--_plain-run", json.dumps(list(boundary)), "--_steps", str(steps),
-               "--_benchmark", str(int(bool(benchmark))), "-o", out, script] + list(args)
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        if p.returncode != 0 or not os.path.exists(out):
-            raise RuntimeError(f"the plain timing run failed (exit {p.returncode}): {p.stdout[-2000:]}")
-        with open(out) as f:
-            doc = json.load(f)
-    return doc["wall_ms"], doc["benchmark_sets"]
+        docs = []
+        for i in range(2 if warm_too else 1):
+            out = os.path.join(tmp, f"steps{i}.json")
+            cmd = [sys.executable, os.path.abspath(__file__), "--_plain-run", json.dumps(list(boundary)), "--_steps",
+                   str(steps), "--_benchmark", str(int(bool(benchmark))), "-o", out, script] + list(args)
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            if p.returncode != 0 or not os.path.exists(out):
+                raise RuntimeError(f"the plain timing run{' on the warm kernel cache' if i else ''} failed "
+                                   f"(exit {p.returncode}): {p.stdout[-2000:]}")
+            with open(out) as f:
+                docs.append(json.load(f))
+    result = (docs[0]["wall_ms"], docs[0]["benchmark_sets"])
+    return result + (docs[1]["wall_ms"],) if warm_too else result
 
 
 def _plain_run(a):
@@ -768,6 +777,10 @@ def main(argv=None):
                          "captured; capture: from the captured run, which the capture slows")
     ap.add_argument("--cold-kernel-cache", action="store_true",
                     help="the plain run starts with an empty CUDA kernel cache (a new folder), and the trace says so")
+    ap.add_argument("--warm-out", metavar="FILE",
+                    help="with --cold-kernel-cache: a second plain run then starts on the kernel cache the first "
+                         "filled, and FILE gets the trace with its wall times (a job started again on the same "
+                         "machine: no kernel compiled again)")
     ap.add_argument("--_plain-run", dest="plain_run", help=argparse.SUPPRESS)
     ap.add_argument("--_steps", dest="steps", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--_benchmark", dest="benchmark", type=int, default=0, help=argparse.SUPPRESS)
@@ -792,38 +805,58 @@ def main(argv=None):
         ap.error("--stable-after: must be >= 1")
     if a.cold_kernel_cache and a.timing != "plain":
         ap.error("--cold-kernel-cache: applies to the plain timing run only (--timing plain)")
+    if a.warm_out is not None:
+        if not a.cold_kernel_cache:
+            ap.error("--warm-out: needs --cold-kernel-cache (the warm run reuses the kernel cache the cold one filled)")
+        if (why := _output_problem(a.warm_out)) is not None:
+            ap.error(f"--warm-out: {why}")
+        if os.path.abspath(a.warm_out) == os.path.abspath(a.out):
+            ap.error("--warm-out: must differ from -o")
     rec = Recorder(auto_iterations=not a.no_auto_iterations, max_iterations=a.max_iterations, stable_after=a.stable_after)
     failed = True
     try:
         status = run_script(a.script, a.args, rec)
         failed = False
     finally:
+        warm = None
         if not failed and a.timing == "plain" and rec.trace.calls():
-            _time_plain_into(rec.trace, a)
+            warm = _time_plain_into(rec.trace, a)
         _finish(rec.trace, a, failed)
+        if warm is not None:
+            warm.source = rec.trace.source
+            warm.write(a.warm_out)
+            print(f"convtune.capture: the same trace timed on a warm kernel cache -> {a.warm_out}", file=sys.stderr)
+        elif a.warm_out is not None and rec.trace.calls():
+            print(f"convtune.capture: warning: no warm timing, {a.warm_out} not written", file=sys.stderr)
     return status if rec.trace.calls() else (status or 1)
 
 
 def _time_plain_into(trace, a):
     """Replaces the trace's wall times by a plain run's (time_plain), and notes the capture's
-    overhead. Where the plain run cannot find the steps, keeps the capture's, saying so."""
+    overhead; with --warm-out, returns the trace timed by a second plain run on the kernel cache
+    the first filled (else None). Where the plain run cannot find the steps, keeps the capture's,
+    saying so."""
     n = len(trace.iterations)
     if trace.boundary is None:
         print("convtune.capture: warning: the first convolution ran outside any nn.Module, so a plain run cannot find where "
               "steps start; the wall times are the capture's (slowed by it: an upper bound). Call "
               "convtune.capture.mark_iteration() at the start of each step to fix this.", file=sys.stderr)
-        return
+        return None
+    warm_too = a.warm_out is not None
     print(f"convtune.capture: timing {n} steps in a plain run of {os.path.basename(a.script)} (nothing intercepted, benchmark off"
-          f"{', an empty CUDA kernel cache' if a.cold_kernel_cache else ''})", file=sys.stderr, flush=True)
+          f"{', an empty CUDA kernel cache' if a.cold_kernel_cache else ''})"
+          + (", then again on the kernel cache it filled" if warm_too else ""), file=sys.stderr, flush=True)
     try:
-        walls, sets = time_plain(a.script, a.args, trace.boundary, n, benchmark=False, cold_kernel_cache=a.cold_kernel_cache)
+        timed = time_plain(a.script, a.args, trace.boundary, n, benchmark=False, cold_kernel_cache=a.cold_kernel_cache,
+                           warm_too=warm_too)
     except RuntimeError as e:
         print(f"convtune.capture: warning: {e}; the wall times are the capture's (an upper bound)", file=sys.stderr)
-        return
-    if not walls:
+        return None
+    walls, sets = timed[0], timed[1]
+    if not walls or (warm_too and not timed[2]):
         print("convtune.capture: warning: the plain run timed no complete step; the wall times are the capture's",
               file=sys.stderr)
-        return
+        return None
     captured = [w for w in trace.wall_ms[1:] if w is not None]
     plain = walls[1:]
     if captured and plain:
@@ -837,7 +870,11 @@ def _time_plain_into(trace, a):
         trace.notes.append(f"the script set torch.backends.cudnn.benchmark {sets} time(s); the plain run kept it off")
     trace.wall_ms = (walls + [None] * n)[:n]
     trace.timing = {"source": "plain", "benchmark": 0, "kernel_cache": "cold" if a.cold_kernel_cache else None}
-
+    if not warm_too:
+        return None
+    warm = dataclasses.replace(trace, wall_ms=(timed[2] + [None] * n)[:n], notes=list(trace.notes),
+                               timing={"source": "plain", "benchmark": 0, "kernel_cache": "warm"})
+    return warm
 
 def run_script(script, args, recorder):
     """Runs ``script`` with ``args`` as ``python3 script args`` would, under ``recorder`` (a

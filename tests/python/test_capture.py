@@ -416,6 +416,37 @@ def test_max_iterations_ends_the_script_and_every_iteration_has_its_wall_time(tm
         assert 30.0 <= float(w[4]) < 10000.0
 
 
+def test_warm_out_times_the_steps_again_on_the_kernel_cache_the_first_run_filled(cli, tmp_path):
+    script = tmp_path / "endless.py"
+    script.write_text(ENDLESS)
+    cold, warm = tmp_path / "cold.trace", tmp_path / "warm.trace"
+    r = run_capture("--max-iterations", 3, "--cold-kernel-cache", "--warm-out", warm, "-o", cold, script)
+    assert r.returncode == 0, r.stderr
+    cold_lines, warm_lines = cold.read_text().splitlines(), warm.read_text().splitlines()
+    assert "# timing plain benchmark=0 kernel_cache=cold" in cold_lines
+    assert "# timing plain benchmark=0 kernel_cache=warm" in warm_lines
+    # the same problems in the same iterations; only the wall times (two separate plain runs) differ
+    strip = lambda lines: [line for line in lines if not line.startswith(("# iteration ", "# timing "))]
+    assert strip(cold_lines) == strip(warm_lines)
+    for lines in (cold_lines, warm_lines):
+        walls = [float(line.split()[4]) for line in lines if line.startswith("# iteration ")]
+        assert len(walls) == 3 and all(30.0 <= w < 10000.0 for w in walls)
+    # the simulator reads the warm trace, and its report says how the steps were timed
+    rep = cli("simulate", "--stream", f"trace:{warm}", "--iterations", "5", "--json", check=0)
+    assert '"timing_kernel_cache":"warm"' in rep.stdout.replace(" ", "")
+
+
+def test_warm_out_is_refused_without_a_cold_kernel_cache_or_onto_the_trace(tmp_path):
+    script = tmp_path / "endless.py"
+    script.write_text(ENDLESS)
+    r = run_capture("--max-iterations", 2, "--warm-out", tmp_path / "w.trace", "-o", tmp_path / "c.trace", script)
+    assert r.returncode == 2 and "--warm-out: needs --cold-kernel-cache" in r.stderr
+    r = run_capture("--max-iterations", 2, "--cold-kernel-cache", "--warm-out", tmp_path / "c.trace", "-o", tmp_path / "c.trace",
+                    script)
+    assert r.returncode == 2 and "--warm-out: must differ from -o" in r.stderr
+    assert not (tmp_path / "w.trace").exists() and not (tmp_path / "c.trace").exists()
+
+
 def test_the_last_iteration_of_a_finished_script_has_no_wall_time(tmp_path):
     script = tmp_path / "short.py"
     script.write_text(ENDLESS.replace("range(100000)", "range(2)"))
