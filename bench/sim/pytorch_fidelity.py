@@ -148,9 +148,10 @@ def main():
     lines = ["| workload | cache | setting | N | predicted | predicted range | measured median | measured range | measured spread | error | "
              "in range | inside measured |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    be_lines = ["| workload | cache | predicted break-even | measured break-even | error |", "|---|---|---:|---:|---:|"]
+    be_lines = ["| workload | cache | predicted break-even | measured break-even (medians) | over the pairs of runs | "
+                "determined | error |", "|---|---|---:|---:|---:|---|---:|"]
     diff_lines = ["| workload | cache | N | predicted on-off | measured on-off | ratio |", "|---|---|---:|---:|---:|---:|"]
-    plain_timed, ratios, be_errors, warm_timed = [], [], [], set()
+    plain_timed, ratios, be_errors, warm_timed, be_determined = [], [], [], set(), []
     worst, outside, off_runs, cases, same, decided = 0.0, 0, 0, 0, 0, 0
     tmp = tempfile.mkdtemp()
     library = None
@@ -249,10 +250,22 @@ def main():
             # measured: per iteration, the median over the runs of each setting
             series = {bm: [statistics.median(x) for x in zip(*(measured_series(r, n) for r in sel[bm]))] for bm in (0, 1)}
             mbe = break_even(series[0], series[1])
+            # What the runs themselves determine: the break-even of every (off run, on run) pair.
+            # Where some pairs never break even and others do, the steady gain is inside the
+            # spread of identical processes, and no break-even is measured.
+            pairs = [break_even(measured_series(r0, n), measured_series(r1, n)) for r0 in sel[0] for r1 in sel[1]]
+            found = [b for b in pairs if b]
+            determined = len(found) == len(pairs) and mbe is not None
+            span = f"{min(found)}-{max(found)}" if found else "never"
+            if len(found) < len(pairs) and found:
+                span += f" ({len(pairs) - len(found)} of {len(pairs)} pairs never)"
             e = "-" if not (pbe and mbe) else f"{100 * (pbe - mbe) / mbe:+.0f}%"
             if pbe and mbe:
                 be_errors.append(abs(pbe - mbe) / mbe)
-            be_lines.append(f"| {w} | {cache} | {pbe or 'never'} | {mbe or 'never'} | {e} |")
+                if determined:
+                    be_determined.append(abs(pbe - mbe) / mbe)
+            be_lines.append(f"| {w} | {cache} | {pbe or 'never'} | {mbe or 'never'} | {span} | "
+                            f"{'yes' if determined else 'no'} | {e} |")
         print(f"pytorch_fidelity: {w}: other_ms {', '.join(f'{o:.1f}' for o in other)}", file=sys.stderr)
     src = ("each workload's own PyTorch measurements (--pytorch-measured)" if not a.replay else
            f"the measured library '{a.replay}' (--replay {a.replay})" + (", each workload held out of it" if a.hold_out else ""))
@@ -271,7 +284,8 @@ def main():
             f"predictions outside the span of the measured runs: {off_runs} of {cases}; "
             f"the faster setting predicted is the faster one measured (medians) in {same} of {decided} (workload, cache, N) cases; "
             f"on-off ratio in [0.67, 1.5] in {sum(0.67 <= r <= 1.5 for r in ratios)} of {len(ratios)}; "
-            f"break-even within 25% in {sum(e <= 0.25 for e in be_errors)} of {len(be_errors)} where both exist\n")
+            f"break-even within 25% in {sum(e <= 0.25 for e in be_errors)} of {len(be_errors)} where both exist, "
+            f"{sum(e <= 0.25 for e in be_determined)} of {len(be_determined)} where every pair of runs breaks even\n")
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
