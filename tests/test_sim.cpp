@@ -1301,10 +1301,14 @@ BOOST_AUTO_TEST_CASE(replay_auto_finds_the_library_of_the_gpu_by_a_word_of_its_n
 BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
     auto lib = recording_library(kLibrary);
     BOOST_REQUIRE_EQUAL(lib.size(), 2u);
-    // h100 holds PyTorch's measurements only (no recording), h200 recordings and measurements.
+    // h100: one recording (ResNet-50 f16 inference) and PyTorch's measurements; h200 recordings and
+    // measurements.
     BOOST_TEST(lib.front().name == "h100");
-    BOOST_TEST(lib.front().files.empty());
+    BOOST_REQUIRE_EQUAL(lib.front().files.size(), 1u);
     BOOST_TEST(lib.front().pytorch_dir == kLibrary + "/h100/pytorch");
+    const Recording h100 = load_replay("h100", kLibrary);
+    BOOST_TEST(h100.environment.device.find("NVIDIA H100") == 0);
+    BOOST_TEST((coverage(h100) == std::vector<std::string>{"fwd f16 nhwc, batch 32: 23 problems"}), tt::per_element());
     lib.erase(lib.begin());
     BOOST_TEST(lib.front().name == "h200");
     BOOST_TEST(lib.front().pytorch_dir == kLibrary + "/h200/pytorch");
@@ -1344,9 +1348,14 @@ BOOST_AUTO_TEST_CASE(unknown_names_and_unmergeable_recordings_are_refused) {
     });
     // A library name with PyTorch's measurements only has no recording to replay (simulate takes
     // its off and pytorch settings from them instead: test_sim_cli).
-    BOOST_CHECK_EXCEPTION(load_replay("h100", kLibrary), InvalidRequest, [](const InvalidRequest& e) {
-        return e.field() == "replay" && e.rule().find("'h100' holds PyTorch's measurements only") == 0;
+    const auto only = std::filesystem::temp_directory_path() / ("convtune-lib-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(only / "m100" / "pytorch");
+    for (const auto& f : std::filesystem::directory_iterator(kLibrary + "/h100/pytorch"))
+        std::filesystem::copy_file(f.path(), only / "m100" / "pytorch" / f.path().filename());
+    BOOST_CHECK_EXCEPTION(load_replay("m100", only.string()), InvalidRequest, [](const InvalidRequest& e) {
+        return e.field() == "replay" && e.rule().find("'m100' holds PyTorch's measurements only") == 0;
     });
+    std::filesystem::remove_all(only);
     BOOST_CHECK_EXCEPTION(load_replay("no/such.json", kLibrary), InvalidRequest,
                           [](const InvalidRequest& e) { return e.rule().find("cannot open") != std::string::npos; });
     BOOST_CHECK_EXCEPTION(load_replay("h200", "/nonexistent"), InvalidRequest,

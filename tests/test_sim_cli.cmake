@@ -67,12 +67,23 @@ string(JSON lib_name GET "${LAST_OUT}" 1 name)
 if(NOT lib_name STREQUAL "h200")
   message(FATAL_ERROR "list recordings --json: expected h200 second, got ${lib_name}")
 endif()
-# h100: PyTorch's own measurements, no recording.
+# h100: one recording (ResNet-50 f16 inference) and PyTorch's own measurements.
 string(JSON lib_name GET "${LAST_OUT}" 0 name)
 string(JSON h100_recordings LENGTH "${LAST_OUT}" 0 recordings)
 string(JSON h100_pytorch GET "${LAST_OUT}" 0 pytorch covers)
-if(NOT lib_name STREQUAL "h100" OR NOT h100_recordings EQUAL 0 OR NOT h100_pytorch MATCHES "^[0-9]+ workloads, [0-9]+ problems .*NVIDIA H100")
-  message(FATAL_ERROR "list recordings --json: expected h100 first, with PyTorch's measurements only: ${LAST_OUT}")
+if(NOT lib_name STREQUAL "h100" OR NOT h100_recordings EQUAL 1 OR NOT h100_pytorch MATCHES "^[0-9]+ workloads, [0-9]+ problems .*NVIDIA H100")
+  message(FATAL_ERROR "list recordings --json: expected h100 first, with one recording and PyTorch's measurements: ${LAST_OUT}")
+endif()
+# Its recording times the f16 inference stream it was made of: every setting is simulated.
+expect_rc(0 simulate --workload resnet50 --shapes-dir ${SHAPES} --replay h100 --dtype f16 --layout nhwc --batch 32 --iterations 2)
+expect_match(LAST_OUT "replay of h100 on backend cudnn \\(.*NVIDIA H100")
+expect_match(LAST_OUT "\nadaptive ")
+# A training stream has backward problems it never recorded: PyTorch's measured rows alone, saying why.
+expect_rc(0 simulate --workload resnet50 --shapes-dir ${SHAPES} --replay h100 --mode train --iterations 2)
+expect_match(LAST_OUT "the settings other than off and pytorch are left out: the recordings of 'h100' cannot time 45 of the stream's 68 problems")
+if(LAST_OUT MATCHES "\nadaptive ")
+  message(FATAL_ERROR "--replay h100 of a training stream: only off and pytorch can be simulated:
+${LAST_OUT}")
 endif()
 expect_rc(0 simulate --workload resnet50 --shapes-dir ${SHAPES} --replay h200 --dtype f16 --layout nhwc --batch 32 --stream fixed --iterations 10)
 expect_match(LAST_OUT "replay of h200 on backend cudnn")

@@ -125,7 +125,7 @@ SimulateReport simulate(const SimulateRequest& r) {
             "kernel_cache",
             "applies where PyTorch's measurements back it: with {measured}, or a --replay name whose "
             "library holds them (`convtune list recordings`); a recording holds the one state it was made in");
-    const bool measured_only = measured && (r.replay.empty() || (entry && entry->files.empty())) && r.backend.empty();
+    bool measured_only = measured && (r.replay.empty() || (entry && entry->files.empty())) && r.backend.empty();
     if (measured_only && r.repeats > 0)
         throw InvalidRequest("repeats",
                              "PyTorch's measurements carry their own runs; {repeats} applies to a backend or a replay");
@@ -143,6 +143,28 @@ SimulateReport simulate(const SimulateRequest& r) {
         backend = replay.get();
     } else if (!measured_only) {
         backend = &find_backend(r.backend.empty() ? "cpu" : r.backend);
+    }
+    // A library name whose recording cannot time every problem of the stream (an inference
+    // recording under a training stream, say) still has PyTorch's measured rows: those are
+    // simulated alone, saying why, instead of the whole replay being refused.
+    std::string left_out;
+    if (replay && entry && measured && r.backend.empty() && r.repeats == 0 && !r.strict) {
+        std::size_t unserved = 0, n = 0;
+        std::string example;
+        for (const ConvProblem& p : sim::distinct_problems(stream, iterations)) {
+            ++n;
+            if (replay->is_recorded(p)) continue;
+            if (const sim::ReplayBackend::Estimate* e = replay->estimate(p); e && e->record) continue;
+            if (unserved++ == 0) example = p.to_string();
+        }
+        if (unserved > 0) {
+            left_out = fmt::format("the settings other than off and pytorch are left out: the recordings of '{}' cannot time "
+                                   "{} of the stream's {} problems (e.g. {}; record them with `convtune record`)",
+                                   r.replay, unserved, n, example);
+            replay.reset();
+            backend = nullptr;
+            measured_only = true;
+        }
     }
 
     sim::SimulationOptions so;
@@ -167,6 +189,7 @@ SimulateReport simulate(const SimulateRequest& r) {
             measured->library, so.kernel_cache, measured->estimated.size(), library_problems);
     if (measured && !measured->library.empty())
         rep.pytorch_library = {measured->library, so.kernel_cache, measured->estimated, library_problems};
+    if (!left_out.empty()) rep.context.details += "; " + left_out;
     if (!r.plot.empty()) write_file_atomic(r.plot, sim::to_svg(rep.result, rep.context));
     return rep;
 }
