@@ -150,7 +150,8 @@ def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=None
             "dtype": _opt_str("dtype", dtype), "layout": _opt_str("layout", layout),
             "seed": _int("seed", seed, 1, 0, UINT64_MAX), "flags": flag_list, "compare": bool(compare),
             "backend": _opt_str("backend", backend), "replay": _path("replay", replay), "strict": bool(strict),
-            "min_saving": float(min_saving), "plot": _path("plot", plot), "repeats": _int("repeats", repeats, 0, 1, INT_MAX),
+            "min_saving": float(min_saving), "plot": _path("plot", plot),
+            "repeats": _int("repeats", repeats, 0, 1, INT_MAX),
             "pytorch_measured": _path("pytorch_measured", pytorch_measured),
             "kernel_cache": _opt_str("kernel_cache", kernel_cache)})
     finally:

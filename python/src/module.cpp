@@ -4,10 +4,10 @@
 //   get_flags() / set_flags(dict)      the process-wide flags (convtune::global_flags / set_global_flags)
 //   make_problem(...) / parse_problem  ConvProblem <-> canonical string and a dict of its fields
 //   convolution(problem, x, w, y, be)  convtune::convolution on NumPy buffers (the flags apply)
-//   tune(**kw) / simulate(**kw)        convtune::app::tune / simulate, the keyword arguments mapped through
-//                                      the request's field table (app/fields.hpp): the text
-//                                      `convtune <op> --json` prints; fields(op) the table's names
-//   backends(), version()
+//   tune(**kw) / simulate(**kw)        convtune::app::tune / simulate / run / list / parse, the keyword
+//   run / list / parse(**kw)           arguments mapped through the request's field table (app/fields.hpp):
+//                                      the text `convtune <op> --json` prints; fields(op) the table's names
+//   backends(), version()              backends(): app::list's backends
 //   FrameworkContext(db).run(...)      convtune::app::run_framework on a framework's pointers (ints),
 //                                      what convtune.torch's Python override calls for each convolution
 //   _framework_api()                   the same entry point as a C interface (convtune_framework_api.h,
@@ -32,6 +32,9 @@
 
 #include "convtune/app/framework.hpp"
 #include "convtune_framework_api.h"
+#include "convtune/app/list.hpp"
+#include "convtune/app/parse.hpp"
+#include "convtune/app/run.hpp"
 #include "convtune/app/simulate.hpp"
 #include "convtune/app/tune.hpp"
 #include "convtune/build_info.hpp"
@@ -311,7 +314,8 @@ R request_from(std::string_view op, const py::kwargs& kw) {
     for (auto [k, v] : kw) {
         const std::string key = py::str(k);
         if (std::find(names.begin(), names.end(), key) == names.end())
-            throw py::type_error(fmt::format("{}: not a field of {} (its fields: {})", key, op, fmt::join(names, ", ")));
+            throw py::type_error(
+                fmt::format("{}: not a field of {} (its fields: {})", key, op, fmt::join(names, ", ")));
     }
     R r{};
     std::vector<PendingFlags> pending;
@@ -618,27 +622,29 @@ PYBIND11_MODULE(_convtune, m) {
     m.def("flags_string", [](const py::dict& d) { return apply_flags(global_flags(), d).to_string(); },
           "The flags' text form (as the CLI and the trace files write it)");
 
-    m.def("backends", [] {
-        py::list out;
-        for (Backend* b : backends()) {
-            const Availability av = b->availability();
-            py::dict d;
-            d["name"] = std::string(b->name());
-            d["available"] = av.ok;
-            d["reason"] = av.reason;
-            if (av.ok) {
-                const BackendIdentity id = b->identity();
-                d["library"] = id.library;
-                d["device"] = id.device;
-                d["driver"] = id.driver;
+    m.def(
+        "backends",
+        [] {
+            py::list out;
+            for (const app::BackendListing& b : app::list({.what = "backends"}).backends) {
+                py::dict d;
+                d["name"] = b.name;
+                d["available"] = b.available;
+                d["reason"] = b.reason;
+                if (b.available) {
+                    d["library"] = b.library;
+                    d["device"] = b.device;
+                    d["driver"] = b.driver;
+                }
+                py::list algos;
+                for (const app::BackendListing::Algo& a : b.algorithms) algos.append(a.id);
+                d["algorithms"] = algos;
+                out.append(d);
             }
-            py::list algos;
-            for (const Algorithm* a : b->algorithms()) algos.append(std::string(a->id()));
-            d["algorithms"] = algos;
-            out.append(d);
-        }
-        return out;
-    });
+            return out;
+        },
+        "convtune::app::list's backends (`convtune list`): name, available, reason, library, device and driver (when "
+        "available), the ids of the algorithms");
 
     m.def("backend_work", [](const std::string& name) { return find_backend(name).work_counts(); }, py::arg("name"),
           "The preparation work a backend has done in this process, by kind (Backend::work_counts: cuDNN's "
@@ -713,16 +719,26 @@ PYBIND11_MODULE(_convtune, m) {
     m.def("tune", &tune_json, "convtune::app::tune: its request's fields as keyword arguments, its JSON text");
     m.def(
         "simulate",
-        [](const py::kwargs& kw) {
-            return report_json<app::SimulateRequest>("simulate", [](const auto& r) { return app::simulate(r); }, kw);
-        },
+        [](const py::kwargs& kw) { return report_json<app::SimulateRequest>("simulate", &app::simulate, kw); },
         "convtune::app::simulate: its request's fields as keyword arguments, its JSON text");
+    m.def(
+        "run", [](const py::kwargs& kw) { return report_json<app::RunRequest>("run", &app::run, kw); },
+        "convtune::app::run: its request's fields as keyword arguments, its JSON text");
+    m.def(
+        "list", [](const py::kwargs& kw) { return report_json<app::ListRequest>("list", &app::list, kw); },
+        "convtune::app::list: its request's fields as keyword arguments, its JSON text");
+    m.def(
+        "parse", [](const py::kwargs& kw) { return report_json<app::ParseRequest>("parse", &app::parse, kw); },
+        "convtune::app::parse: its request's fields as keyword arguments, its JSON text");
     m.def(
         "fields",
         [](const std::string& op) -> std::vector<std::string_view> {
             if (op == "tune") return app::field_names<app::TuneRequest>();
             if (op == "simulate") return app::field_names<app::SimulateRequest>();
+            if (op == "run") return app::field_names<app::RunRequest>();
+            if (op == "list") return app::field_names<app::ListRequest>();
+            if (op == "parse") return app::field_names<app::ParseRequest>();
             throw py::value_error("fields: no operation " + quote_input(op));
         },
-        py::arg("op"), "The fields of an operation's request (tune, simulate), in its table's order");
+        py::arg("op"), "The fields of an operation's request (tune, simulate, run, list, parse), in its table's order");
 }
