@@ -340,7 +340,8 @@ std::string tune_json(const py::kwargs& kw) {
     return out.str();
 }
 
-// The JSON text of operation `op` on the request its keyword arguments give, run without the GIL.
+// The JSON text of `op`'s report on the request its keyword arguments give (`name`: the
+// operation's, for errors), run without the GIL.
 template <class R, class Op>
 std::string report_json(std::string_view name, Op op, const py::kwargs& kw) {
     const R r = request_from<R>(name, kw);
