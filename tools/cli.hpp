@@ -36,10 +36,6 @@ const CLI::Validator& fraction();   // a finite number in [0, 1] (CLI::Range let
 int print_bad_input(const Error& e);
 
 // The action of a subcommand returns the process exit code.
-// "cpu algorithms run at x86-64-v4 (compiled for: baseline x86-64-v3 x86-64-v4; CONVTUNE_CPU_ISA
-// picks a lower one)", plus why the level is not CONVTUNE_CPU_ISA's where it is not (list, demo).
-std::string cpu_level_line();
-
 using Action = std::function<int()>;
 void add_list(CLI::App& app, Action& action);
 void add_run(CLI::App& app, Action& action);

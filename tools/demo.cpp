@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "cli.hpp"
+#include "convtune/app/list.hpp"
 #include "convtune/host_data.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/stats.hpp"
@@ -27,7 +28,7 @@ int demo(const DemoOptions& o) {
     const ConvProblem p = o.over.apply(ConvProblem::parse_any(o.problem));
     fmt::print("convtune demo: {}\n  {:.2f} GFLOP per run; error = max |out - f64 oracle| / sum|a*b|, bound = the algorithm's documented bound\n",
                p.to_string(), p.flops() / 1e9);
-    fmt::print("  {}\n\n", cpu_level_line());
+    fmt::print("  {}\n\n", app::to_text(app::cpu_levels()));
     HostTensors in = make_host_tensors(p, 1);
     const OracleResult ref = oracle(in);
     fmt::print("{:<44} {:>10} {:>9} {:>10} {:>10}  {}\n", "algorithm", "median ms", "GFLOP/s", "error", "bound", "result");

@@ -1,29 +1,18 @@
-// The one table from request fields (convtune::app, the simulator's options) to the options
-// that set them, so an InvalidRequest prints as "--shapes-dir: ..." here and "shapes_dir: ..."
-// in Python.
-#include <array>
-#include <utility>
+// How the CLI names a request field: the public names of app's field tables
+// (convtune/app/fields.hpp) are the options without their dashes, so an InvalidRequest prints as
+// "--shapes-dir: ..." here and "shapes_dir: ..." in Python.
+#include <algorithm>
 
 #include "cli.hpp"
 
 namespace convtune::cli {
 
 std::string option_name(std::string_view field) {
-    static constexpr std::array<std::pair<std::string_view, std::string_view>, 31> table{{
-        {"backend", "--backend"},   {"batch", "--batch"},           {"batches", "--batches"}, {"db", "--db"},
-        {"dir", "--dir"},           {"dtype", "--dtype"},           {"flags", "--flags"},     {"from_db", "--from-db"},
-        {"iterations", "--iterations"}, {"layout", "--layout"},     {"max_ms", "--max-ms"},   {"min_saving", "--min-saving"},
-        {"mode", "--mode"},         {"out", "--out"},               {"plot", "--plot"},       {"policy", "--policy"},
-        {"problem", "--problem"},   {"problems", "--problem"},      {"replay", "--replay"},   {"samples", "--samples"},
-        {"scales", "--scales"},     {"seed", "--seed"},             {"shapes", "--shapes"},   {"shapes_dir", "--shapes-dir"},
-        {"stream", "--stream"},     {"workload", "--workload"},     {"measured", "--pytorch-measured"},
-        {"kernel_cache", "--kernel-cache"}, {"repeats", "--repeats"}, {"strict", "--strict"},
-        {"db_flush", "--db-flush"},
-    }};
-    for (const auto& [f, option] : table)
-        if (f == field) return std::string(option);
-    // A field without an option (none today): its own name.
-    return std::string(field);
+    // tune's list of problems is given one --problem at a time.
+    if (field == "problems") return "--problem";
+    std::string option = "--" + std::string(field);
+    std::replace(option.begin(), option.end(), '_', '-');
+    return option;
 }
 
 }  // namespace convtune::cli

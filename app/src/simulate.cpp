@@ -123,7 +123,7 @@ SimulateReport simulate(const SimulateRequest& r) {
     if (!r.kernel_cache.empty() && !measured)
         throw InvalidRequest(
             "kernel_cache",
-            "applies where PyTorch's measurements back it: with {measured}, or a --replay name whose "
+            "applies where PyTorch's measurements back it: with {pytorch_measured}, or a {replay} name whose "
             "library holds them (`convtune list recordings`); a recording holds the one state it was made in");
     bool measured_only = measured && (r.replay.empty() || (entry && entry->files.empty())) && r.backend.empty();
     if (measured_only && r.repeats > 0)

@@ -67,7 +67,7 @@ def main():
     env.pop("CONVTUNE_CPU_ISA", None)
     base_env = dict(env, CONVTUNE_CPU_ISA="baseline")
     level = json.loads(subprocess.run([args.default, "list", "--json"], check=True, capture_output=True, text=True, env=env).stdout)
-    active = next(b for b in level if b["name"] == "cpu")["isa_levels"]["active"]
+    active = next(b for b in level["backends"] if b["name"] == "cpu")["isa_levels"]["active"]
     print(f"portable build running {active}; {args.rounds} rounds, --repeat {args.repeat}, OMP_NUM_THREADS={args.threads}\n")
     head = "| algorithm | problem | dir | default ms | native ms | default / native (lowest-highest round) |"
     rule = "|---|---|---|---:|---:|---|"

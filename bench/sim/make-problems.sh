@@ -37,7 +37,7 @@ for w in "$@"; do
   python3 - "$here/data/$name.json" "$here/data/$name.trace" "$cycle" "$tmp" <<'PY'
 import json, sys
 out, trace, cycle = sys.argv[1], sys.argv[2], int(sys.argv[3])
-steps = [json.load(open(f"{sys.argv[4]}/step{i}.json")) for i in range(cycle)]
+steps = [json.load(open(f"{sys.argv[4]}/step{i}.json"))["problems"] for i in range(cycle)]
 with open(out, "w") as f:
     json.dump([p for step in steps for p in step], f, separators=(",", ":"))
     f.write("\n")

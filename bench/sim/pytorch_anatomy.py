@@ -45,8 +45,7 @@ def cmd_run(a):
     import torch
 
     pm = _measure_module()
-    with open(a.problems) as f:
-        problems = [p for p in json.load(f) if a.dir in (None, p["dir"])]
+    problems = [p for p in pm._load_problems(a.problems) if a.dir in (None, p["dir"])]
     seen, todo = set(), []
     for p in problems:
         if p["key"] not in seen:

@@ -157,7 +157,8 @@ def main():
     library = None
     if a.replay:
         doc = json.loads(subprocess.run([a.cli, "list", "recordings", "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
-        library = next((e["pytorch"]["folder"] for e in doc if e["name"] == a.replay and "pytorch" in e), None)
+        library = next((e["pytorch"]["folder"] for e in doc["recordings"] if e["name"] == a.replay and "pytorch" in e),
+                       None)
         if not library:
             sys.exit(f"pytorch_fidelity: the recording library has no PyTorch measurements named {a.replay}")
     predicted_of = {}

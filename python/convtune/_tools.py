@@ -1,6 +1,8 @@
 """convtune.tune and convtune.simulate: the CLI's `tune --json` and `simulate --json` as functions
 returning the same documents as plain Python data. Both run convtune's application layer
-(convtune::app), which writes the JSON text the CLI prints; these functions parse it.
+(convtune::app), which writes the JSON text the CLI prints; these functions parse it. Their
+arguments, once checked here, go to it by name: each is a field of the request's one table in C++
+(app/include/convtune/app/fields.hpp), which the binding maps them through.
 Errors name the arguments (``shapes_dir: ...``) where the CLI names its options (``--shapes-dir``)."""
 
 import json
@@ -86,10 +88,13 @@ def _tune_text(problems=None, *, shapes=None, workload=None, mode=None, shapes_d
         for p in plist:
             if not isinstance(p, str):
                 raise TypeError(f"problems must be strings, got {type(p).__name__}")
-    return _convtune.tune(plist, _opt_str("shapes", shapes and os.fspath(shapes)), _words("workload", workload, path=True),
-                          _opt_str("mode", mode), _opt_str("shapes_dir", shapes_dir and os.fspath(shapes_dir)), backend,
-                          _opt_str("policy", policy), flags, None if db is None else os.fspath(db), _ints("batch", batch),
-                          _opt_str("dir", dir), _words("dtype", dtype), _opt_str("layout", layout))
+    return _convtune.tune(**{
+        "problems": plist, "shapes": _opt_str("shapes", shapes and os.fspath(shapes)),
+        "workload": _words("workload", workload, path=True), "mode": _opt_str("mode", mode),
+        "shapes_dir": _opt_str("shapes_dir", shapes_dir and os.fspath(shapes_dir)), "backend": backend,
+        "policy": _opt_str("policy", policy), "flags": flags, "db": None if db is None else os.fspath(db),
+        "batch": _ints("batch", batch), "dir": _opt_str("dir", dir), "dtype": _words("dtype", dtype),
+        "layout": _opt_str("layout", layout)})
 
 
 def tune(problems=None, *, shapes=None, workload=None, mode=None, shapes_dir=None, backend="cpu", policy=None, flags=None, db=None,
@@ -137,13 +142,18 @@ def _simulate_text(workload=None, *, stream="fixed", trace=None, iterations=None
             if not isinstance(f, str):
                 raise TypeError(f"flags must be strings, got {type(f).__name__}")
         iterations = _int("iterations", iterations, 0, 1, INT_MAX)
-        return _convtune.simulate(_opt_str("workload", workload and os.fspath(workload)), _opt_str("shapes_dir", shapes_dir),
-                                  stream, iterations, _opt_str("mode", mode), _int("batch", batch, minimum=1), _list_str("batches", batches),
-                                  _list_str("scales", scales), _opt_str("dtype", dtype), _opt_str("layout", layout),
-                                  _int("seed", seed, 1, 0, UINT64_MAX), flag_list, bool(compare), _opt_str("backend", backend),
-                                  _path("replay", replay), bool(strict), float(min_saving),
-                                  _path("plot", plot), _int("repeats", repeats, 0, 1, INT_MAX),
-                                  _path("pytorch_measured", pytorch_measured), _opt_str("kernel_cache", kernel_cache))
+        return _convtune.simulate(**{
+            "workload": _opt_str("workload", workload and os.fspath(workload)),
+            "shapes_dir": _opt_str("shapes_dir", shapes_dir), "stream": stream, "iterations": iterations,
+            "mode": _opt_str("mode", mode), "batch": _int("batch", batch, minimum=1),
+            "batches": _list_str("batches", batches), "scales": _list_str("scales", scales),
+            "dtype": _opt_str("dtype", dtype), "layout": _opt_str("layout", layout),
+            "seed": _int("seed", seed, 1, 0, UINT64_MAX), "flags": flag_list, "compare": bool(compare),
+            "backend": _opt_str("backend", backend), "replay": _path("replay", replay), "strict": bool(strict),
+            "min_saving": float(min_saving), "plot": _path("plot", plot),
+            "repeats": _int("repeats", repeats, 0, 1, INT_MAX),
+            "pytorch_measured": _path("pytorch_measured", pytorch_measured),
+            "kernel_cache": _opt_str("kernel_cache", kernel_cache)})
     finally:
         if tmp is not None:
             os.unlink(tmp)

@@ -73,8 +73,8 @@ def _cudnn_available(cli):
     if p.returncode != 0:
         return False
     try:
-        return any(b.get("name") == "cudnn" and b.get("available") for b in json.loads(p.stdout))
-    except (ValueError, AttributeError):
+        return any(b.get("name") == "cudnn" and b.get("available") for b in json.loads(p.stdout)["backends"])
+    except (ValueError, AttributeError, KeyError, TypeError):
         return False
 
 
@@ -156,7 +156,7 @@ def main(argv=None):
         with open(problems, "w") as f:
             _run([cli, "parse", "--json", trace], "problem list", timeout=a.timeout, stdout=f)
         with open(problems) as f:
-            n = len({p["key"] for p in json.load(f)})
+            n = len({p["key"] for p in json.load(f)["problems"]})
         flags = _trace_flags(trace)
         procs = 2 * a.runs * len(caches)
         # A fresh process costs a few seconds; a problem's first call with benchmark on about

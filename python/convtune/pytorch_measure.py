@@ -25,7 +25,8 @@ order of the settings between runs: `cold` is an empty CUDA kernel cache (CUDA_C
 pointed at a new folder), `warm` a second process on the folder the cold one filled.
 
 Problems are `convtune parse --json` objects (key, dir, dtype, layout, n, c, k, groups, in, ker,
-stride, dil, pad, pad_end, out): every field spelled out, so this file needs no parser of its own.
+stride, dil, pad, pad_end, out): every field spelled out, so this file needs no parser of its own;
+--problems takes that command's document (format 1, its "problems") or a JSON array of them.
 """
 
 import argparse
@@ -177,12 +178,17 @@ def _problems_from_trace(path):
 
 
 def _load_problems(path):
+    """The problems of `convtune parse --json`'s document (its "problems"), of a JSON array of
+    such objects (the problem lists in bench/sim/data), or of a trace (any name but .json)."""
     if not path.endswith(".json"):
         return _problems_from_trace(path)
     with open(path) as f:
         doc = json.load(f)
+    if isinstance(doc, dict) and doc.get("format") == 1:
+        doc = doc.get("problems")
     if not isinstance(doc, list) or not all(isinstance(p, dict) and "key" in p for p in doc):
-        sys.exit(f"pytorch_measure: {path}: expected the JSON array of `convtune parse --json`")
+        sys.exit(f"pytorch_measure: {path}: expected the document of `convtune parse --json` or a JSON array of its "
+                 "problems")
     return doc
 
 

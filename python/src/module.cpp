@@ -4,9 +4,10 @@
 //   get_flags() / set_flags(dict)      the process-wide flags (convtune::global_flags / set_global_flags)
 //   make_problem(...) / parse_problem  ConvProblem <-> canonical string and a dict of its fields
 //   convolution(problem, x, w, y, be)  convtune::convolution on NumPy buffers (the flags apply)
-//   tune(...) / simulate(...)          convtune::app::tune / simulate: the text `convtune tune --json` /
-//                                      `convtune simulate --json` print
-//   backends(), version()
+//   tune(**kw) / simulate(**kw)        convtune::app::tune / simulate / run / list / parse, the keyword
+//   run / list / parse(**kw)           arguments mapped through the request's field table (app/fields.hpp):
+//                                      the text `convtune <op> --json` prints; fields(op) the table's names
+//   backends(), version()              backends(): app::list's backends
 //   FrameworkContext(db).run(...)      convtune::app::run_framework on a framework's pointers (ints),
 //                                      what convtune.torch's Python override calls for each convolution
 //   _framework_api()                   the same entry point as a C interface (convtune_framework_api.h,
@@ -17,6 +18,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
@@ -30,6 +32,9 @@
 
 #include "convtune/app/framework.hpp"
 #include "convtune_framework_api.h"
+#include "convtune/app/list.hpp"
+#include "convtune/app/parse.hpp"
+#include "convtune/app/run.hpp"
 #include "convtune/app/simulate.hpp"
 #include "convtune/app/tune.hpp"
 #include "convtune/build_info.hpp"
@@ -248,25 +253,100 @@ void convolution_numpy(const std::string& problem, const py::array& x, const py:
     }
 }
 
-// tune / simulate ------------------------------------------------------------------------------
-// convtune::app does the work and writes the JSON; `convtune tune --json` and
-// `convtune simulate --json` print the very same text.
+// Requests from keyword arguments ----------------------------------------------------------------
+// A request is filled through its one field table (app::visit_fields, convtune/app/fields.hpp):
+// each keyword names a field, None leaves it at its default; an unknown keyword, or a value of the
+// wrong type, is an error naming it.
 
-std::string tune(const std::vector<std::string>& problems, const std::string& shapes, const std::string& workload, const std::string& mode,
-                 const std::string& shapes_dir, const std::string& backend, const std::string& policy, const py::object& flags,
-                 const std::optional<std::string>& db, const std::string& batch, const std::string& dir, const std::string& dtype,
-                 const std::string& layout) {
-    app::TuneRequest r{.problems = problems, .shapes = shapes, .workload = workload, .mode = mode, .shapes_dir = shapes_dir,
-                       .backend = backend, .policy = policy, .flags = "", .flag_values = {}, .db = db, .batch = batch, .dtype = dtype,
-                       .dir = dir, .layout = layout, .progress = {}};
-    if (py::isinstance<py::dict>(flags)) r.flag_values = apply_flags(app::tune_flags(r), flags.cast<py::dict>());
-    else if (py::isinstance<py::str>(flags)) r.flags = flags.cast<std::string>();
-    else if (!flags.is_none()) throw py::type_error("flags: expected None, a 'key=value,...' string or a dict");
+std::string type_name(py::handle v) { return py::str(v.get_type().attr("__name__")); }
+
+[[noreturn]] void wrong_type(std::string_view key, std::string_view expected, py::handle v) {
+    throw py::type_error(fmt::format("{}: expected {}, got {}", key, expected, type_name(v)));
+}
+
+std::string text_of(std::string_view key, py::handle v) {
+    if (!py::isinstance<py::str>(v)) wrong_type(key, "a str", v);
+    return v.cast<std::string>();
+}
+
+// A dict of flags for a FlagsField, applied once the request's other fields are set.
+struct PendingFlags {
+    app::FlagsField field;
+    py::dict flags;
+};
+
+void set_field(std::string_view key, py::handle v, std::string& f, std::vector<PendingFlags>&) { f = text_of(key, v); }
+void set_field(std::string_view key, py::handle v, std::optional<std::string>& f, std::vector<PendingFlags>&) {
+    f = text_of(key, v);
+}
+void set_field(std::string_view key, py::handle v, std::vector<std::string>& f, std::vector<PendingFlags>&) {
+    if (!py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v)) wrong_type(key, "a list of str", v);
+    std::vector<std::string> texts;
+    for (py::handle x : v) {
+        if (!py::isinstance<py::str>(x)) wrong_type(key, "a list of str", x);
+        texts.push_back(x.cast<std::string>());
+    }
+    f = std::move(texts);
+}
+void set_field(std::string_view key, py::handle v, bool& f, std::vector<PendingFlags>&) {
+    f = get_bool(std::string(key), v);
+}
+template <class T>
+    requires std::is_integral_v<T>
+void set_field(std::string_view key, py::handle v, T& f, std::vector<PendingFlags>&) {
+    f = get_number<T>(std::string(key), v, std::numeric_limits<T>::min());
+}
+void set_field(std::string_view key, py::handle v, double& f, std::vector<PendingFlags>&) {
+    if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)))
+        wrong_type(key, "a number", v);
+    f = v.cast<double>();
+}
+void set_field(std::string_view key, py::handle v, app::FlagsField&& f, std::vector<PendingFlags>& pending) {
+    if (py::isinstance<py::str>(v)) f.text = v.cast<std::string>();
+    else if (py::isinstance<py::dict>(v)) pending.push_back({std::move(f), v.cast<py::dict>()});
+    else throw py::type_error(std::string(key) + ": expected None, a 'key=value,...' string or a dict");
+}
+
+// The request `op` takes, from its keyword arguments.
+template <class R>
+R request_from(std::string_view op, const py::kwargs& kw) {
+    const std::vector<std::string_view> names = app::field_names<R>();
+    for (auto [k, v] : kw) {
+        const std::string key = py::str(k);
+        if (std::find(names.begin(), names.end(), key) == names.end())
+            throw py::type_error(
+                fmt::format("{}: not a field of {} (its fields: {})", key, op, fmt::join(names, ", ")));
+    }
+    R r{};
+    std::vector<PendingFlags> pending;
+    app::visit_fields(r, [&](std::string_view name, auto&& field) {
+        const py::str key(name.data(), name.size());
+        if (!kw.contains(key) || kw[key].is_none()) return;
+        set_field(name, kw[key], std::forward<decltype(field)>(field), pending);
+    });
+    for (PendingFlags& p : pending) p.field.values = apply_flags(p.field.base(), p.flags);
+    return r;
+}
+
+// tune / simulate / run / list / parse -----------------------------------------------------------
+// convtune::app does the work and writes the JSON; `convtune <op> --json` prints the very same text.
+
+std::string tune_json(const py::kwargs& kw) {
+    const app::TuneRequest r = request_from<app::TuneRequest>("tune", kw);
     std::ostringstream out;
     app::TuneJsonWriter w(out);
     py::gil_scoped_release release;
     app::tune(r, &w);
     return out.str();
+}
+
+// The JSON text of `op`'s report on the request its keyword arguments give (`name`: the
+// operation's, for errors), run without the GIL.
+template <class R, class Op>
+std::string report_json(std::string_view name, Op op, const py::kwargs& kw) {
+    const R r = request_from<R>(name, kw);
+    py::gil_scoped_release release;
+    return app::json_text(app::to_json(op(r)));
 }
 
 // Framework calls (convtune.torch) ----------------------------------------------------------------
@@ -471,15 +551,6 @@ py::dict framework_flag_values(const py::dict& t, const std::string& policy) {
     return d;
 }
 
-std::string simulate_json(const app::SimulateRequest& r) {
-    app::SimulateReport rep;
-    {
-        py::gil_scoped_release release;
-        rep = app::simulate(r);
-    }
-    return app::json_text(app::to_json(rep));
-}
-
 }  // namespace
 
 }  // namespace convtune::python
@@ -552,27 +623,29 @@ PYBIND11_MODULE(_convtune, m) {
     m.def("flags_string", [](const py::dict& d) { return apply_flags(global_flags(), d).to_string(); },
           "The flags' text form (as the CLI and the trace files write it)");
 
-    m.def("backends", [] {
-        py::list out;
-        for (Backend* b : backends()) {
-            const Availability av = b->availability();
-            py::dict d;
-            d["name"] = std::string(b->name());
-            d["available"] = av.ok;
-            d["reason"] = av.reason;
-            if (av.ok) {
-                const BackendIdentity id = b->identity();
-                d["library"] = id.library;
-                d["device"] = id.device;
-                d["driver"] = id.driver;
+    m.def(
+        "backends",
+        [] {
+            py::list out;
+            for (const app::BackendListing& b : app::list({.what = "backends"}).backends) {
+                py::dict d;
+                d["name"] = b.name;
+                d["available"] = b.available;
+                d["reason"] = b.reason;
+                if (b.available) {
+                    d["library"] = b.library;
+                    d["device"] = b.device;
+                    d["driver"] = b.driver;
+                }
+                py::list algos;
+                for (const app::BackendListing::Algo& a : b.algorithms) algos.append(a.id);
+                d["algorithms"] = algos;
+                out.append(d);
             }
-            py::list algos;
-            for (const Algorithm* a : b->algorithms()) algos.append(std::string(a->id()));
-            d["algorithms"] = algos;
-            out.append(d);
-        }
-        return out;
-    });
+            return out;
+        },
+        "convtune::app::list's backends (`convtune list`): name, available, reason, library, device and driver (when "
+        "available), the ids of the algorithms");
 
     m.def("backend_work", [](const std::string& name) { return find_backend(name).work_counts(); }, py::arg("name"),
           "The preparation work a backend has done in this process, by kind (Backend::work_counts: cuDNN's "
@@ -642,24 +715,31 @@ PYBIND11_MODULE(_convtune, m) {
         py::arg("path"), py::arg("data"),
         "Writes data (bytes) to path as convtune's CLI writes its outputs: only where a regular file or nothing stands, "
         "through a temporary file, fsync and rename; raises convtune.Error naming the path otherwise");
-    m.def("tune", &tune, py::arg("problems"), py::arg("shapes"), py::arg("workload"), py::arg("mode"), py::arg("shapes_dir"),
-          py::arg("backend"), py::arg("policy"), py::arg("flags"), py::arg("db"), py::arg("batch"), py::arg("dir"), py::arg("dtype"),
-          py::arg("layout"));
-
-    m.def("simulate",
-          [](const std::string& workload, const std::string& shapes_dir, const std::string& stream, int iterations, const std::string& mode,
-             int64_t batch, const std::string& batches, const std::string& scales, const std::string& dtype, const std::string& layout,
-             uint64_t seed, const std::vector<std::string>& flags, bool compare, const std::string& backend, const std::string& replay,
-             bool strict, double min_saving, const std::string& plot, int repeats, const std::string& measured, const std::string& kernel_cache) {
-              const app::WorkloadRequest w{.workload = workload, .shapes_dir = shapes_dir, .mode = mode, .stream = stream, .dtype = dtype,
-                                        .layout = layout, .batches = batches, .scales = scales, .batch = batch, .seed = seed};
-              app::SimulateRequest r{.workload = w, .iterations = iterations, .repeats = repeats, .flags = flags, .compare = compare, .backend = backend,
-                                     .replay = replay, .measured = measured, .kernel_cache = kernel_cache, .strict = strict,
-                                     .min_saving = min_saving, .plot = plot, .progress = {}};
-              return simulate_json(r);
-          },
-          py::arg("workload"), py::arg("shapes_dir"), py::arg("stream"), py::arg("iterations"), py::arg("mode"), py::arg("batch"),
-          py::arg("batches"), py::arg("scales"), py::arg("dtype"), py::arg("layout"), py::arg("seed"), py::arg("flags"), py::arg("compare"),
-          py::arg("backend"), py::arg("replay"), py::arg("strict"), py::arg("min_saving"), py::arg("plot"), py::arg("repeats"),
-          py::arg("measured"), py::arg("kernel_cache"));
+    // The application operations: keyword arguments are the request's fields (app::visit_fields),
+    // the result is the JSON text `convtune <op> --json` prints.
+    m.def("tune", &tune_json, "convtune::app::tune: its request's fields as keyword arguments, its JSON text");
+    m.def(
+        "simulate",
+        [](const py::kwargs& kw) { return report_json<app::SimulateRequest>("simulate", &app::simulate, kw); },
+        "convtune::app::simulate: its request's fields as keyword arguments, its JSON text");
+    m.def(
+        "run", [](const py::kwargs& kw) { return report_json<app::RunRequest>("run", &app::run, kw); },
+        "convtune::app::run: its request's fields as keyword arguments, its JSON text");
+    m.def(
+        "list", [](const py::kwargs& kw) { return report_json<app::ListRequest>("list", &app::list, kw); },
+        "convtune::app::list: its request's fields as keyword arguments, its JSON text");
+    m.def(
+        "parse", [](const py::kwargs& kw) { return report_json<app::ParseRequest>("parse", &app::parse, kw); },
+        "convtune::app::parse: its request's fields as keyword arguments, its JSON text");
+    m.def(
+        "fields",
+        [](const std::string& op) -> std::vector<std::string_view> {
+            if (op == "tune") return app::field_names<app::TuneRequest>();
+            if (op == "simulate") return app::field_names<app::SimulateRequest>();
+            if (op == "run") return app::field_names<app::RunRequest>();
+            if (op == "list") return app::field_names<app::ListRequest>();
+            if (op == "parse") return app::field_names<app::ParseRequest>();
+            throw py::value_error("fields: no operation " + quote_input(op));
+        },
+        py::arg("op"), "The fields of an operation's request (tune, simulate, run, list, parse), in its table's order");
 }

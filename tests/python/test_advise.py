@@ -41,7 +41,7 @@ def test_advise_runs_the_whole_pipeline(cli, tmp_path):
     assert "recommendation:" in r.stdout
     # The measurements cover exactly the captured problems (5 distinct: 2 forward, 1 bwd_data, 2 bwd_filter - the
     # first layer has no bwd_data), with both settings, one fresh process each.
-    problems = json.loads((keep / "problems.json").read_text())
+    problems = json.loads((keep / "problems.json").read_text())["problems"]
     grid = json.loads((keep / "pytorch.json").read_text())
     keys = {p["key"] for p in problems}
     assert len(keys) == 5

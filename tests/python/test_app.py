@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import convtune
-from convtune import _tools
+from convtune import _convtune, _tools
 from _helpers import cli_error, run_python
 
 PROBLEMS = ["n=2,c=8,k=16,in=12x12,ker=3x3,pad=1x1", "mb2ic16ih6oc16oh6kh1"]
@@ -147,6 +147,40 @@ def test_explain_and_db_reports_have_one_json_form(cli, tmp_path):
     assert checked == {"format": 1, "path": str(db), "valid": True, "environments": 1, "entries": 2, "unknown": []}
     merged = json.loads(cli("db", "merge", str(tmp_path / "merged.json"), str(db), "--json", check=0).stdout)
     assert merged == {"format": 1, "out": str(tmp_path / "merged.json"), "environments": 1, "entries": 2}
+
+
+def test_run_list_and_parse_json_are_the_clis_byte_for_byte(cli, tmp_path):
+    """run, list and parse are application operations too: one JSON text (format 1) for both."""
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("ic4ih8oc4oh8kh3ph1n\"a*2\"\n" + PROBLEMS[0] + "\n")
+    ours = _convtune.parse(file=str(shapes), dtype="f16")
+    assert ours == cli("parse", str(shapes), "--dtype", "f16", "--json", check=0).stdout
+    doc = json.loads(ours)
+    assert doc["format"] == 1 and doc["file"] == str(shapes)
+    assert [(p["name"], p["repeat"], p["dtype"]) for p in doc["problems"]] == [("a", 2, "f16"), ("", 1, "f16")]
+    # An untimed run is deterministic: the heuristic's algorithm, the same output bits, the same check.
+    ours = _convtune.run(problem=PROBLEMS[1], dir="bwd_filter", check=True)
+    assert ours == cli("run", "--problem", PROBLEMS[1], "--dir", "bwd_filter", "--check", "--json", check=0).stdout
+    doc = json.loads(ours)
+    assert doc["format"] == 1 and doc["status"] == "ok" and doc["selected_by"] == "heuristic" and doc["check"]["passed"]
+    ours = _convtune.list()
+    assert ours == cli("list", "--json", check=0).stdout
+    doc = json.loads(ours)
+    assert doc["format"] == 1
+    # convtune.list_backends() is the same operation's backends.
+    assert [(b["name"], b["available"], [a["id"] for a in b["algorithms"]]) for b in doc["backends"]] == \
+        [(b["name"], b["available"], b["algorithms"]) for b in convtune.list_backends()]
+    ours = _convtune.list(what="recordings")
+    assert ours == cli("list", "recordings", "--json", check=0).stdout
+    assert json.loads(ours)["format"] == 1 and [e["name"] for e in json.loads(ours)["recordings"]] == ["h100", "h200"]
+    # Errors name the request's fields here and the options there.
+    with pytest.raises(convtune.Error) as e:
+        _convtune.run(problem=PROBLEMS[0], algo="cpu.direct", flags="benchmark=1")
+    assert str(e.value) == "algo: give algo or flags, not both"
+    assert cli_error(cli("run", "--problem", PROBLEMS[0], "--algo", "cpu.direct", "--flags", "benchmark=1")) == \
+        "--algo: give --algo or --flags, not both"
+    with pytest.raises(convtune.Error, match="^what: 'everything' is neither backends nor recordings$"):
+        _convtune.list(what="everything")
 
 
 def test_replay_by_library_name_estimates_and_strict():

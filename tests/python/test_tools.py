@@ -1,10 +1,12 @@
 """convtune.tune and convtune.simulate return what `convtune tune --json` / `simulate --json` print."""
 
+import inspect
 import json
 
 import pytest
 
 import convtune
+from convtune import _convtune
 from _helpers import cli_error
 
 PROBLEMS = ["n=2,c=8,k=16,in=12x12,ker=3x3,pad=1x1", "mb2ic16ih6oc16oh6kh1"]
@@ -156,3 +158,26 @@ def test_simulate_errors_carry_the_cli_message(cli, tmp_path):
             convtune.simulate(trace=good, batch=bad_batch)
         with pytest.raises(convtune.Error, match=f"batch: must be >= 1 \\(got {bad_batch}\\)"):
             convtune.tune(PROBLEMS[0], batch=bad_batch)
+
+
+def test_requests_are_filled_by_name_through_the_field_table():
+    """The binding fills a request from keyword arguments through its one field table in C++."""
+    # Every argument of tune() and simulate() is a field of the request (trace= is simulate's stream).
+    assert set(inspect.signature(convtune.tune).parameters) <= set(_convtune.fields("tune"))
+    assert set(inspect.signature(convtune.simulate).parameters) - {"trace"} <= set(_convtune.fields("simulate"))
+    with pytest.raises(TypeError) as e:
+        _convtune.tune(problem=PROBLEMS[0])
+    assert str(e.value) == "problem: not a field of tune (its fields: " + ", ".join(_convtune.fields("tune")) + ")"
+    with pytest.raises(TypeError, match="^iterations: expected an int, got str$"):
+        _convtune.simulate(iterations="3")
+    with pytest.raises(TypeError, match="^problems: expected a list of str, got str$"):
+        _convtune.tune(problems=PROBLEMS[0])
+    with pytest.raises(TypeError, match="^strict: expected a bool, got int$"):
+        _convtune.simulate(strict=1)
+    with pytest.raises(TypeError, match="^flags: expected None, a 'key=value,...' string or a dict$"):
+        _convtune.tune(problems=PROBLEMS, flags=3)
+    with pytest.raises(convtune.Error, match="^seed: must be >= 0 \\(got -1\\)$"):
+        _convtune.simulate(seed=-1)
+    # A dict of flags applies over what the other fields give (benchmark=1, then the policy); None is the default.
+    doc = json.loads(_convtune.tune(problems=PROBLEMS[:1], policy="pytorch", flags={"benchmark": False}, db=None))
+    assert doc["flags"].startswith("enabled=1,benchmark=0,") and "policy=pytorch" in doc["flags"]

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "convtune/app/fields.hpp"
 #include "convtune/app/report.hpp"
 #include "convtune/app/workload.hpp"
 #include "convtune/sim/report.hpp"
@@ -32,6 +33,32 @@ struct SimulateRequest {
     std::string plot;                // also write the SVG plot here
     ProgressFn progress;
 };
+
+// SimulateRequest's field table (fields.hpp): the workload's fields, then the simulation's.
+template <class V>
+void visit_fields(SimulateRequest& r, V&& v) {
+    v("workload", r.workload.workload);
+    v("shapes_dir", r.workload.shapes_dir);
+    v("stream", r.workload.stream);
+    v("iterations", r.iterations);
+    v("repeats", r.repeats);
+    v("mode", r.workload.mode);
+    v("batch", r.workload.batch);
+    v("batches", r.workload.batches);
+    v("scales", r.workload.scales);
+    v("dtype", r.workload.dtype);
+    v("layout", r.workload.layout);
+    v("seed", r.workload.seed);
+    v("flags", r.flags);
+    v("compare", r.compare);
+    v("backend", r.backend);
+    v("replay", r.replay);
+    v("pytorch_measured", r.measured);
+    v("kernel_cache", r.kernel_cache);
+    v("strict", r.strict);
+    v("min_saving", r.min_saving);
+    v("plot", r.plot);
+}
 
 struct SimulateReport {
     sim::SimulationResult result;

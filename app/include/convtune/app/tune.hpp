@@ -15,6 +15,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "convtune/app/fields.hpp"
 #include "convtune/app/report.hpp"
 #include "convtune/backend.hpp"
 #include "convtune/convtune.hpp"
@@ -59,6 +60,26 @@ struct TuneRequest {
 // The flags a request tunes under: benchmark=1, then the policy, then the flags text (or
 // flag_values). Throws on a bad policy or flag.
 FlagValues tune_flags(const TuneRequest& r);
+
+// TuneRequest's field table (fields.hpp). "problems" is the CLI's --problem (one problem there).
+template <class V>
+void visit_fields(TuneRequest& r, V&& v) {
+    v("problems", r.problems);
+    v("shapes", r.shapes);
+    v("workload", r.workload);
+    v("mode", r.mode);
+    v("shapes_dir", r.shapes_dir);
+    v("backend", r.backend);
+    v("replay", r.replay);
+    v("policy", r.policy);
+    v("flags", FlagsField{r.flags, r.flag_values, [&r] { return tune_flags(r); }});
+    v("db", r.db);
+    v("db_flush", r.db_flush_s);
+    v("batch", r.batch);
+    v("dtype", r.dtype);
+    v("dir", r.dir);
+    v("layout", r.layout);
+}
 
 struct TunedProblem {
     std::string problem;  // canonical form
