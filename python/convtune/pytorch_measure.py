@@ -4,7 +4,7 @@ The simulator's `pytorch` setting is an emulation of PyTorch's algorithm search;
 measures the real thing, so that recordings can carry PyTorch's own costs next to convtune's
 per-algorithm times (docs/simulation.md, "PyTorch's own behaviour").
 
-    convtune parse --json --batch 32 shapes.trace > problems.json
+    convtune parse --json shapes.trace > problems.json      # a trace, or a shape file at its own batch
     python3 -m convtune.pytorch_measure grid --problems problems.json --out pytorch.json
     python3 path/to/pytorch_measure.py grid ...      # where only PyTorch is installed
     python3 path/to/pytorch_measure.py grid --problems capture.trace ...   # a trace capture wrote
