@@ -613,7 +613,7 @@ BOOST_AUTO_TEST_CASE(pytorch_decides_every_suggested_candidate_before_timing_any
         BOOST_TEST(cand(*d, id).reason.find("do not suggest") != std::string::npos, id);
     }
     // benchmark_limit=0: everything PyTorch's lists name is timed; what they do not name (here
-    // the unsuggested, Ranking::framework_listings 0) is never seen, not even decided.
+    // the unsuggested: the heuristic list holds them 0 times) is never seen, not even decided.
     b.reset_counters();
     TuningCache c2;
     Selector s2(b, c2);

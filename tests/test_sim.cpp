@@ -713,9 +713,9 @@ BOOST_AUTO_TEST_CASE(a_search_pass_times_each_problems_candidates_first_in_the_s
 }
 
 BOOST_AUTO_TEST_CASE(a_recording_keeps_the_frameworks_listings_and_its_replay_ranks_with_them) {
-    // Where Ranking::framework_listings differs from the default (1 when suggested), the
-    // recording keeps it and a replay's ranking answers it, so the pytorch policy replays
-    // PyTorch's duplicate and unseen plans as live.
+    // Where the heuristic and fallback lists' listings (Ranking::in_lists) differ from the
+    // default (1 when suggested), the recording keeps them and a replay's ranking answers them,
+    // so the pytorch policy replays PyTorch's duplicate and unseen plans as live.
     std::vector<FakeSpec> specs{{"a", {1}}, {"b", {2}}, {"c", {3}}};
     specs[1].listings = 2;
     specs[2].listings = 0;
@@ -728,7 +728,7 @@ BOOST_AUTO_TEST_CASE(a_recording_keeps_the_frameworks_listings_and_its_replay_ra
     ReplayBackend replay(r, 1);
     const auto ranking = replay.ranking(p);
     std::map<std::string, int> seen;
-    while (const Algorithm* a = ranking->next()) seen[std::string(a->id())] = ranking->framework_listings(*a);
+    while (const Algorithm* a = ranking->next()) seen[std::string(a->id())] = ranking->in_lists(*a, kRecordedLists);
     BOOST_TEST((seen == std::map<std::string, int>{{"a", 1}, {"b", 2}, {"c", 0}}));
     nlohmann::json bad = nlohmann::json::parse(r.to_json());
     bad["problems"][0]["listings"] = {{"zzz", 1}};

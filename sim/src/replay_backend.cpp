@@ -175,7 +175,7 @@ std::vector<const Algorithm*> ReplayBackend::heuristic_order(const ConvProblem& 
 
 std::unique_ptr<Ranking> ReplayBackend::ranking(const ConvProblem& p) const {
     std::set<const Algorithm*> unsuggested;
-    std::map<const Algorithm*, int> listings;
+    std::map<const Algorithm*, int> listings;  // the recorded ones, as the heuristic list's (recording.hpp)
     bool decided = true;  // producing the list decided every support: free unless support is charged
     if (const ProblemRecord* r = lookup(p)) {
         for (const std::string& id : r->unsuggested)

@@ -30,7 +30,8 @@ struct FakeSpec {
     bool suggested = true;
     // Its kernel is compiled at first use (Algorithm::compiles_at_first_use).
     bool compiles = false;
-    // Ranking::framework_listings; -1: the default (1 when suggested, else 0).
+    // How many times the ranking's heuristic list holds it (Ranking::in_list; its fallback list is
+    // empty); -1: the default (1 when suggested, else 0).
     int listings = -1;
     // Wall time workspace_size() takes (sleeps), as a deferred plan build with a kernel compile.
     double plan_build_ms = 0;
