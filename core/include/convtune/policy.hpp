@@ -115,10 +115,6 @@ public:
     // Searched decisions are read from and stored in the tuning database.
     virtual bool persists() const = 0;
 
-    // The simulator's recommendation names this policy ("use the adaptive policy") instead of
-    // "turn benchmark on".
-    virtual bool recommended_by_name() const { return false; }
-
     // The walks. The selector has built ctx.list up to the first eligible candidate (benchmark
     // off: heuristic_reach of them) and checked that there is one.
     // Benchmark off: the decision without timing. Default: the heuristic's first eligible

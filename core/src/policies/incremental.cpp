@@ -116,7 +116,6 @@ class Incremental final : public ConvtuneSearch {
 public:
     bool in_band(const FlagValues& f) const override { return f.benchmark; }
     MeasureStrategy measurement(const FlagValues& f) const override { return MeasureStrategy::in_band(f); }
-    bool recommended_by_name() const override { return true; }
     std::unique_ptr<PolicyState> make_state() const override { return std::make_unique<Rotations>(); }
     std::optional<Status> run_in_band(InBandCall& call) const override;
 };
