@@ -794,11 +794,45 @@ BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) 
         b.reset(1);
         BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 57.0);  // cold call + start-up
         BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 3.0);   // a timed sample: isolated
-        BOOST_TEST(b.time_execution_ms([&] { (void)x->run(p, {}, {}); }) == 6.0);  // an execution: in sequence
+        b.set_in_sequence(true);  // an execution: in sequence
+        BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 6.0);
+        b.set_in_sequence(false);
     }
     std::string bad = loaded.to_json();
     bad.replace(bad.find("\"sequence_factor\":2.0"), 21, "\"sequence_factor\":0.0");
     BOOST_CHECK_THROW(Recording::from_json(bad, "f"), ParseError);
+}
+
+BOOST_AUTO_TEST_CASE(a_simulation_charges_a_replays_executions_in_sequence_and_its_searches_isolated) {
+    // The simulator's meter tells the replay which calls are executions (SelectorObserver::
+    // executing): with a sequence factor of 2 every execution costs twice what it costs without,
+    // every search's timed call the same. No call is cold (no first_ms), so each is a draw.
+    const Stream s = tiny_stream(StreamKind::batch, Mode::train, 3);
+    SimulationOptions o;
+    o.iterations = 6;
+    o.settings = settings({"off", "on", "pytorch"});
+    FakeBackend fake("fake", three());
+    RecordOptions ro;
+    ro.samples = 3;
+    Recording rec = record(fake, distinct_problems(s, o.iterations), ro);
+    for (ProblemRecord& pr : rec.problems) {
+        pr.ranking_ms.reset();
+        for (AlgorithmRecord& ar : pr.algorithms) ar.support_ms.reset(), ar.first_ms.reset();
+    }
+    rec.startup_ms.reset();
+    rec.sequence_factor = 1;
+    ReplayBackend isolated(rec, 5);
+    rec.sequence_factor = 2;
+    ReplayBackend in_sequence(rec, 5);
+    const SimulationResult a = simulate(isolated, s, o), b = simulate(in_sequence, s, o);
+    BOOST_REQUIRE(a.scenarios.size() == b.scenarios.size());
+    for (std::size_t i = 0; i < a.scenarios.size(); ++i) {
+        const IterationStats x = a.scenarios[i].sum(), y = b.scenarios[i].sum();
+        BOOST_TEST(x.exec_ms > 0);
+        BOOST_TEST(y.exec_ms == 2 * x.exec_ms, tt::tolerance(1e-12));
+        BOOST_TEST(y.search_ms == x.search_ms, tt::tolerance(1e-12));
+    }
+    BOOST_TEST(scenario(a, "on").sum().search_ms > 0);
 }
 
 // s0..s11 suggested (s3 the fastest), then u0 and u1 (faster still, the heuristics do not
@@ -1343,7 +1377,9 @@ BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
         const AlgorithmRecord& a = *pr.find(pr.heuristic.front());
         b.reset(1);
         BOOST_TEST(b.time_ms([&] { (void)b.find(a.id)->run(pr.problem, {}, {}); }) == *a.first_ms + *part->startup_ms);
-        const double warm = b.time_execution_ms([&] { (void)b.find(a.id)->run(pr.problem, {}, {}); });
+        b.set_in_sequence(true);
+        const double warm = b.time_ms([&] { (void)b.find(a.id)->run(pr.problem, {}, {}); });
+        b.set_in_sequence(false);
         BOOST_TEST(warm / part->sequence_factor.value_or(1.0) <= *std::max_element(a.samples_ms.begin(), a.samples_ms.end()) + 1e-12);
         BOOST_TEST(warm / part->sequence_factor.value_or(1.0) >= *std::min_element(a.samples_ms.begin(), a.samples_ms.end()) - 1e-12);
     }

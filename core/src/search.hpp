@@ -169,7 +169,8 @@ public:
     const Backend& backend() const { return selector.backend_; }
     SearchHistory& history() const { return selector.history_; }
     ExplorationBudget& exploration() const { return selector.exploration_; }
-    // Runs a on the call's tensors, timed on the device's execution clock into *ms.
+    // Runs a on the call's tensors, timed on the device's clock into *ms (an execution: the
+    // selector's observer is told, Selector::execute).
     Status execute(const Algorithm& a, double* ms) const { return selector.execute(a, p, t, ms, workspace_source); }
     // Pins the shape: stores the searched decision d in the tuning database (when the policy
     // persists) and in the selector's memory.

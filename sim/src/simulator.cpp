@@ -155,14 +155,23 @@ int64_t ScenarioResult::distinct_shapes() const { return sum().new_shapes; }
 
 namespace {
 
-// Charges the selector's timed calls (its searches) to search and the algorithms it executes,
-// timed with the device's execution clock, to execution. An in-band policy's rotated calls
-// (policy.hpp, in_band) are executions: each computes its call's output. A replay's charged
-// support decisions and rankings (ReplayBackend::deciding_ms) are added to search by the runner.
+// Charges the selector's timed calls (its searches) to search and the algorithms it executes to
+// execution, and tells a replay which calls are executions (ReplayBackend::set_in_sequence: the
+// recording's sequence factor applies to them). An in-band policy's rotated calls (policy.hpp,
+// in_band) are executions: each computes its call's output. A replay's charged support decisions
+// and rankings (ReplayBackend::deciding_ms) are added to search by the runner.
 struct Meter final : SelectorObserver {
+    explicit Meter(const ReplayBackend* r) : replay(r) {}
+    const ReplayBackend* replay;  // nullptr: a live backend
     double search_ms = 0, exec_ms = 0;
     void candidate_timed(const ConvProblem&, const Algorithm&, double ms) override { search_ms += ms; }
-    void executed(const ConvProblem&, const Algorithm&, const Status&, double ms) override { exec_ms += ms; }
+    void executing(const ConvProblem&, const Algorithm&) override {
+        if (replay) replay->set_in_sequence(true);
+    }
+    void executed(const ConvProblem&, const Algorithm&, const Status&, double ms) override {
+        if (replay) replay->set_in_sequence(false);
+        exec_ms += ms;
+    }
 };
 
 // Tensors of each problem on the backend, with reproducible data (none on a device that needs
@@ -510,7 +519,7 @@ namespace {
 class SettingRunner {
 public:
     SettingRunner(Backend& b, ReplayBackend* replay, const Stream& stream, IterationSource& its)
-        : b_(b), replay_(replay), stream_(stream), its_(its), pool_(b) {}
+        : b_(b), replay_(replay), stream_(stream), its_(its), meter_(replay), pool_(b) {}
 
     // `tick` is called after each iteration.
     ScenarioResult run(const Setting& s, int iterations, uint64_t seed, const StepTime& step,

@@ -123,10 +123,6 @@ public:
     virtual void download(void* host_dst, const void* device_src, std::size_t bytes) const = 0;
     // Timer: milliseconds of device time spent in fn (waits for the device to finish).
     virtual double time_ms(const std::function<void()>& fn) const = 0;
-    // The time of one call executed as part of a program's sequence of calls, as opposed to a
-    // timing sample (a device that models both, such as a replay of recorded timings, tells them
-    // apart). The default is time_ms.
-    virtual double time_execution_ms(const std::function<void()>& fn) const { return time_ms(fn); }
     virtual void synchronize() const {}
     // Makes this thread's later calls on the device (runs, timings, synchronize) go to `stream`
     // (CUDA: a cudaStream_t; nullptr: the device's default stream) and returns the previous

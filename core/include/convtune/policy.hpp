@@ -68,8 +68,8 @@ public:
     // In-band tuning: whether, under f, a shape is never searched and its real calls
     // (Selector::run) are the measurement's samples instead. Each call runs the candidate whose
     // call is due (measurement.hpp, "In-band"; the shape's first call runs the heuristic's first
-    // eligible candidate), timed on the device's execution clock as it runs, so every call still
-    // computes its output; once the measurement has decided, the shape is pinned (and persisted
+    // eligible candidate), timed as an execution as it runs (Selector::execute), so every call
+    // still computes its output; once the measurement has decided, the shape is pinned (and persisted
     // as a searched decision is). The candidates are those a search would reach (search_reach,
     // holds_back_reference, the flag filters). Until then select() answers with the heuristic's
     // pick as a provisional decision.

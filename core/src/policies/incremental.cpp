@@ -2,8 +2,8 @@
 // its real calls are the samples.
 //   key        as convtune (`benchmark` is part of it)
 //   when       never a search. With benchmark on, each real call of the shape (Selector::run)
-//              runs the candidate whose call is due and times it on the device's execution clock
-//              as it runs: every candidate computes the right output, so no call is spent on
+//              runs the candidate whose call is due and times it, as an execution, as it
+//              runs: every candidate computes the right output, so no call is spent on
 //              timing alone. The first call runs the heuristic's first eligible candidate (what
 //              benchmark off runs), the second it again (a sample of what it takes), the next
 //              ones the other candidates' first calls (their warm-ups), then rounds of one call
