@@ -592,13 +592,11 @@ private:
     TensorPool pool_;
 };
 
-}  // namespace
-
-SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o) {
+// simulate() on b, live, or on `replay` (then b is the replay).
+SimulationResult simulate_on(Backend& b, ReplayBackend* replay, const Stream& stream, const SimulationOptions& o) {
     if (o.iterations < 1) throw InvalidRequest("iterations", "must be >= 1");
     if (o.repeats < 0) throw InvalidRequest("repeats", "must be >= 1 (or 0: the default)");
     require_available(b);
-    auto* replay = dynamic_cast<ReplayBackend*>(&b);
     const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
     const int repeats = o.repeats > 0 ? o.repeats : (replay ? 1 : 3);
     IterationSource its(stream);
@@ -707,6 +705,16 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     for (std::vector<ScenarioResult>& v : runs) res.scenarios.push_back(median_run(std::move(v)));
     analyze(res, o.min_saving);
     return res;
+}
+
+}  // namespace
+
+SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o) {
+    return simulate_on(b, nullptr, stream, o);
+}
+
+SimulationResult simulate(ReplayBackend& replay, const Stream& stream, const SimulationOptions& o) {
+    return simulate_on(replay, &replay, stream, o);
 }
 
 void analyze(SimulationResult& r, double min_saving) {

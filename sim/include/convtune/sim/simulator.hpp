@@ -29,6 +29,8 @@
 
 namespace convtune::sim {
 
+class ReplayBackend;  // replay_backend.hpp
+
 // A named flag setting.
 struct Setting {
     std::string name;
@@ -185,11 +187,14 @@ struct SimulationOptions {
     std::function<void(int64_t, int64_t, const std::string&)> progress;
 };
 
-// Simulates `stream` on backend `b` (live) or on a ReplayBackend (replay, detected). Throws
-// Error before anything runs when a replay cannot answer problems the stream needs (naming
-// --replay): problems it lacks when its estimation is off (--strict), or of a direction it never
-// recorded.
+// Simulates `stream` on backend `b`, live: its own tensors and clock.
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o);
+// Simulates `stream` on a replay of recorded timings: virtual tensors and clock, each run a fresh
+// process (ReplayBackend::reset). Throws Error before anything runs when the replay cannot answer
+// problems the stream needs (naming --replay): problems it lacks when its estimation is off
+// (--strict), or of a direction it never recorded. The caller names the replay: one reached
+// through a plain Backend& is simulated live.
+SimulationResult simulate(ReplayBackend& replay, const Stream& stream, const SimulationOptions& o);
 
 // Only the settings PyTorch measured (`off`, `pytorch`), from o.measured, with no backend.
 SimulationResult simulate_measured(const Stream& stream, const SimulationOptions& o);
