@@ -2,6 +2,8 @@
 #include "search.hpp"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "convtune/host_data.hpp"
@@ -182,6 +184,18 @@ void CandidateList::reach(int n) {
 
 void CandidateList::decide_drawn() {
     while (extend(false)) {
+    }
+    // A ranking knows how many times its lists hold an algorithm once it has walked past them
+    // (cuDNN's fallback list names again configurations mode A yielded): each candidate's count,
+    // read as it was reached, is read again now that the ranking has ended, and one that turns
+    // out to be listed after all has its support decided.
+    std::unordered_map<std::string_view, const Algorithm*> by_id;
+    for (const Algorithm* a : b_.algorithms()) by_id.emplace(a->id(), a);
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+        const auto it = by_id.find(items_[i].id);
+        if (it == by_id.end()) continue;
+        items_[i].listings = ranking_->in_lists(*it->second, lists_);
+        if (items_[i].listings > 0) decide(i);
     }
 }
 

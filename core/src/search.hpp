@@ -81,7 +81,8 @@ public:
     void reach(int n);
     // Walks the ranking to its end, deciding support for every algorithm the lists the policy
     // draws from hold (SelectionPolicy::draws_from), in ranking order; the others are listed
-    // undecided (not_checked, their support not asked).
+    // undecided (not_checked, their support not asked). Each candidate's listings are those the
+    // ended ranking reports.
     void decide_drawn();
     // Whether items()[i] is listed undecided.
     bool undecided(std::size_t i) const { return undecided_.count(i) > 0; }

@@ -65,6 +65,10 @@ public:
     void advance(double ms) const { clock_ms_ += ms; }
     // Allocations larger than this fail (out of memory), 0 = unlimited.
     std::size_t memory_limit = 0;
+    // The ranking's lists report their default counts (Ranking::in_list) until it has ended, as
+    // cuDNN's ranking learns that the fallback list names a configuration again only once it
+    // walks past that list, after mode A yielded the configuration.
+    bool listings_known_at_end = false;
     // When set, every run's time is multiplied by load(clock_ms()): the machine's load as it
     // drifts over (virtual) time, and any noise the test draws in it.
     std::function<double(double)> load;
