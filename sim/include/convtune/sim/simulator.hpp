@@ -2,12 +2,12 @@
 // convtune::Selector, and compares them.
 //
 // One code path serves both engines: the selector drives the given backend — a real one (live:
-// real tensors, the backend's own clock) or a ReplayBackend (replay: virtual tensors and clock).
-// The backend is wrapped in a meter that charges time spent inside Backend::time_ms (the
-// selector's warm-ups and timed samples) to search, and the time of every other algorithm call,
-// measured on the same clock, to execution (an in-band policy's rotated calls included: they are
-// the workload's own calls). Each setting starts as a fresh process: an empty
-// tuning cache and, for a replay, a reset virtual clock.
+// real tensors, the backend's own clock) or a ReplayBackend (replay: virtual tensors and clock;
+// simulate's overload for it). A meter observes the selector (SelectorObserver): it charges the
+// selector's warm-ups and timed samples to search, and every algorithm call it executes, timed
+// on the same clock, to execution (an in-band policy's rotated calls included: they are the
+// workload's own calls); on a replay it marks those as calls in sequence. Each setting starts as
+// a fresh process: an empty tuning cache and, for a replay, a reset virtual clock.
 //
 // A trace stream is the user's run: the flags it records are the baseline, and each setting
 // changes only the flags it names (Setting::spec). When the trace records each step's wall
