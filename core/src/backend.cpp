@@ -28,15 +28,6 @@ std::vector<const Algorithm*> Catalogue::heuristic_order(const ConvProblem& p) c
     return r;
 }
 
-std::string_view to_string(ListName l) {
-    switch (l) {
-        case ListName::heuristic: return "heuristic";
-        case ListName::fallback: return "fallback";
-        case ListName::all: return "all";
-    }
-    return "?";
-}
-
 int Ranking::in_list(const Algorithm& a, ListName list) const {
     switch (list) {
         case ListName::heuristic: return suggested(a) ? 1 : 0;

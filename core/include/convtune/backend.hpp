@@ -62,7 +62,6 @@ private:
 //   fallback   the backend's fallback list (cuDNN's); by default empty
 //   all        every algorithm the ranking yields, once
 enum class ListName : uint8_t { heuristic, fallback, all };
-std::string_view to_string(ListName l);
 
 // A backend's heuristic ranking for one problem, produced as it is consumed: next() returns the
 // next algorithm, best first, or nullptr at the end; each algorithm at most once. It decides no
