@@ -60,7 +60,8 @@ public:
     std::span<const Algorithm* const> algorithms() const override { return list_; }
     std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override;
     // heuristic_order, with the recording's unsuggested ids reported as not suggested and its
-    // listings (kRecordedLists') as the heuristic list's; the fallback list is empty.
+    // listings (those of kRecordedLists together, recording.hpp) as its heuristic list's; its
+    // fallback list is empty.
     std::unique_ptr<Ranking> ranking(const ConvProblem& p) const override;
     const Algorithm* native_fallback(const ConvProblem& p) const override;
     const Algorithm* fixed_default(const ConvProblem& p) const override;
