@@ -794,7 +794,8 @@ BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) 
         b.reset(1);
         BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 57.0);  // cold call + start-up
         BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 3.0);   // a timed sample: isolated
-        b.set_in_sequence(true);  // an execution: in sequence
+        // An execution: in sequence.
+        b.set_in_sequence(true);
         BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 6.0);
         b.set_in_sequence(false);
     }
