@@ -6,6 +6,7 @@
 #include "convtune/convtune.hpp"
 #include "convtune/error.hpp"
 #include "convtune/host_data.hpp"
+#include "convtune/policy.hpp"
 #include "convtune/registry.hpp"
 #include "convtune/verify/oracle.hpp"
 #include "example_backend/example_backend.hpp"
@@ -39,6 +40,22 @@ BOOST_AUTO_TEST_CASE(convolution_runs_it_within_its_error_bound) {
         BOOST_TEST(e.finite);
         BOOST_TEST(e.max_scaled <= find_algorithm("example.direct").error_bound(kP));
     }
+}
+
+BOOST_AUTO_TEST_CASE(its_ranking_offers_the_default_named_lists) {
+    // The heuristic list holds each supporting algorithm once, the fallback list none, `all` each
+    // once: a search drawing from heuristic and fallback (pytorch) or from all (convtune) sees
+    // example.direct once.
+    const auto r = example::example_backend().ranking(kP);
+    const Algorithm* a = r->next();
+    BOOST_REQUIRE(a);
+    BOOST_TEST(a->id() == "example.direct");
+    BOOST_TEST(r->in_list(*a, ListName::heuristic) == 1);
+    BOOST_TEST(r->in_list(*a, ListName::fallback) == 0);
+    BOOST_TEST(r->in_list(*a, ListName::all) == 1);
+    for (const char* policy : {"pytorch", "convtune"})
+        BOOST_TEST(r->in_lists(*a, parse_policy(policy)->draws_from()) == 1);
+    BOOST_TEST(!r->next());
 }
 
 BOOST_AUTO_TEST_CASE(what_it_does_not_support_is_an_error_naming_the_backend) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 #include <unistd.h>
+#include <vector>
 
 #include "convtune/cache_key.hpp"
 #include "convtune/error.hpp"
@@ -68,6 +69,11 @@ BOOST_AUTO_TEST_CASE(each_policy_answers_as_documented) {
     BOOST_TEST(v7.uses_fixed_default(on));
     BOOST_TEST(!v7.uses_fixed_default(flags("deterministic=0")));
     BOOST_TEST(!pt.uses_fixed_default(on));
+    // PyTorch v8's search draws from its two sources, every other policy's from every algorithm.
+    using Lists = std::vector<ListName>;
+    auto lists = [](const SelectionPolicy& o) { return Lists(o.draws_from().begin(), o.draws_from().end()); };
+    BOOST_TEST((lists(pt) == Lists{ListName::heuristic, ListName::fallback}));
+    for (const SelectionPolicy* o : {&v7, &ct, &ad, &in}) BOOST_TEST((lists(*o) == Lists{ListName::all}), o->name());
     BOOST_TEST(pt.decides_support_before_timing());  // PyTorch builds every suggested plan first
     for (const SelectionPolicy* o : {&v7, &ct, &ad, &in}) BOOST_TEST(!o->decides_support_before_timing(), o->name());
     BOOST_TEST(ad.heuristic_reach(on) == 4);

@@ -115,6 +115,21 @@ BOOST_AUTO_TEST_CASE(benchmark_on_times_what_the_frameworks_lists_name_once_per_
     BOOST_TEST(b2.runs("h3") == 2);
 }
 
+BOOST_AUTO_TEST_CASE(a_listing_the_ranking_learns_at_its_end_is_timed_too) {
+    // cuDNN's ranking learns that the fallback list names a configuration mode A yielded only
+    // once it walks past the fallback list: the search reads each candidate's listings once the
+    // ranking has ended, so h2 (both lists name it) is timed twice still.
+    std::vector<FakeSpec> specs = five();
+    specs[1].listings = 2;
+    FakeBackend b("fake", specs);
+    b.listings_known_at_end = true;
+    TuningCache cache;
+    Selector s(b, cache);
+    (void)s.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=0"));
+    for (const char* id : {"h1", "h3", "h4", "h5"}) BOOST_TEST(b.runs(id) == 2, id);
+    BOOST_TEST(b.runs("h2") == 4);
+}
+
 BOOST_AUTO_TEST_CASE(benchmark_is_not_in_the_key) {
     // PyTorch issue 45372: a shape first seen with benchmark off keeps its heuristic pick.
     FakeBackend b("fake", five());
@@ -613,7 +628,7 @@ BOOST_AUTO_TEST_CASE(pytorch_decides_every_suggested_candidate_before_timing_any
         BOOST_TEST(cand(*d, id).reason.find("do not suggest") != std::string::npos, id);
     }
     // benchmark_limit=0: everything PyTorch's lists name is timed; what they do not name (here
-    // the unsuggested, Ranking::framework_listings 0) is never seen, not even decided.
+    // the unsuggested: the heuristic list holds them 0 times) is never seen, not even decided.
     b.reset_counters();
     TuningCache c2;
     Selector s2(b, c2);

@@ -351,10 +351,10 @@ BOOST_AUTO_TEST_CASE(benchmark_that_never_wins_is_never) {
 }
 
 namespace {
-// A result with the baseline "off" and one setting "on", each iteration's total given.
-SimulationResult two_curves(const std::vector<double>& off, const std::vector<double>& on) {
+// A result with the baseline "off" and one setting `other` (a standard one), each iteration's total given.
+SimulationResult two_curves(const std::vector<double>& off, const std::vector<double>& on, const char* other = "on") {
     SimulationResult r;
-    for (auto [name, totals] : {std::pair{"off", &off}, std::pair{"on", &on}}) {
+    for (auto [name, totals] : {std::pair{"off", &off}, std::pair{other, &on}}) {
         ScenarioResult sc;
         sc.setting = parse_setting(name);
         for (double t : *totals) {
@@ -369,6 +369,19 @@ SimulationResult two_curves(const std::vector<double>& off, const std::vector<do
     return r;
 }
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(a_recommendation_names_the_adaptive_and_incremental_policies_only) {
+    // The wording is the simulator's: convtune's own ways of paying for a search are named, any
+    // other setting that saves is "turn benchmark on".
+    for (const auto& [name, text] : {std::pair{"adaptive", "use the adaptive policy ('adaptive': "},
+                                     {"incremental", "use the incremental policy ('incremental': "},
+                                     {"on", "turn benchmark on ('on': "},
+                                     {"pytorch", "turn benchmark on ('pytorch': "}}) {
+        const SimulationResult r = two_curves({10, 10, 10}, {5, 5, 5}, name);
+        BOOST_TEST(r.recommendation.setting == name);
+        BOOST_TEST(r.recommendation.text.find(text) == 0u, r.recommendation.text);
+    }
+}
 
 BOOST_AUTO_TEST_CASE(break_even_counts_touching_as_at_or_below) {
     // Cumulative off 10, 20, 30, 40, 50; on 25, 30, 35, 40, 50: equal from iteration 4 on.
@@ -713,9 +726,9 @@ BOOST_AUTO_TEST_CASE(a_search_pass_times_each_problems_candidates_first_in_the_s
 }
 
 BOOST_AUTO_TEST_CASE(a_recording_keeps_the_frameworks_listings_and_its_replay_ranks_with_them) {
-    // Where Ranking::framework_listings differs from the default (1 when suggested), the
-    // recording keeps it and a replay's ranking answers it, so the pytorch policy replays
-    // PyTorch's duplicate and unseen plans as live.
+    // Where the heuristic and fallback lists' listings (Ranking::in_lists) differ from the
+    // default (1 when suggested), the recording keeps them and a replay's ranking answers them,
+    // so the pytorch policy replays PyTorch's duplicate and unseen plans as live.
     std::vector<FakeSpec> specs{{"a", {1}}, {"b", {2}}, {"c", {3}}};
     specs[1].listings = 2;
     specs[2].listings = 0;
@@ -728,7 +741,7 @@ BOOST_AUTO_TEST_CASE(a_recording_keeps_the_frameworks_listings_and_its_replay_ra
     ReplayBackend replay(r, 1);
     const auto ranking = replay.ranking(p);
     std::map<std::string, int> seen;
-    while (const Algorithm* a = ranking->next()) seen[std::string(a->id())] = ranking->framework_listings(*a);
+    while (const Algorithm* a = ranking->next()) seen[std::string(a->id())] = ranking->in_lists(*a, kRecordedLists);
     BOOST_TEST((seen == std::map<std::string, int>{{"a", 1}, {"b", 2}, {"c", 0}}));
     nlohmann::json bad = nlohmann::json::parse(r.to_json());
     bad["problems"][0]["listings"] = {{"zzz", 1}};
@@ -781,11 +794,46 @@ BOOST_AUTO_TEST_CASE(startup_and_sequence_factor_are_charged_where_they_belong) 
         b.reset(1);
         BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 57.0);  // cold call + start-up
         BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 3.0);   // a timed sample: isolated
-        BOOST_TEST(b.time_execution_ms([&] { (void)x->run(p, {}, {}); }) == 6.0);  // an execution: in sequence
+        // An execution: in sequence.
+        b.set_in_sequence(true);
+        BOOST_TEST(b.time_ms([&] { (void)x->run(p, {}, {}); }) == 6.0);
+        b.set_in_sequence(false);
     }
     std::string bad = loaded.to_json();
     bad.replace(bad.find("\"sequence_factor\":2.0"), 21, "\"sequence_factor\":0.0");
     BOOST_CHECK_THROW(Recording::from_json(bad, "f"), ParseError);
+}
+
+BOOST_AUTO_TEST_CASE(a_simulation_charges_a_replays_executions_in_sequence_and_its_searches_isolated) {
+    // The simulator's meter tells the replay which calls are executions (SelectorObserver::
+    // executing): with a sequence factor of 2 every execution costs twice what it costs without,
+    // every search's timed call the same. No call is cold (no first_ms), so each is a draw.
+    const Stream s = tiny_stream(StreamKind::batch, Mode::train, 3);
+    SimulationOptions o;
+    o.iterations = 6;
+    o.settings = settings({"off", "on", "pytorch"});
+    FakeBackend fake("fake", three());
+    RecordOptions ro;
+    ro.samples = 3;
+    Recording rec = record(fake, distinct_problems(s, o.iterations), ro);
+    for (ProblemRecord& pr : rec.problems) {
+        pr.ranking_ms.reset();
+        for (AlgorithmRecord& ar : pr.algorithms) ar.support_ms.reset(), ar.first_ms.reset();
+    }
+    rec.startup_ms.reset();
+    rec.sequence_factor = 1;
+    ReplayBackend isolated(rec, 5);
+    rec.sequence_factor = 2;
+    ReplayBackend in_sequence(rec, 5);
+    const SimulationResult a = simulate(isolated, s, o), b = simulate(in_sequence, s, o);
+    BOOST_REQUIRE(a.scenarios.size() == b.scenarios.size());
+    for (std::size_t i = 0; i < a.scenarios.size(); ++i) {
+        const IterationStats x = a.scenarios[i].sum(), y = b.scenarios[i].sum();
+        BOOST_TEST(x.exec_ms > 0);
+        BOOST_TEST(y.exec_ms == 2 * x.exec_ms, tt::tolerance(1e-12));
+        BOOST_TEST(y.search_ms == x.search_ms, tt::tolerance(1e-12));
+    }
+    BOOST_TEST(scenario(a, "on").sum().search_ms > 0);
 }
 
 // s0..s11 suggested (s3 the fastest), then u0 and u1 (faster still, the heuristics do not
@@ -1334,7 +1382,9 @@ BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
         const AlgorithmRecord& a = *pr.find(pr.heuristic.front());
         b.reset(1);
         BOOST_TEST(b.time_ms([&] { (void)b.find(a.id)->run(pr.problem, {}, {}); }) == *a.first_ms + *part->startup_ms);
-        const double warm = b.time_execution_ms([&] { (void)b.find(a.id)->run(pr.problem, {}, {}); });
+        b.set_in_sequence(true);
+        const double warm = b.time_ms([&] { (void)b.find(a.id)->run(pr.problem, {}, {}); });
+        b.set_in_sequence(false);
         BOOST_TEST(warm / part->sequence_factor.value_or(1.0) <= *std::max_element(a.samples_ms.begin(), a.samples_ms.end()) + 1e-12);
         BOOST_TEST(warm / part->sequence_factor.value_or(1.0) >= *std::min_element(a.samples_ms.begin(), a.samples_ms.end()) - 1e-12);
     }

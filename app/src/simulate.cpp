@@ -131,7 +131,7 @@ SimulateReport simulate(const SimulateRequest& r) {
                              "PyTorch's measurements carry their own runs; {repeats} applies to a backend or a replay");
 
     std::unique_ptr<sim::ReplayBackend> replay;
-    Backend* backend = nullptr;
+    Backend* backend = nullptr;  // live
     if (!r.replay.empty() && !measured_only) {
         sim::Recording rec = sim::load_replay(r.replay);  // a file, or a name in the recording library
         if (!r.backend.empty() && r.backend != rec.environment.backend)
@@ -140,7 +140,6 @@ SimulateReport simulate(const SimulateRequest& r) {
         replay = std::make_unique<sim::ReplayBackend>(
             std::move(rec), r.workload.seed,
             r.strict ? sim::ReplayBackend::Estimation::none : sim::ReplayBackend::Estimation::any);
-        backend = replay.get();
     } else if (!measured_only) {
         backend = &find_backend(r.backend.empty() ? "cpu" : r.backend);
     }
@@ -177,7 +176,9 @@ SimulateReport simulate(const SimulateRequest& r) {
     so.kernel_cache = r.kernel_cache.empty() ? "warm" : r.kernel_cache;
     so.progress = r.progress;
     SimulateReport rep;
-    rep.result = measured_only ? sim::simulate_measured(stream, so) : sim::simulate(*backend, stream, so);
+    rep.result = measured_only ? sim::simulate_measured(stream, so)
+                 : replay      ? sim::simulate(*replay, stream, so)
+                               : sim::simulate(*backend, stream, so);
     rep.context.title = r.workload.describe(stream) + ", " + std::to_string(iterations) + " iterations";
     rep.context.details = stream_details(stream.spec()) + rep.result.engine +
                           (replay ? " of " + r.replay : std::string()) + " on backend " + rep.result.backend + " (" +

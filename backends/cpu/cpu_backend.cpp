@@ -135,6 +135,8 @@ public:
     BackendIdentity identity() const override { return {"convtune-cpu", host_device_name() + ", ISA " + cpu::isa_levels().active, ""}; }
     std::span<const Algorithm* const> algorithms() const override { return list_; }
 
+    // The cost model's order. The ranking over it is the default one, and so are its named lists
+    // (ListName): the heuristic list is every supporting algorithm, the fallback list is empty.
     std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override {
         std::vector<std::pair<double, const Algorithm*>> ranked;
         for (const Algorithm* a : list_)

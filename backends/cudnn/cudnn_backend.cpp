@@ -149,7 +149,9 @@ private:
     // (runtime-compiled ones held back), the legacy v7 ranking, the other legacy algorithms,
     // then the held-back runtime-compiled graph engines: timing one of those costs a kernel
     // compile (0.03-2 s), so a search reaches them only when nothing before them is left. The
-    // heuristics suggest what stages 0, 1, 2 and 4 yield.
+    // heuristics suggest what stages 0, 1, 2 and 4 yield. Its named lists (ListName): heuristic,
+    // mode A's configurations; fallback, the fallback list's; each with the configurations the
+    // list names again (PyTorch's two sources, which build and time a plan per listing).
     class Staged final : public Ranking {
     public:
         Staged(const CudnnBackend& b, const ConvProblem& p) : b_(b), p_(p) {}
@@ -169,18 +171,22 @@ private:
                 if (stage_ == kStages || !unavailable_reason().empty()) return nullptr;
                 stage_list_ = load(stage_++);
                 pos_ = 0;
-                if (stage_ <= 2) {  // mode A, the fallback list (PyTorch's two sources): every listing
-                    for (const Algorithm* a : stage_list_) ++listings_[a];
-                    for (const Algorithm* a : graph_ranking(p_, stage_ == 1 ? CudnnRanking::mode_a : CudnnRanking::fallback, true))
-                        ++listings_[a];  // the configurations it lists again
+                if (stage_ <= 2) {  // mode A, the fallback list: every listing
+                    std::map<const Algorithm*, int>& listed = listed_[stage_ - 1];
+                    for (const Algorithm* a : stage_list_) ++listed[a];
+                    const CudnnRanking mode = stage_ == 1 ? CudnnRanking::mode_a : CudnnRanking::fallback;
+                    for (const Algorithm* a : graph_ranking(p_, mode, true))
+                        ++listed[a];  // the configurations it lists again
                 }
             }
         }
         bool explores() const override { return true; }
         bool suggested(const Algorithm& a) const override { return suggested_.count(&a) > 0; }
-        int framework_listings(const Algorithm& a) const override {
-            const auto it = listings_.find(&a);
-            return it == listings_.end() ? 0 : it->second;
+        int in_list(const Algorithm& a, ListName list) const override {
+            if (list == ListName::all) return Ranking::in_list(a, list);
+            const std::map<const Algorithm*, int>& listed = listed_[list == ListName::heuristic ? 0 : 1];
+            const auto it = listed.find(&a);
+            return it == listed.end() ? 0 : it->second;
         }
 
     private:
@@ -214,7 +220,7 @@ private:
         std::vector<const Algorithm*> stage_list_;
         std::size_t pos_ = 0;
         std::set<const Algorithm*> seen_, suggested_;
-        std::map<const Algorithm*, int> listings_;  // how many of mode A's and the fallback's lists name it
+        std::map<const Algorithm*, int> listed_[2];  // how many times mode A's, the fallback's list names it
         std::vector<const Algorithm*> held_back_;  // runtime-compiled graph engines no heuristic lists
     };
 

@@ -147,7 +147,9 @@ public:
 
     // onednn.auto (oneDNN's choice) first, then the named implementations in the order of
     // convolution_auto's iterator, then the rest (Winograd, which auto lists only when it deems
-    // it profitable) in the order found.
+    // it profitable) in the order found. The ranking over it is the default one, and so are its
+    // named lists (ListName): the heuristic list is every supporting algorithm, the fallback list
+    // is empty.
     std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override {
         std::vector<const Algorithm*> r;
         const auto o = offers(p);

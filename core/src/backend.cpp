@@ -28,34 +28,49 @@ std::vector<const Algorithm*> Catalogue::heuristic_order(const ConvProblem& p) c
     return r;
 }
 
+int Ranking::in_list(const Algorithm& a, ListName list) const {
+    switch (list) {
+        case ListName::heuristic: return suggested(a) ? 1 : 0;
+        case ListName::fallback: return 0;
+        case ListName::all: return 1;
+    }
+    return 0;
+}
+
+int Ranking::in_lists(const Algorithm& a, std::span<const ListName> from) const {
+    int n = 0;
+    for (const ListName l : from) n += in_list(a, l);
+    return n;
+}
+
 namespace {
 class ListRanking final : public Ranking {
 public:
     ListRanking(std::vector<const Algorithm*> v, bool decided, std::set<const Algorithm*> unsuggested,
-                std::map<const Algorithm*, int> listings)
-        : v_(std::move(v)), decided_(decided), unsuggested_(std::move(unsuggested)), listings_(std::move(listings)) {}
+                std::map<const Algorithm*, int> heuristic)
+        : v_(std::move(v)), decided_(decided), unsuggested_(std::move(unsuggested)), heuristic_(std::move(heuristic)) {}
     const Algorithm* next() override { return i_ < v_.size() ? v_[i_++] : nullptr; }
     bool decided() const override { return decided_; }
     bool explores() const override { return !unsuggested_.empty(); }
     bool suggested(const Algorithm& a) const override { return !unsuggested_.count(&a); }
-    int framework_listings(const Algorithm& a) const override {
-        const auto it = listings_.find(&a);
-        return it != listings_.end() ? it->second : Ranking::framework_listings(a);
+    int in_list(const Algorithm& a, ListName list) const override {
+        const auto it = list == ListName::heuristic ? heuristic_.find(&a) : heuristic_.end();
+        return it != heuristic_.end() ? it->second : Ranking::in_list(a, list);
     }
 
 private:
     std::vector<const Algorithm*> v_;
     bool decided_;
     std::set<const Algorithm*> unsuggested_;
-    std::map<const Algorithm*, int> listings_;
+    std::map<const Algorithm*, int> heuristic_;
     std::size_t i_ = 0;
 };
 }  // namespace
 
 std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided,
                                       std::set<const Algorithm*> unsuggested,
-                                      std::map<const Algorithm*, int> listings) {
-    return std::make_unique<ListRanking>(std::move(order), decided, std::move(unsuggested), std::move(listings));
+                                      std::map<const Algorithm*, int> heuristic) {
+    return std::make_unique<ListRanking>(std::move(order), decided, std::move(unsuggested), std::move(heuristic));
 }
 
 std::unique_ptr<Ranking> Catalogue::ranking(const ConvProblem& p) const {

@@ -2,6 +2,8 @@
 #include "search.hpp"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "convtune/host_data.hpp"
@@ -128,30 +130,35 @@ void judge(SearchHistory& h, const std::vector<Candidate>& cands, const std::str
 }
 
 CandidateList::CandidateList(const Backend& b, const ConvProblem& p, const FlagValues& f)
-    : b_(b), p_(p), f_(f), ranking_(b.ranking(p)), hold_reference_(f.policy->holds_back_reference()) {}
+    : b_(b),
+      p_(p),
+      f_(f),
+      ranking_(b.ranking(p)),
+      lists_(f.policy->draws_from()),
+      hold_reference_(f.policy->holds_back_reference()) {}
 
-bool CandidateList::extend(bool decide_all, bool listed) {
+bool CandidateList::extend(bool decide_all) {
     while (!ended_) {
         const Algorithm* a = ranking_->next();
         if (!a) {
             ended_ = true;
             break;
         }
-        const bool in_view = listed ? ranking_->framework_listings(*a) > 0 : ranking_->suggested(*a);
-        if (!decide_all && !in_view) {
+        const int listings = ranking_->in_lists(*a, lists_);
+        if (!decide_all && listings == 0) {
             Candidate c;
             c.id = std::string(a->id());
             c.notes = a->notes();
             c.state = Candidate::State::not_checked;
             c.suggested = ranking_->suggested(*a);
-            c.listings = ranking_->framework_listings(*a);
+            c.listings = listings;
             undecided_.emplace(items_.size(), a);
             items_.push_back(std::move(c));
             return true;
         }
         Candidate c = evaluate(*a, p_, f_);
         c.suggested = ranking_->suggested(*a);
-        c.listings = ranking_->framework_listings(*a);
+        c.listings = listings;
         if (c.state == Candidate::State::not_timed && hold_reference_ && c.notes.has(Note::reference)) {
             held_.push_back(std::move(c));
             continue;
@@ -175,8 +182,20 @@ void CandidateList::reach(int n) {
     }
 }
 
-void CandidateList::decide_suggested(bool listed) {
-    while (extend(false, listed)) {
+void CandidateList::decide_drawn() {
+    while (extend(false)) {
+    }
+    // A ranking knows how many times its lists hold an algorithm once it has walked past them
+    // (cuDNN's fallback list names again configurations mode A yielded): each candidate's count,
+    // read as it was reached, is read again now that the ranking has ended, and one that turns
+    // out to be listed after all has its support decided.
+    std::unordered_map<std::string_view, const Algorithm*> by_id;
+    for (const Algorithm* a : b_.algorithms()) by_id.emplace(a->id(), a);
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+        const auto it = by_id.find(items_[i].id);
+        if (it == by_id.end()) continue;
+        items_[i].listings = ranking_->in_lists(*it->second, lists_);
+        if (items_[i].listings > 0) decide(i);
     }
 }
 

@@ -76,13 +76,14 @@ public:
 
     // Appends the next ranked algorithm as a candidate (or, at the ranking's end, the held-back
     // reference candidates); false when there is nothing left to append.
-    bool extend() { return extend(true, false); }
+    bool extend() { return extend(true); }
     // Extends until `n` candidates are eligible (n < 0: all) or the ranking has ended.
     void reach(int n);
-    // Walks the ranking to its end, deciding support for every algorithm the heuristics suggest
-    // (`listed`: every algorithm the framework's lists name, Ranking::framework_listings), in
-    // ranking order; the others are listed undecided (not_checked, their support not asked).
-    void decide_suggested(bool listed);
+    // Walks the ranking to its end, deciding support for every algorithm the lists the policy
+    // draws from hold (SelectionPolicy::draws_from), in ranking order; the others are listed
+    // undecided (not_checked, their support not asked). Each candidate's listings are those the
+    // ended ranking reports.
+    void decide_drawn();
     // Whether items()[i] is listed undecided.
     bool undecided(std::size_t i) const { return undecided_.count(i) > 0; }
     // The candidates as reported (complete()), the undecided and unreached ones explained where
@@ -90,9 +91,9 @@ public:
     std::vector<Candidate> finish() &&;
 
 private:
-    // extend(); unless `decide_all`, an algorithm the heuristics do not suggest (`listed`: the
-    // framework's lists do not name) is appended undecided.
-    bool extend(bool decide_all, bool listed);
+    // extend(); unless `decide_all`, an algorithm the lists the policy draws from do not hold is
+    // appended undecided.
+    bool extend(bool decide_all);
     // Decides the support of items()[i] (and applies the filters) when it is listed undecided.
     void decide(std::size_t i);
     void skip_reference(Candidate& c) const;
@@ -101,6 +102,7 @@ private:
     const ConvProblem& p_;
     const FlagValues& f_;
     std::unique_ptr<Ranking> ranking_;
+    std::span<const ListName> lists_;  // the lists the policy draws from
     bool hold_reference_;
     bool ended_ = false;
     int eligible_ = 0;
@@ -168,7 +170,8 @@ public:
     const Backend& backend() const { return selector.backend_; }
     SearchHistory& history() const { return selector.history_; }
     ExplorationBudget& exploration() const { return selector.exploration_; }
-    // Runs a on the call's tensors, timed on the device's execution clock into *ms.
+    // Runs a on the call's tensors, timed on the device's clock into *ms (an execution: the
+    // selector's observer is told, Selector::execute).
     Status execute(const Algorithm& a, double* ms) const { return selector.execute(a, p, t, ms, workspace_source); }
     // Pins the shape: stores the searched decision d in the tuning database (when the policy
     // persists) and in the selector's memory.

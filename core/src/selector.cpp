@@ -196,7 +196,8 @@ Status Selector::execute(const Algorithm& a, const ConvProblem& p, const ConvTen
                                      std::string(a.id()));
     Status st;
     if (!observer_ && !timed_ms) return a.run(p, t, {ws.data(), wsb});
-    const double ms = backend_.time_execution_ms([&] { st = a.run(p, t, {ws.data(), wsb}); });
+    if (observer_) observer_->executing(p, a);
+    const double ms = backend_.time_ms([&] { st = a.run(p, t, {ws.data(), wsb}); });
     if (timed_ms) *timed_ms = ms;
     if (observer_) observer_->executed(p, a, st, ms);
     return st;

@@ -605,19 +605,21 @@ struct OneAlgorithm {
 };
 
 // The candidates a search under `f` times on p, in its order (RecordOptions::search_flags): the
-// supporting (`supports`), eligible algorithms the backend's heuristics suggest (those the
-// framework's lists name, for a policy that times_framework_listings), up to f.benchmark_limit.
+// supporting (`supports`), eligible algorithms of the lists its policy draws from
+// (SelectionPolicy::draws_from; of `all`, those the backend's heuristics suggest), up to
+// f.benchmark_limit.
 template <class Supports>
 std::vector<const Algorithm*> search_candidates(const Backend& b, const ConvProblem& p, const FlagValues& f,
                                                 Supports&& supports) {
     std::vector<const Algorithm*> out;
     const std::size_t limit = f.benchmark_limit > 0 ? static_cast<std::size_t>(f.benchmark_limit) : SIZE_MAX;
+    const std::span<const ListName> from = f.policy->draws_from();
+    const bool everything = std::find(from.begin(), from.end(), ListName::all) != from.end();
     const auto ranking = b.ranking(p);
     while (out.size() < limit) {
         const Algorithm* a = ranking->next();
         if (!a) break;
-        const bool seen =
-            f.policy->times_framework_listings() ? ranking->framework_listings(*a) > 0 : ranking->suggested(*a);
+        const bool seen = everything ? ranking->suggested(*a) : ranking->in_lists(*a, from) > 0;
         if (seen && supports(a) && flag_filter_reason(a->notes_for(p), p, f).empty()) out.push_back(a);
     }
     return out;
@@ -757,10 +759,10 @@ Recording record(const Backend& b, const std::vector<ConvProblem>& problems, con
             pr.heuristic.push_back(std::string(a->id()));
             if (!ranking->suggested(*a)) pr.unsuggested.push_back(std::string(a->id()));
         }
-        // The framework's listings are known once the ranking has ended.
+        // The listings are known once the ranking has ended.
         for (const std::string& id : pr.heuristic) {
             const Algorithm* a = b.find(id);
-            const int n = ranking->framework_listings(*a), by_default = ranking->suggested(*a) ? 1 : 0;
+            const int n = ranking->in_lists(*a, kRecordedLists), by_default = ranking->suggested(*a) ? 1 : 0;
             if (n != by_default) pr.listings[id] = n;
         }
         pr.ranking_ms = ranking_ms;

@@ -175,7 +175,7 @@ std::vector<const Algorithm*> ReplayBackend::heuristic_order(const ConvProblem& 
 
 std::unique_ptr<Ranking> ReplayBackend::ranking(const ConvProblem& p) const {
     std::set<const Algorithm*> unsuggested;
-    std::map<const Algorithm*, int> listings;
+    std::map<const Algorithm*, int> listings;  // the recorded ones, as the heuristic list's (recording.hpp)
     bool decided = true;  // producing the list decided every support: free unless support is charged
     if (const ProblemRecord* r = lookup(p)) {
         for (const std::string& id : r->unsuggested)
@@ -241,21 +241,9 @@ double ReplayBackend::time_ms(const std::function<void()>& fn) const {
     return spent;
 }
 
-double ReplayBackend::time_execution_ms(const std::function<void()>& fn) const {
-    struct Flag {
-        const ReplayBackend& b;
-        bool before;
-        explicit Flag(const ReplayBackend& r) : b(r) {
-            std::lock_guard lock(b.mutex_);
-            before = b.executing_;
-            b.executing_ = true;
-        }
-        ~Flag() {
-            std::lock_guard lock(b.mutex_);
-            b.executing_ = before;
-        }
-    } flag(*this);
-    return time_ms(fn);
+void ReplayBackend::set_in_sequence(bool on) const {
+    std::lock_guard lock(mutex_);
+    in_sequence_ = on;
 }
 
 void ReplayBackend::reset(uint64_t seed) {
@@ -263,7 +251,7 @@ void ReplayBackend::reset(uint64_t seed) {
     seed_ = seed;
     clock_ = 0;
     timing_ = 0;
-    executing_ = false;
+    in_sequence_ = false;
     started_ = false;
     below_ = above_ = 0;
     calls_.clear();
@@ -304,7 +292,7 @@ Status ReplayBackend::replay_run(const ConvProblem& p, const std::string& id) co
         const uint64_t h = mix(mix(seed_) ^ fnv1a(key) ^ mix(static_cast<uint64_t>(n)));
         ms = a->samples_ms[h % a->samples_ms.size()];
         const std::optional<double>& sf = r->sequence_factor ? r->sequence_factor : recording_.sequence_factor;
-        if (executing_ && sf) ms *= *sf;
+        if (in_sequence_ && sf) ms *= *sf;
     }
     if (e) {
         if (const auto it = e->sigma.find(id); it != e->sigma.end()) {

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/core.h>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "convtune/device_tensors.hpp"
@@ -22,6 +24,14 @@ namespace convtune::sim {
 
 namespace {
 Setting named(std::string name, std::string spec) { return {std::move(name), parse_flags(spec), std::move(spec)}; }
+
+// The policies a recommendation names ("use the adaptive policy ...") rather than saying "turn
+// benchmark on": convtune's own ways of paying for a search, which the benchmark flag alone does
+// not describe. The wording is the simulator's, so the list is too.
+bool recommended_by_name(Policy p) {
+    static constexpr std::string_view kNamed[] = {"adaptive", "incremental"};
+    return std::find(std::begin(kNamed), std::end(kNamed), to_string(p)) != std::end(kNamed);
+}
 }  // namespace
 
 std::vector<Setting> standard_settings() {
@@ -145,14 +155,23 @@ int64_t ScenarioResult::distinct_shapes() const { return sum().new_shapes; }
 
 namespace {
 
-// Charges the selector's timed calls (its searches) to search and the algorithms it executes,
-// timed with the device's execution clock, to execution. An in-band policy's rotated calls
-// (policy.hpp, in_band) are executions: each computes its call's output. A replay's charged
-// support decisions and rankings (ReplayBackend::deciding_ms) are added to search by the runner.
+// Charges the selector's timed calls (its searches) to search and the algorithms it executes to
+// execution, and tells a replay which calls are executions (ReplayBackend::set_in_sequence: the
+// recording's sequence factor applies to them). An in-band policy's rotated calls (policy.hpp,
+// in_band) are executions: each computes its call's output. A replay's charged support decisions
+// and rankings (ReplayBackend::deciding_ms) are added to search by the runner.
 struct Meter final : SelectorObserver {
+    explicit Meter(const ReplayBackend* r) : replay(r) {}
+    const ReplayBackend* replay;  // nullptr: a live backend
     double search_ms = 0, exec_ms = 0;
     void candidate_timed(const ConvProblem&, const Algorithm&, double ms) override { search_ms += ms; }
-    void executed(const ConvProblem&, const Algorithm&, const Status&, double ms) override { exec_ms += ms; }
+    void executing(const ConvProblem&, const Algorithm&) override {
+        if (replay) replay->set_in_sequence(true);
+    }
+    void executed(const ConvProblem&, const Algorithm&, const Status&, double ms) override {
+        if (replay) replay->set_in_sequence(false);
+        exec_ms += ms;
+    }
 };
 
 // Tensors of each problem on the backend, with reproducible data (none on a device that needs
@@ -500,7 +519,7 @@ namespace {
 class SettingRunner {
 public:
     SettingRunner(Backend& b, ReplayBackend* replay, const Stream& stream, IterationSource& its)
-        : b_(b), replay_(replay), stream_(stream), its_(its), pool_(b) {}
+        : b_(b), replay_(replay), stream_(stream), its_(its), meter_(replay), pool_(b) {}
 
     // `tick` is called after each iteration.
     ScenarioResult run(const Setting& s, int iterations, uint64_t seed, const StepTime& step,
@@ -573,13 +592,11 @@ private:
     TensorPool pool_;
 };
 
-}  // namespace
-
-SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o) {
+// simulate() on b, live, or on `replay` (then b is the replay).
+SimulationResult simulate_on(Backend& b, ReplayBackend* replay, const Stream& stream, const SimulationOptions& o) {
     if (o.iterations < 1) throw InvalidRequest("iterations", "must be >= 1");
     if (o.repeats < 0) throw InvalidRequest("repeats", "must be >= 1 (or 0: the default)");
     require_available(b);
-    auto* replay = dynamic_cast<ReplayBackend*>(&b);
     const std::vector<Setting> settings = o.settings.empty() ? standard_settings() : o.settings;
     const int repeats = o.repeats > 0 ? o.repeats : (replay ? 1 : 3);
     IterationSource its(stream);
@@ -688,6 +705,16 @@ SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOpti
     for (std::vector<ScenarioResult>& v : runs) res.scenarios.push_back(median_run(std::move(v)));
     analyze(res, o.min_saving);
     return res;
+}
+
+}  // namespace
+
+SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o) {
+    return simulate_on(b, nullptr, stream, o);
+}
+
+SimulationResult simulate(ReplayBackend& replay, const Stream& stream, const SimulationOptions& o) {
+    return simulate_on(replay, &replay, stream, o);
 }
 
 void analyze(SimulationResult& r, double min_saving) {
@@ -838,7 +865,7 @@ void analyze(SimulationResult& r, double min_saving) {
     const std::string when =
         bc.break_even ? fmt::format("after iteration {}", *bc.break_even) : "by the end of the run";
     const double saved = tb * bc.saving;
-    if (bs.setting.flags.policy->recommended_by_name()) {
+    if (recommended_by_name(bs.setting.flags.policy)) {
         rec.text = fmt::format("use the {} policy ('{}': {}): saves {} ({} of {}) over {} iterations, ahead {}{}",
                                to_string(bs.setting.flags.policy), bs.setting.name, bs.setting.flags.to_string(),
                                percent(bc.saving), seconds(saved), seconds(tb), n, when, spread);

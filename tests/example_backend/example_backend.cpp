@@ -50,6 +50,8 @@ public:
     }
 };
 
+// The Catalogue's defaults: the fixed order is the heuristic's, and its ranking's named lists
+// (ListName) are the defaults (heuristic: every supporting algorithm; fallback: none).
 class ExampleBackend final : public HostBackend {
 public:
     std::string_view name() const override { return "example"; }

@@ -114,6 +114,29 @@ int FakeBackend::support_queries(const std::string& id) const {
     return a ? static_cast<const FakeAlgorithm*>(a)->support_queries() : 0;
 }
 
+namespace {
+// FakeBackend::listings_known_at_end: `r`, its lists' counts the defaults until it has ended.
+class LateListings final : public Ranking {
+public:
+    explicit LateListings(std::unique_ptr<Ranking> r) : r_(std::move(r)) {}
+    const Algorithm* next() override {
+        const Algorithm* a = r_->next();
+        ended_ = ended_ || !a;
+        return a;
+    }
+    bool decided() const override { return r_->decided(); }
+    bool explores() const override { return r_->explores(); }
+    bool suggested(const Algorithm& a) const override { return r_->suggested(a); }
+    int in_list(const Algorithm& a, ListName list) const override {
+        return ended_ ? r_->in_list(a, list) : Ranking::in_list(a, list);
+    }
+
+private:
+    std::unique_ptr<Ranking> r_;
+    bool ended_ = false;
+};
+}  // namespace
+
 std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const {
     std::set<const Algorithm*> unsuggested;
     std::map<const Algorithm*, int> listings;
@@ -121,7 +144,9 @@ std::unique_ptr<Ranking> FakeBackend::ranking(const ConvProblem&) const {
         if (!static_cast<const FakeAlgorithm*>(a)->suggested()) unsuggested.insert(a);
     for (const Algorithm* a : list_)
         if (const int n = static_cast<const FakeAlgorithm*>(a)->listings(); n >= 0) listings[a] = n;
-    return list_ranking(list_, false, std::move(unsuggested), std::move(listings));
+    auto r = list_ranking(list_, false, std::move(unsuggested), std::move(listings));
+    if (listings_known_at_end) return std::make_unique<LateListings>(std::move(r));
+    return r;
 }
 
 int FakeBackend::runs(const std::string& id) const {

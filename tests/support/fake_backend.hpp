@@ -30,7 +30,8 @@ struct FakeSpec {
     bool suggested = true;
     // Its kernel is compiled at first use (Algorithm::compiles_at_first_use).
     bool compiles = false;
-    // Ranking::framework_listings; -1: the default (1 when suggested, else 0).
+    // How many times the ranking's heuristic list holds it (Ranking::in_list; its fallback list is
+    // empty); -1: the default (1 when suggested, else 0).
     int listings = -1;
     // Wall time workspace_size() takes (sleeps), as a deferred plan build with a kernel compile.
     double plan_build_ms = 0;
@@ -64,6 +65,10 @@ public:
     void advance(double ms) const { clock_ms_ += ms; }
     // Allocations larger than this fail (out of memory), 0 = unlimited.
     std::size_t memory_limit = 0;
+    // The ranking's lists report their default counts (Ranking::in_list) until it has ended, as
+    // cuDNN's ranking learns that the fallback list names a configuration again only once it
+    // walks past that list, after mode A yielded the configuration.
+    bool listings_known_at_end = false;
     // When set, every run's time is multiplied by load(clock_ms()): the machine's load as it
     // drifts over (virtual) time, and any noise the test draws in it.
     std::function<double(double)> load;

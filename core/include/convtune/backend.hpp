@@ -54,6 +54,15 @@ private:
     std::size_t bytes_ = 0;
 };
 
+// The candidate lists a ranking offers by name, as cudnn-frontend offers its heuristic modes; a
+// policy's search says which it draws from (SelectionPolicy::draws_from). A list may name an
+// algorithm more than once (cuDNN's lists repeat configurations).
+//   heuristic  what the backend's heuristics list for the problem (cuDNN: heuristics mode A); by
+//              default every algorithm the ranking suggests, once
+//   fallback   the backend's fallback list (cuDNN's); by default empty
+//   all        every algorithm the ranking yields, once
+enum class ListName : uint8_t { heuristic, fallback, all };
+
 // A backend's heuristic ranking for one problem, produced as it is consumed: next() returns the
 // next algorithm, best first, or nullptr at the end; each algorithm at most once. It decides no
 // support: an algorithm it returns may not support the problem, and the consumer (the Selector)
@@ -75,22 +84,24 @@ public:
     // explores() says the ranking can yield such candidates (the default ranking cannot).
     virtual bool explores() const { return false; }
     virtual bool suggested(const Algorithm&) const { return true; }
-    // How many of the lists a framework's default search takes its candidates from contain `a`
-    // (PyTorch's cuDNN v8 search: heuristics mode A and the fallback list; it builds and times
-    // one plan per listing, so a configuration both list is timed twice, and one neither lists is
-    // never seen). The `pytorch` policy times accordingly
-    // (SelectionPolicy::times_framework_listings). Known once the ranking has yielded `a` and
-    // walked past the lists; default: 1 when suggested, else 0.
-    virtual int framework_listings(const Algorithm& a) const { return suggested(a) ? 1 : 0; }
+    // How many times the named list holds `a` (an algorithm next() returned); known once the
+    // ranking has yielded `a` and walked past the list. Default: heuristic, 1 when suggested;
+    // fallback, 0; all, 1.
+    virtual int in_list(const Algorithm& a, ListName list) const;
+    // How many times the lists `from` hold `a`, together: PyTorch's cuDNN v8 search builds and
+    // times one plan per listing of heuristics mode A and the fallback list, so a configuration
+    // both list is timed twice, and one neither lists is never seen.
+    int in_lists(const Algorithm& a, std::span<const ListName> from) const;
 };
 
 // A Ranking over a fixed list, in its order; `decided`: producing the list decided every
 // algorithm's support (Ranking::decided); `unsuggested`: the algorithms the heuristics do not
-// suggest (the ranking explores() when there are any); `listings`: framework_listings where it is
-// not the default.
+// suggest (the ranking explores() when there are any); `heuristic`: how many times the heuristic
+// list holds an algorithm where that is not the default (1 when suggested). Its fallback list is
+// empty.
 std::unique_ptr<Ranking> list_ranking(std::vector<const Algorithm*> order, bool decided,
                                       std::set<const Algorithm*> unsuggested = {},
-                                      std::map<const Algorithm*, int> listings = {});
+                                      std::map<const Algorithm*, int> heuristic = {});
 
 // Where a device's memory is: the host's (its buffers are ordinary host memory, within the memory
 // budget, memory_budget.hpp) or the device's own (reached through upload and download).
@@ -111,10 +122,6 @@ public:
     virtual void download(void* host_dst, const void* device_src, std::size_t bytes) const = 0;
     // Timer: milliseconds of device time spent in fn (waits for the device to finish).
     virtual double time_ms(const std::function<void()>& fn) const = 0;
-    // The time of one call executed as part of a program's sequence of calls, as opposed to a
-    // timing sample (a device that models both, such as a replay of recorded timings, tells them
-    // apart). The default is time_ms.
-    virtual double time_execution_ms(const std::function<void()>& fn) const { return time_ms(fn); }
     virtual void synchronize() const {}
     // Makes this thread's later calls on the device (runs, timings, synchronize) go to `stream`
     // (CUDA: a cudaStream_t; nullptr: the device's default stream) and returns the previous

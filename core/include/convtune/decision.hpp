@@ -50,7 +50,7 @@ struct Candidate {
     double median_ms = 0;
     double spread = 0;  // (max - min) / median of the samples
     bool suggested = true;  // the backend's heuristics suggest it (Ranking::suggested)
-    int listings = 1;       // Ranking::framework_listings (read by times_framework_listings policies)
+    int listings = 1;       // how many times the lists its policy draws from hold it (Ranking::in_lists)
 };
 std::string_view to_string(Candidate::State s);
 

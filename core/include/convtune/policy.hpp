@@ -9,9 +9,10 @@
 //   when        does this selection search now, or run the heuristic's pick provisionally until the
 //               shape has recurred (defers_search, search_due), or never search and let the
 //               shape's real calls be the samples (in_band)
-//   which       which candidates a decision reaches and in what order: how many a search times
-//               (search_reach), how many of those are kept for candidates the heuristics do not
-//               suggest (explore_slots), whether a naive reference is held back while others are
+//   which       which candidates a decision reaches and in what order: which of the ranking's
+//               named lists a search draws from (draws_from), how many it times (search_reach),
+//               how many of those are kept for candidates the heuristics do not suggest
+//               (explore_slots), whether a naive reference is held back while others are
 //               eligible (holds_back_reference), how many benchmark off reaches (heuristic_reach),
 //               and whether benchmark off takes the backend's fixed default (uses_fixed_default)
 //               and which ones earlier searches demoted (demotion)
@@ -31,6 +32,7 @@
 #include <span>
 #include <string_view>
 
+#include "convtune/backend.hpp"
 #include "convtune/decision.hpp"
 #include "convtune/flags.hpp"
 #include "convtune/measurement.hpp"
@@ -66,8 +68,8 @@ public:
     // In-band tuning: whether, under f, a shape is never searched and its real calls
     // (Selector::run) are the measurement's samples instead. Each call runs the candidate whose
     // call is due (measurement.hpp, "In-band"; the shape's first call runs the heuristic's first
-    // eligible candidate), timed on the device's execution clock as it runs, so every call still
-    // computes its output; once the measurement has decided, the shape is pinned (and persisted
+    // eligible candidate), timed as an execution as it runs (Selector::execute), so every call
+    // still computes its output; once the measurement has decided, the shape is pinned (and persisted
     // as a searched decision is). The candidates are those a search would reach (search_reach,
     // holds_back_reference, the flag filters). Until then select() answers with the heuristic's
     // pick as a provisional decision.
@@ -93,11 +95,14 @@ public:
     // before timing any (pytorch.cpp's search; the simulator reads it too). false: support is
     // decided for each candidate as the timing reaches it.
     virtual bool decides_support_before_timing() const { return false; }
-    // The search sees only what the framework's lists name (Ranking::framework_listings): a
-    // candidate listed n times is timed n times and counts n towards search_reach, one listed 0
-    // times is never reached, its support never decided (PyTorch v8: a plan per configuration of
-    // heuristics mode A and of the fallback list, duplicates included; pytorch.cpp's search).
-    virtual bool times_framework_listings() const { return false; }
+    // The named candidate lists of the backend's ranking the search draws from (ListName, as
+    // cudnn-frontend takes heuristic modes): a candidate they hold n times together
+    // (Ranking::in_lists) is timed n times and counts n towards search_reach, one they do not
+    // hold is never reached, its support never decided. Default: `all`, every algorithm once,
+    // which is what the default search (convtune.cpp) walks; PyTorch v8 draws from `heuristic`
+    // and `fallback`, a plan per configuration of heuristics mode A and of the fallback list,
+    // duplicates included (pytorch.cpp's search walks them).
+    virtual std::span<const ListName> draws_from() const;
 
     // Which algorithms a search stops timing once earlier searches of this process found them far
     // slower than the winners of the same kind of problem (search_history.hpp; ratio 0: none).
@@ -109,10 +114,6 @@ public:
 
     // Searched decisions are read from and stored in the tuning database.
     virtual bool persists() const = 0;
-
-    // The simulator's recommendation names this policy ("use the adaptive policy") instead of
-    // "turn benchmark on".
-    virtual bool recommended_by_name() const { return false; }
 
     // The walks. The selector has built ctx.list up to the first eligible candidate (benchmark
     // off: heuristic_reach of them) and checked that there is one.

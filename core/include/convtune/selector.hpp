@@ -51,8 +51,11 @@ public:
     virtual void search_started(const ConvProblem&) {}
     // One timed call of candidate a during a search (its warm-up or a sample): ms on the device's clock.
     virtual void candidate_timed(const ConvProblem&, const Algorithm&, double) {}
-    // run() executed a on p with this status, in ms of Device::time_execution_ms. Executions are
-    // timed only while an observer is set.
+    // run() is about to execute a on p, a call of the program's sequence rather than a timing
+    // sample: what a meter whose device models both (the simulator's, on a replay) tells it.
+    virtual void executing(const ConvProblem&, const Algorithm&) {}
+    // run() executed a on p with this status, in ms of Device::time_ms. Executions are timed only
+    // while an observer is set.
     virtual void executed(const ConvProblem&, const Algorithm&, const Status&, double) {}
 };
 
@@ -118,7 +121,8 @@ private:
     Decision decide(const ConvProblem& p, const FlagValues& f, const ConvTensors* t, const WorkspaceSource* ws) const;
     DeviceBuffer workspace(std::size_t bytes, const WorkspaceSource* ws) const;
     // Runs a on t with a workspace (from `ws` when given, else the backend's; within the memory
-    // budget), timed on the device's execution clock when `timed_ms` is given or an observer is set.
+    // budget), timed on the device's clock when `timed_ms` is given or an observer is set (which is
+    // told before and after: SelectorObserver::executing, executed).
     Status execute(const Algorithm& a, const ConvProblem& p, const ConvTensors& t, double* timed_ms,
                    const WorkspaceSource* ws = nullptr) const;
     // Stores a searched decision in the tuning database (when the policy persists and its

@@ -43,7 +43,6 @@ public:
         return f.adaptive_after > 0 && seen >= f.adaptive_after;
     }
     int heuristic_reach(const FlagValues& f) const override { return search_reach(f); }
-    bool recommended_by_name() const override { return true; }
 };
 
 }  // namespace

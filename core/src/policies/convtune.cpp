@@ -20,6 +20,11 @@
 
 namespace convtune {
 
+std::span<const ListName> SelectionPolicy::draws_from() const {
+    static constexpr ListName kAll[] = {ListName::all};
+    return kAll;
+}
+
 Decision SelectionPolicy::pick(SearchContext& ctx) const {
     std::vector<Candidate>& cands = ctx.list.items();
     for (std::size_t i = 0; i < cands.size(); ++i)

@@ -2,8 +2,8 @@
 // its real calls are the samples.
 //   key        as convtune (`benchmark` is part of it)
 //   when       never a search. With benchmark on, each real call of the shape (Selector::run)
-//              runs the candidate whose call is due and times it on the device's execution clock
-//              as it runs: every candidate computes the right output, so no call is spent on
+//              runs the candidate whose call is due and times it, as an execution, as it
+//              runs: every candidate computes the right output, so no call is spent on
 //              timing alone. The first call runs the heuristic's first eligible candidate (what
 //              benchmark off runs), the second it again (a sample of what it takes), the next
 //              ones the other candidates' first calls (their warm-ups), then rounds of one call
@@ -116,7 +116,6 @@ class Incremental final : public ConvtuneSearch {
 public:
     bool in_band(const FlagValues& f) const override { return f.benchmark; }
     MeasureStrategy measurement(const FlagValues& f) const override { return MeasureStrategy::in_band(f); }
-    bool recommended_by_name() const override { return true; }
     std::unique_ptr<PolicyState> make_state() const override { return std::make_unique<Rotations>(); }
     std::optional<Status> run_in_band(InBandCall& call) const override;
 };

@@ -2,13 +2,13 @@
 //   key        backend, problem, deterministic, allow_tf32; not `benchmark` (PyTorch issue
 //              45372: a shape first met with benchmark off keeps its heuristic pick)
 //   when       at once, on the shape's first call
-//   which      benchmark off: the heuristic's first eligible candidate; on: only what PyTorch's
-//              lists name (Ranking::framework_listings; cuDNN: heuristics mode A and the
-//              fallback list): first each listed candidate has its support decided (on cuDNN
-//              its plan built), in ranking order, as PyTorch builds every plan before timing
-//              any; then they are timed in heuristic order, a candidate both lists name twice,
-//              until benchmark_limit timings have run (0: all), reference implementations
-//              included (PyTorch times whatever the library offers)
+//   which      benchmark off: the heuristic's first eligible candidate; on: only what the
+//              ranking's `heuristic` and `fallback` lists hold (draws_from; cuDNN: heuristics
+//              mode A and the fallback list, PyTorch's two sources): first each listed candidate
+//              has its support decided (on cuDNN its plan built), in ranking order, as PyTorch
+//              builds every plan before timing any; then they are timed in heuristic order, a
+//              candidate both lists name twice, until benchmark_limit timings have run (0: all),
+//              reference implementations included (PyTorch times whatever the library offers)
 //   how        one warm-up and one timed call each, the fastest wins (a lucky sample can win)
 //   persisted  never (PyTorch's cache lives as long as the process)
 #include <vector>
@@ -24,7 +24,10 @@ class Pytorch final : public SelectionPolicy {
 public:
     bool keys_benchmark() const override { return false; }
     bool decides_support_before_timing() const override { return true; }
-    bool times_framework_listings() const override { return true; }
+    std::span<const ListName> draws_from() const override {
+        static constexpr ListName kLists[] = {ListName::heuristic, ListName::fallback};
+        return kLists;
+    }
     MeasureStrategy measurement(const FlagValues&) const override { return MeasureStrategy::sample_once(); }
     bool persists() const override { return false; }
 
@@ -36,14 +39,14 @@ public:
         const int limit = search_reach(ctx.f);
         int timed = 0;
         Measurement m(measurement(ctx.f));
-        ctx.list.decide_suggested(true);  // the ranking has ended: the list is complete
+        ctx.list.decide_drawn();  // the ranking has ended: the list is complete
         std::vector<Candidate>& cands = ctx.list.items();
         for (std::size_t i = 0; i < cands.size(); ++i) {
             Candidate& c = cands[i];
-            // Listed undecided: in no list, so the framework's search never sees it.
+            // Listed undecided: in no list it draws from, so its search never sees it.
             if (ctx.list.undecided(i) || c.state != Candidate::State::not_timed) continue;
             if (c.listings == 0) {
-                c.reason = "not in the framework's lists (Ranking::framework_listings): its search never sees it";
+                c.reason = "in neither the heuristic nor the fallback list: PyTorch's search never sees it";
             } else if (limit >= 0 && timed >= limit) {
                 c.reason = "benchmark_limit=" + std::to_string(ctx.f.benchmark_limit) + " reached";
             } else if (timer.time(i, m, c.listings - 1)) {

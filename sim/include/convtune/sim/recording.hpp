@@ -23,6 +23,12 @@
 
 namespace convtune::sim {
 
+// The ranking's named lists whose listings a recording keeps, together (ProblemRecord::listings):
+// PyTorch's two sources, which the pytorch policy draws from. A replay's ranking answers them as
+// its heuristic list (its fallback list is empty), so a search drawing from both sees what it
+// saw live; one drawing from either alone sees both.
+inline constexpr ListName kRecordedLists[] = {ListName::heuristic, ListName::fallback};
+
 struct AlgorithmRecord {
     std::string id;
     bool supported = true;
@@ -47,8 +53,9 @@ struct ProblemRecord {
     // The ids of `heuristic` the backend's heuristics do not suggest (Ranking::suggested; cuDNN:
     // engines no heuristics mode lists): the convtune policy's search keeps explore_slots for them.
     std::vector<std::string> unsuggested;
-    // Ranking::framework_listings of the ids of `heuristic` where it is not the default (1 when
-    // suggested, else 0): e.g. 2 for a cuDNN configuration both mode A and the fallback list name.
+    // How many times the lists kRecordedLists hold each id of `heuristic` (Ranking::in_lists),
+    // where it is not the default (1 when suggested, else 0): e.g. 2 for a cuDNN configuration
+    // both mode A and the fallback list name.
     std::map<std::string, int> listings;
     std::string fallback, fixed;         // native_fallback / fixed_default ids ("" = none)
     std::vector<AlgorithmRecord> algorithms;  // the backend's fixed order

@@ -6,8 +6,9 @@
 // by a hash of (seed, p, a, n). So the spread and the single-sample noise of the real device are
 // reproduced, a replay is reproducible from its seed, and the n-th call costs the same whichever
 // flag setting is simulated. When the recording measured them, the scenario's first call also
-// pays the process start-up (startup_ms), and every warm call timed by time_execution_ms (an
-// execution, not a search) is scaled by the recording's sequence_factor.
+// pays the process start-up (startup_ms), and every warm call of an execution (set_in_sequence:
+// a call of the workload's sequence, not a search's timed sample) is scaled by the recording's
+// sequence_factor.
 //
 // Deciding costs what the recording measured, once per scenario as in a live process (whose
 // backend keeps its plans and heuristics answers): the first supports(p) of an algorithm on a
@@ -58,7 +59,9 @@ public:
     BackendIdentity identity() const override;
     std::span<const Algorithm* const> algorithms() const override { return list_; }
     std::vector<const Algorithm*> heuristic_order(const ConvProblem& p) const override;
-    // heuristic_order, with the recording's unsuggested ids reported as not suggested.
+    // heuristic_order, with the recording's unsuggested ids reported as not suggested and its
+    // listings (those of kRecordedLists together, recording.hpp) as its heuristic list's; its
+    // fallback list is empty.
     std::unique_ptr<Ranking> ranking(const ConvProblem& p) const override;
     const Algorithm* native_fallback(const ConvProblem& p) const override;
     const Algorithm* fixed_default(const ConvProblem& p) const override;
@@ -66,10 +69,12 @@ public:
     void upload(void*, const void*, std::size_t) const override {}
     void download(void*, const void*, std::size_t) const override {}
     double time_ms(const std::function<void()>& fn) const override;
-    // time_ms for a workload's execution call (not a selector's timed sample): the recording's
-    // sequence_factor applies to the warm calls inside.
-    double time_execution_ms(const std::function<void()>& fn) const override;
     bool needs_tensor_data() const override { return false; }
+    // Whether the calls that follow are a workload's executions, run in sequence, rather than a
+    // selector's timed samples, run in isolation: the recording's sequence_factor applies to the
+    // warm ones. The simulator's meter sets it around each execution its selector reports
+    // (SelectorObserver::executing, executed); reset() clears it.
+    void set_in_sequence(bool on) const;
 
     const Recording& recording() const { return recording_; }
     // A fresh process: virtual clock 0, no call, support decision or ranking seen yet, draws
@@ -122,7 +127,7 @@ private:
     mutable uint64_t seed_;
     mutable double clock_ = 0;
     mutable double timing_ = 0;  // time of the calls inside the innermost time_ms
-    mutable bool executing_ = false;  // inside time_execution_ms
+    mutable bool in_sequence_ = false;  // set_in_sequence
     mutable bool started_ = false;  // the scenario's first call (and its start-up cost) is done
     mutable std::map<std::string, int64_t> calls_;  // "<problem>|<id>" -> calls so far
     mutable std::set<std::string> decided_;  // "<problem>|<id>" whose support was decided

@@ -2,12 +2,12 @@
 // convtune::Selector, and compares them.
 //
 // One code path serves both engines: the selector drives the given backend — a real one (live:
-// real tensors, the backend's own clock) or a ReplayBackend (replay: virtual tensors and clock).
-// The backend is wrapped in a meter that charges time spent inside Backend::time_ms (the
-// selector's warm-ups and timed samples) to search, and the time of every other algorithm call,
-// measured on the same clock, to execution (an in-band policy's rotated calls included: they are
-// the workload's own calls). Each setting starts as a fresh process: an empty
-// tuning cache and, for a replay, a reset virtual clock.
+// real tensors, the backend's own clock) or a ReplayBackend (replay: virtual tensors and clock;
+// simulate's overload for it). A meter observes the selector (SelectorObserver): it charges the
+// selector's warm-ups and timed samples to search, and every algorithm call it executes, timed
+// on the same clock, to execution (an in-band policy's rotated calls included: they are the
+// workload's own calls); on a replay it marks those as calls in sequence. Each setting starts as
+// a fresh process: an empty tuning cache and, for a replay, a reset virtual clock.
 //
 // A trace stream is the user's run: the flags it records are the baseline, and each setting
 // changes only the flags it names (Setting::spec). When the trace records each step's wall
@@ -28,6 +28,8 @@
 #include "convtune/sim/stream.hpp"
 
 namespace convtune::sim {
+
+class ReplayBackend;  // replay_backend.hpp
 
 // A named flag setting.
 struct Setting {
@@ -185,11 +187,14 @@ struct SimulationOptions {
     std::function<void(int64_t, int64_t, const std::string&)> progress;
 };
 
-// Simulates `stream` on backend `b` (live) or on a ReplayBackend (replay, detected). Throws
-// Error before anything runs when a replay cannot answer problems the stream needs (naming
-// --replay): problems it lacks when its estimation is off (--strict), or of a direction it never
-// recorded.
+// Simulates `stream` on backend `b`, live: its own tensors and clock.
 SimulationResult simulate(Backend& b, const Stream& stream, const SimulationOptions& o);
+// Simulates `stream` on a replay of recorded timings: virtual tensors and clock, each run a fresh
+// process (ReplayBackend::reset). Throws Error before anything runs when the replay cannot answer
+// problems the stream needs (naming --replay): problems it lacks when its estimation is off
+// (--strict), or of a direction it never recorded. The caller names the replay: one reached
+// through a plain Backend& is simulated live.
+SimulationResult simulate(ReplayBackend& replay, const Stream& stream, const SimulationOptions& o);
 
 // Only the settings PyTorch measured (`off`, `pytorch`), from o.measured, with no backend.
 SimulationResult simulate_measured(const Stream& stream, const SimulationOptions& o);
