@@ -54,8 +54,9 @@ inline void problem_text(std::string_view in) {
     try {
         const FlagValues f = parse_flags(in);
         const FlagValues g = parse_flags(f.to_string());
-        CONVTUNE_FUZZ_REQUIRE(g.enabled == f.enabled && g.benchmark == f.benchmark && g.benchmark_limit == f.benchmark_limit &&
-                                  g.deterministic == f.deterministic && g.allow_tf32 == f.allow_tf32 && g.policy == f.policy,
+        CONVTUNE_FUZZ_REQUIRE(g.enabled == f.enabled && g.benchmark == f.benchmark &&
+                                  g.benchmark_limit == f.benchmark_limit && g.deterministic == f.deterministic &&
+                                  g.allow_tf32 == f.allow_tf32 && g.policy == f.policy,
                               "parse_flags(to_string()) changed " + f.to_string() + " into " + g.to_string());
         CONVTUNE_FUZZ_REQUIRE(f.benchmark_limit >= 0, "parse_flags accepted a negative benchmark_limit");
     } catch (const Error&) {
@@ -64,8 +65,9 @@ inline void problem_text(std::string_view in) {
         CONVTUNE_FUZZ_REQUIRE(parse_byte_size(in) > 0, "parse_byte_size accepted 0");
     } catch (const Error&) {
     }
-    for (auto parse : {+[](std::string_view s) { (void)parse_direction(s); }, +[](std::string_view s) { (void)parse_dtype(s); },
-                       +[](std::string_view s) { (void)parse_policy(s); }}) {
+    for (auto parse :
+         {+[](std::string_view s) { (void)parse_direction(s); }, +[](std::string_view s) { (void)parse_dtype(s); },
+          +[](std::string_view s) { (void)parse_policy(s); }}) {
         try {
             parse(in);
         } catch (const Error&) {
@@ -84,7 +86,8 @@ inline void benchdnn_text(std::string_view in) {
         int last = 0;
         for (const ShapeLine& l : parse_shape_text(in)) {
             require_sound(l.problem, "parse_shape_text");
-            CONVTUNE_FUZZ_REQUIRE(l.line_number > last && l.repeat >= 1 && l.repeat <= kMaxRepeat, "parse_shape_text: line numbers or repeat");
+            CONVTUNE_FUZZ_REQUIRE(l.line_number > last && l.repeat >= 1 && l.repeat <= kMaxRepeat,
+                                  "parse_shape_text: line numbers or repeat");
             last = l.line_number;
         }
     } catch (const Error&) {
@@ -96,8 +99,8 @@ inline void benchdnn_text(std::string_view in) {
 inline const std::string& scratch_dir() {
     static const std::string* dir = [] {
         std::error_code ec;
-        const std::filesystem::path base =
-            ::access("/dev/shm", W_OK) == 0 ? std::filesystem::path("/dev/shm") : std::filesystem::temp_directory_path(ec);
+        const std::filesystem::path base = ::access("/dev/shm", W_OK) == 0 ? std::filesystem::path("/dev/shm")
+                                                                           : std::filesystem::temp_directory_path(ec);
         auto* t = new std::string((base / "convtune-fuzz-XXXXXX").string());
         if (!::mkdtemp(t->data())) throw std::runtime_error("cannot create a scratch folder in " + *t);
         std::atexit([] {
@@ -116,7 +119,8 @@ inline std::string as_file(std::string_view data) {
         ::pwrite(fd, data.data(), data.size(), 0) == static_cast<ssize_t>(data.size()))
         return "/proc/self/fd/" + std::to_string(fd);
     const std::string path = scratch_dir() + "/input.json";
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(data.data(), static_cast<std::streamsize>(data.size()));
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(data.data(), static_cast<std::streamsize>(data.size()));
     return path;
 }
 

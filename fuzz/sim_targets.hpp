@@ -25,9 +25,11 @@ inline void workload_text(std::string_view in) {
     CONVTUNE_FUZZ_REQUIRE(!w.layers.empty(), "a workload without layers was accepted");
     for (const sim::Layer& l : w.layers) {
         require_sound(l.problem, "parse_workload_text");
-        CONVTUNE_FUZZ_REQUIRE(l.repeat >= 1 && l.repeat <= kMaxRepeat && l.problem.direction == Direction::fwd, "layer " + l.name);
+        CONVTUNE_FUZZ_REQUIRE(l.repeat >= 1 && l.repeat <= kMaxRepeat && l.problem.direction == Direction::fwd,
+                              "layer " + l.name);
     }
-    CONVTUNE_FUZZ_REQUIRE(w.convolutions() >= static_cast<int64_t>(w.layers.size()), "convolutions() below the layer count");
+    CONVTUNE_FUZZ_REQUIRE(w.convolutions() >= static_cast<int64_t>(w.layers.size()),
+                          "convolutions() below the layer count");
     for (sim::Mode m : {sim::Mode::infer, sim::Mode::train}) {
         sim::WorkloadOptions o;
         o.mode = m;
@@ -60,7 +62,8 @@ inline void trace_text(std::string_view in) {
         for (const sim::Iteration& it : its) {
             CONVTUNE_FUZZ_REQUIRE(!it.empty(), "an empty iteration");
             for (const sim::Call& c : it) {
-                CONVTUNE_FUZZ_REQUIRE(c.count >= 1 && c.count <= kMaxRepeat, "a call with a count outside [1, kMaxRepeat]");
+                CONVTUNE_FUZZ_REQUIRE(c.count >= 1 && c.count <= kMaxRepeat,
+                                      "a call with a count outside [1, kMaxRepeat]");
                 require_sound(c.problem, "parse_trace");
             }
         }

@@ -64,9 +64,11 @@ std::string to_text(const BuildInfo& b) {
         for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
         return s;
     };
-    return "convtune " + b.version + "\nbuild: " + (b.arch.empty() ? std::string("portable (no -march)") : "-march=" + b.arch) +
+    return "convtune " + b.version +
+           "\nbuild: " + (b.arch.empty() ? std::string("portable (no -march)") : "-march=" + b.arch) +
            " (instruction sets: " + (b.isa.empty() ? std::string("baseline") : join(b.isa)) + "), " + b.compiler +
-           "\ncpu algorithms: " + join(b.cpu_levels) + ", running " + b.cpu_level + "\nbackends: " + join(b.backends) + "\n";
+           "\ncpu algorithms: " + join(b.cpu_levels) + ", running " + b.cpu_level + "\nbackends: " + join(b.backends) +
+           "\n";
 }
 
 }  // namespace convtune

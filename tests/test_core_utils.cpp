@@ -85,8 +85,8 @@ BOOST_AUTO_TEST_SUITE(cache_keys)
 
 BOOST_AUTO_TEST_CASE(round_trip_under_every_policy) {
     FakeBackend b("fake", {{"a"}});
-    for (const char* f : {"benchmark=1", "benchmark=0,deterministic=1", "policy=pytorch,allow_tf32=0", "policy=adaptive,benchmark=1",
-                          "policy=pytorch-v7"}) {
+    for (const char* f : {"benchmark=1", "benchmark=0,deterministic=1", "policy=pytorch,allow_tf32=0",
+                          "policy=adaptive,benchmark=1", "policy=pytorch-v7"}) {
         FlagValues v = parse_flags(f);
         for (bool limited : {false, true}) {
             if (limited) v.workspace_limit = 4096;
@@ -103,11 +103,11 @@ BOOST_AUTO_TEST_CASE(round_trip_under_every_policy) {
 
 BOOST_AUTO_TEST_CASE(malformed_keys_are_parse_errors) {
     const std::string p = kP.to_string();
-    for (const std::string& bad : std::vector<std::string>{"fake", "fake|" + p, "|" + p + "|det=0|tf32=1|policy=convtune",
-                                   "fake|n=0|det=0|tf32=1|policy=convtune", "fake|" + p + "|det=2|tf32=1|policy=convtune",
-                                   "fake|" + p + "|tf32=1|det=0|policy=convtune", "fake|" + p + "|det=0|tf32=1|ws=x|policy=convtune",
-                                   "fake|" + p + "|det=0|tf32=1|policy=fastest", "fake|" + p + "|det=0|tf32=1|bench=1",
-                                   "fake|" + p + "|det=0|tf32=1|policy=convtune|bench=1"})
+    for (const std::string& bad : std::vector<std::string>{
+             "fake", "fake|" + p, "|" + p + "|det=0|tf32=1|policy=convtune", "fake|n=0|det=0|tf32=1|policy=convtune",
+             "fake|" + p + "|det=2|tf32=1|policy=convtune", "fake|" + p + "|tf32=1|det=0|policy=convtune",
+             "fake|" + p + "|det=0|tf32=1|ws=x|policy=convtune", "fake|" + p + "|det=0|tf32=1|policy=fastest",
+             "fake|" + p + "|det=0|tf32=1|bench=1", "fake|" + p + "|det=0|tf32=1|policy=convtune|bench=1"})
         BOOST_CHECK_THROW(CacheKey::parse(bad), ParseError);
 }
 
@@ -129,7 +129,8 @@ BOOST_AUTO_TEST_CASE(filled_as_host_tensors_from_the_seed) {
         BOOST_TEST(t.output().data == t.views().y.data);
     }
     const DeviceTensors d(b, kP);
-    BOOST_TEST(std::memcmp(d.views().w.data, make_host_tensors(kP, DeviceTensors::default_seed).w.data(), d.views().w.bytes) == 0);
+    BOOST_TEST(std::memcmp(d.views().w.data, make_host_tensors(kP, DeviceTensors::default_seed).w.data(),
+                           d.views().w.bytes) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(uploads_given_host_buffers_and_downloads_the_output) {
@@ -208,9 +209,13 @@ BOOST_AUTO_TEST_CASE(selector_observer_sees_searches_timed_calls_and_executions)
 BOOST_AUTO_TEST_CASE(the_nvidia_driver_release_is_read_from_both_kernel_module_lines) {
     // The proprietary module's line and the open one's ("for x86_64" before the release: read as
     // "for" before, so every open-module driver looked the same in the environment and the keys).
-    BOOST_TEST(nvidia_driver_release("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Thu Jan 16 2025") == "570.86.15");
-    BOOST_TEST(nvidia_driver_release("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U16-I3-B03-4-3)") ==
-               "580.159.04");
+    BOOST_TEST(nvidia_driver_release("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Thu Jan 16 2025") ==
+               "570.86.15");
+    BOOST_TEST(
+        nvidia_driver_release(
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+            "(dvs-builder@U16-I3-B03-4-3)") ==
+        "580.159.04");
     BOOST_TEST(nvidia_driver_release("NVRM version: something else").empty());
     BOOST_TEST(nvidia_driver_release("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  Release Build").empty());
 }

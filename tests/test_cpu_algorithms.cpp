@@ -63,7 +63,8 @@ BOOST_AUTO_TEST_CASE(resnet50_layers_batch1) {
     // reference, and oneDNN in every direction, was checked on some of them.
     BOOST_TEST(cases.size() == 3u * 23u);
     for (const Algorithm* a : find_backend("cpu").algorithms())
-        if (!a->notes().has(Note::reference)) BOOST_TEST(ran[std::string(a->id())] > 0, a->id() << " was checked on no ResNet-50 layer");
+        if (!a->notes().has(Note::reference))
+            BOOST_TEST(ran[std::string(a->id())] > 0, a->id() << " was checked on no ResNet-50 layer");
     bool onednn = false;
     for (Backend* b : backends()) onednn = onednn || (b->name() == "onednn" && b->availability().ok);
     if (onednn)

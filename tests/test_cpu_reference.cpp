@@ -91,14 +91,17 @@ BOOST_AUTO_TEST_CASE(adjoint_identities_in_f64) {
             BOOST_REQUIRE(execute(cpu_direct(), bf).status.ok());
             const double a = dot(base.y, f.y), b = dot(bd.x, base.x), d = dot(bf.w, base.w);
             const double scale = std::max({std::abs(a), 1.0});
-            BOOST_TEST(std::abs(a - b) / scale < 1e-12, c.label << " " << layout_name(l, p.spatial_dims) << ": " << a << " vs " << b);
-            BOOST_TEST(std::abs(a - d) / scale < 1e-12, c.label << " " << layout_name(l, p.spatial_dims) << ": " << a << " vs " << d);
+            BOOST_TEST(std::abs(a - b) / scale < 1e-12,
+                       c.label << " " << layout_name(l, p.spatial_dims) << ": " << a << " vs " << b);
+            BOOST_TEST(std::abs(a - d) / scale < 1e-12,
+                       c.label << " " << layout_name(l, p.spatial_dims) << ": " << a << " vs " << d);
         }
     }
 }
 
 BOOST_AUTO_TEST_CASE(bitwise_identical_reruns) {
-    for (const auto& c : test::expand({test::awkward_shapes()[0], test::awkward_shapes()[12]}, {DataType::f32, DataType::bf16})) {
+    for (const auto& c :
+         test::expand({test::awkward_shapes()[0], test::awkward_shapes()[12]}, {DataType::f32, DataType::bf16})) {
         HostTensors a = make_host_tensors(c.problem, 5), b = a;
         BOOST_REQUIRE(execute(cpu_direct(), a).status.ok());
         BOOST_REQUIRE(execute(cpu_direct(), b).status.ok());
@@ -162,15 +165,17 @@ BOOST_AUTO_TEST_CASE(low_precision_bounds_are_tight) {
                 const auto o = test::check_against(*a, in, *ref);
                 BOOST_TEST(o.passed, c.label << ": " << o.message);
                 const double bound = a->error_bound(c.problem), ratio = o.stats.max_scaled / bound;
-                BOOST_TEST(ratio >= 1 / kTightness, a->id() << " on " << c.problem.to_string() << ": worst error " << o.stats.max_scaled
-                                                             << " is below 1/" << kTightness << " of its bound " << bound);
+                BOOST_TEST(ratio >= 1 / kTightness, a->id() << " on " << c.problem.to_string() << ": worst error "
+                                                            << o.stats.max_scaled << " is below 1/" << kTightness
+                                                            << " of its bound " << bound);
                 auto [it, fresh] = loosest.try_emplace(std::string(a->id()), ratio, c.problem.to_string());
                 if (!fresh && ratio < it->second.first) it->second = {ratio, c.problem.to_string()};
                 ++checked;
             }
         }
     }
-    for (const auto& [id, r] : loosest) BOOST_TEST_MESSAGE(id << ": worst error >= " << r.first << " x the bound (least on " << r.second << ")");
+    for (const auto& [id, r] : loosest)
+        BOOST_TEST_MESSAGE(id << ": worst error >= " << r.first << " x the bound (least on " << r.second << ")");
     BOOST_TEST(checked > 100);
     BOOST_TEST(loosest.count("cpu.winograd_f2x3") == 1u);
     BOOST_TEST(loosest.count("cpu.fft") == 1u);

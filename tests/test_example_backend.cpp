@@ -27,7 +27,8 @@ BOOST_AUTO_TEST_CASE(found_by_name_and_by_algorithm_id) {
     BOOST_TEST(&find_backend("example") == &example::example_backend());
     BOOST_TEST(find_algorithm("example.direct").backend().name() == "example");
     BOOST_TEST(backends().back()->name() == "example");
-    BOOST_TEST(test::error_of([] { register_backend(example::example_backend()); }) == "backend: 'example' is already registered");
+    BOOST_TEST(test::error_of([] { register_backend(example::example_backend()); }) ==
+               "backend: 'example' is already registered");
 }
 
 BOOST_AUTO_TEST_CASE(convolution_runs_it_within_its_error_bound) {

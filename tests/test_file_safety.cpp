@@ -56,7 +56,9 @@ std::string read_bytes(const std::string& path) {
     ss << f.rdbuf();
     return ss.str();
 }
-void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; }
+void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
 
 mode_t lstat_type(const std::string& path) {
     struct stat st {};
@@ -130,8 +132,8 @@ BOOST_AUTO_TEST_SUITE(outputs)
 // device: below): every writer refuses, naming the path and what stands there, and leaves it as it was.
 BOOST_AUTO_TEST_CASE(only_regular_files_are_replaced) {
     TempDir dir;
-    const std::string d = dir.file("a_dir"), fifo = dir.file("a_fifo"), sock = dir.file("a_socket"), to_dir = dir.file("link_to_dir"),
-                      dangling = dir.file("link_to_nothing");
+    const std::string d = dir.file("a_dir"), fifo = dir.file("a_fifo"), sock = dir.file("a_socket"),
+                      to_dir = dir.file("link_to_dir"), dangling = dir.file("link_to_nothing");
     fs::create_directory(d);
     write_bytes(d + "/inside", "user data");
     BOOST_REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
@@ -236,8 +238,8 @@ BOOST_AUTO_TEST_CASE(orphaned_temporaries_are_removed) {
     const std::string out = dir.file("out.json");
     const std::string gone = std::to_string(gone_pid()), alive = std::to_string(::getppid());
     const std::vector<std::string> orphans = {"out.json.tmp." + gone, ".out.json.tmp." + gone};
-    const std::vector<std::string> kept = {"out.json.tmp." + alive, "other.json.tmp." + gone, "out.json.tmp." + gone + "x",
-                                           "out.json.tmp.dir"};
+    const std::vector<std::string> kept = {"out.json.tmp." + alive, "other.json.tmp." + gone,
+                                           "out.json.tmp." + gone + "x", "out.json.tmp.dir"};
     for (const std::string& n : orphans) write_bytes(dir.file(n), "half written");
     for (const std::string& n : kept) write_bytes(dir.file(n), "not an orphan of out.json");
     const std::string gone2 = std::to_string(gone_pid());
@@ -302,7 +304,8 @@ BOOST_AUTO_TEST_CASE(newer_version_is_refused_and_untouched) {
     BOOST_TEST(!d.store(kEnv, "k", {"a", 1, 0, 1, 0, 1}));
     BOOST_TEST(read_bytes(db2) == text);
     BOOST_TEST(read_bytes(db) == text);
-    for (const auto& e : fs::directory_iterator(dir.path)) BOOST_TEST(!contains(e.path().string(), ".corrupt"), e.path());
+    for (const auto& e : fs::directory_iterator(dir.path))
+        BOOST_TEST(!contains(e.path().string(), ".corrupt"), e.path());
     BOOST_TEST(temporaries(dir.path).empty());
     BOOST_REQUIRE(!warnings.empty());
     BOOST_TEST(contains(warnings.back(), "written by a newer convtune"), warnings.back());
@@ -326,13 +329,15 @@ BOOST_AUTO_TEST_CASE(special_files_are_refused_quickly) {
         {"recording", [](const std::string& p) { sim::Recording::load(p); }},
         {"bounded", [](const std::string& p) { read_file_bounded(p, 1 << 20, "bounded"); }},
     };
-    const std::vector<std::pair<std::string, std::string>> files = {{"/dev/zero", "a character device"}, {fifo, "a FIFO"}, {d, "a directory"}};
+    const std::vector<std::pair<std::string, std::string>> files = {
+        {"/dev/zero", "a character device"}, {fifo, "a FIFO"}, {d, "a directory"}};
     for (const auto& [what, read] : readers)
         for (const auto& [path, kind] : files) {
             const auto t0 = std::chrono::steady_clock::now();
             const std::string e = error_of([&] { read(path); });
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            BOOST_TEST(contains(e, path + ": " + what + " must be a regular file, but " + kind + " stands there"), what << ": " << e);
+            BOOST_TEST(contains(e, path + ": " + what + " must be a regular file, but " + kind + " stands there"),
+                       what << ": " << e);
             BOOST_TEST(s < 1.0, what << " on " << path << " took " << s << " s");
         }
     // A workload given as a special file is not taken as a file at all.
@@ -363,9 +368,10 @@ BOOST_AUTO_TEST_CASE(files_above_the_limit_are_refused) {
         const auto t0 = std::chrono::steady_clock::now();
         const std::string m = error_of([&] { read(big); });
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        BOOST_TEST(contains(m, big + ": " + what + " of " + std::to_string(limit + 1) + " B, above the limit of " +
-                                   std::to_string(limit >> 20) + ".0 MiB (" + std::to_string(limit) + " B) for a " + what),
-                   m);
+        BOOST_TEST(
+            contains(m, big + ": " + what + " of " + std::to_string(limit + 1) + " B, above the limit of " +
+                            std::to_string(limit >> 20) + ".0 MiB (" + std::to_string(limit) + " B) for a " + what),
+            m);
         BOOST_TEST(s < 1.0, what << " took " << s << " s");
     }
     // A database over the limit is never moved aside or replaced by a store.

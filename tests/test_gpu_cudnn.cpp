@@ -100,7 +100,8 @@ OracleCheck check_run(const Algorithm& a, HostTensors& t, const OracleResult& re
 // Where the error is, for a failure message: "max abs .., rel L2 .., worst at index ..".
 std::string error_detail(const ErrorStats& s) {
     std::ostringstream o;
-    o << "max abs " << s.max_abs << ", rel L2 " << s.rel_l2 << ", " << (s.finite ? "worst" : "non-finite") << " at index " << s.worst_index;
+    o << "max abs " << s.max_abs << ", rel L2 " << s.rel_l2 << ", " << (s.finite ? "worst" : "non-finite")
+      << " at index " << s.worst_index;
     return o.str();
 }
 
@@ -113,8 +114,9 @@ void check_cases(const std::vector<test::Case>& cases, Tally& tally, bool rerun_
     std::size_t done = 0;
     for (const auto& c : cases) {
         if (done++ % 20 == 0)
-            BOOST_TEST_MESSAGE("progress: " << done - 1 << "/" << cases.size() << " problems, "
-                                            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+            BOOST_TEST_MESSAGE("progress: "
+                               << done - 1 << "/" << cases.size() << " problems, "
+                               << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
         const ConvProblem& p = c.problem;
         const HostTensors in = make_host_tensors(p, 21);
         std::optional<OracleResult> ref;
@@ -128,11 +130,13 @@ void check_cases(const std::vector<test::Case>& cases, Tally& tally, bool rerun_
             if (!ref) ref = oracle(in);
             HostTensors t = in;
             const OracleCheck o = check_run(*a, t, *ref);
-            BOOST_TEST(o.status.ok(), c.label << ": " << a->id() << " on " << p.to_string() << ": supports() said yes but run returned "
-                                              << o.status.code_name() << " (" << o.status.message << ")");
+            BOOST_TEST(o.status.ok(), c.label << ": " << a->id() << " on " << p.to_string()
+                                              << ": supports() said yes but run returned " << o.status.code_name()
+                                              << " (" << o.status.message << ")");
             if (!o.status.ok()) continue;
-            BOOST_TEST(o.within(), c.label << ": " << a->id() << " on " << p.to_string() << ": max scaled error " << o.stats.max_scaled
-                                           << " > bound " << o.bound << " (" << error_detail(o.stats) << ")");
+            BOOST_TEST(o.within(), c.label << ": " << a->id() << " on " << p.to_string() << ": max scaled error "
+                                           << o.stats.max_scaled << " > bound " << o.bound << " ("
+                                           << error_detail(o.stats) << ")");
             ++tally.checked[std::string(a->id())];
             ++tally.pairs;
             // Deterministic on this problem (what deterministic=1 filters by), listed or not.
@@ -140,8 +144,8 @@ void check_cases(const std::vector<test::Case>& cases, Tally& tally, bool rerun_
                 HostTensors t2 = in;
                 const RunResult r2 = execute(*a, t2);
                 BOOST_TEST(r2.status.ok(), a->id() << " rerun on " << p.to_string() << ": " << r2.status.message);
-                BOOST_TEST((output_of(t) == output_of(t2)),
-                           a->id() << " is listed deterministic but two runs on " << p.to_string() << " differ bitwise");
+                BOOST_TEST((output_of(t) == output_of(t2)), a->id() << " is listed deterministic but two runs on "
+                                                                    << p.to_string() << " differ bitwise");
                 ++tally.reruns[std::string(a->id())];
             }
         }
@@ -157,12 +161,13 @@ void report(const Tally& t, const char* what) {
             continue;
         }
         auto rr = t.reruns.find(std::string(a->id()));
-        BOOST_TEST_MESSAGE(a->id() << " [" << a->notes().to_string() << "]: " << it->second << " " << what << " problems, "
-                                   << (rr == t.reruns.end() ? 0 : rr->second) << " bitwise reruns");
+        BOOST_TEST_MESSAGE(a->id() << " [" << a->notes().to_string() << "]: " << it->second << " " << what
+                                   << " problems, " << (rr == t.reruns.end() ? 0 : rr->second) << " bitwise reruns");
     }
     BOOST_TEST_MESSAGE(what << ": " << t.pairs << " (algorithm, problem) pairs checked; " << t.checked.size()
-                            << " algorithms ran at least once; " << never << " supported none of these problems or were not run; "
-                            << t.rc_skipped << " runtime-compiled pairs outside the runtime-compiled subset not run");
+                            << " algorithms ran at least once; " << never
+                            << " supported none of these problems or were not run; " << t.rc_skipped
+                            << " runtime-compiled pairs outside the runtime-compiled subset not run");
 }
 
 }  // namespace
@@ -214,7 +219,8 @@ BOOST_AUTO_TEST_CASE(engine_configurations_are_distinct) {
                 const std::string choices = info->knobs.substr(std::min(info->knobs.find('['), info->knobs.size()));
                 if (m[2].matched) ++cfg_supported;
                 const auto [it, fresh] = knobs[m[1].str()].emplace(choices, id);
-                BOOST_TEST(fresh, id << " and " << it->second << " run the same knob choices " << choices << " on " << p.to_string());
+                BOOST_TEST(fresh, id << " and " << it->second << " run the same knob choices " << choices << " on "
+                                     << p.to_string());
             }
         }
     BOOST_TEST_MESSAGE(cfg_supported << " supported (.cfg id, ResNet-50 f32 layer) pairs");
@@ -245,16 +251,18 @@ BOOST_AUTO_TEST_CASE(listed_notes_cover_reported_notes) {
             ++compared;
             const Notes listed = a->notes();
             for (Note n : {Note::nondeterministic, Note::winograd, Note::fft})
-                BOOST_TEST((!rep->has(n) || listed.has(n)), a->id() << " on " << c.problem.to_string() << ": cuDNN reports ["
-                                                                    << rep->to_string() << "], listed [" << listed.to_string() << "]");
+                BOOST_TEST((!rep->has(n) || listed.has(n)), a->id() << " on " << c.problem.to_string()
+                                                                    << ": cuDNN reports [" << rep->to_string()
+                                                                    << "], listed [" << listed.to_string() << "]");
             // TENSOR_CORE and DOWN_CONVERT_INPUTS say what happens to f32 inputs (docs/gpu.md).
             if (c.problem.dtype == DataType::f32)
                 for (Note n : {Note::tensor_core, Note::down_convert_inputs})
-                    BOOST_TEST((!rep->has(n) || listed.has(n)), a->id() << " on " << c.problem.to_string() << ": cuDNN reports ["
-                                                                        << rep->to_string() << "] on f32, listed [" << listed.to_string()
-                                                                        << "]");
+                    BOOST_TEST((!rep->has(n) || listed.has(n)),
+                               a->id() << " on " << c.problem.to_string() << ": cuDNN reports [" << rep->to_string()
+                                       << "] on f32, listed [" << listed.to_string() << "]");
         }
-    BOOST_TEST_MESSAGE(compared << " (algorithm, problem) reports compared; " << unreported << " supported pairs without a cuDNN report");
+    BOOST_TEST_MESSAGE(compared << " (algorithm, problem) reports compared; " << unreported
+                                << " supported pairs without a cuDNN report");
     BOOST_TEST(compared > 0);
 }
 
@@ -271,8 +279,9 @@ struct CpuTf32Ready {
         const Algorithm* a = cpu_tf32();
         ConvProblem p = ConvProblem::parse("n=2,c=3,k=5,in=7x9,ker=3x3,pad=1x1");
         if (a && a->supports(p)) return true;
-        const std::string why = a ? "cpu.im2col_gemm.tf32 does not support " + p.to_string() + " (" + a->supports(p).reason + ")"
-                                  : "cpu.im2col_gemm.tf32 is not compiled in";
+        const std::string why =
+            a ? "cpu.im2col_gemm.tf32 does not support " + p.to_string() + " (" + a->supports(p).reason + ")"
+              : "cpu.im2col_gemm.tf32 is not compiled in";
         // Not the "skipped: " line: that one means "no GPU" to ctest (SKIP_REGULAR_EXPRESSION).
         std::cout << "tf32_agrees_with_cpu_emulation not run (" << why << ")" << std::endl;
         boost::test_tools::assertion_result r(false);
@@ -310,7 +319,8 @@ BOOST_AUTO_TEST_CASE(tf32_agrees_with_cpu_emulation, *utf::precondition(CpuTf32R
             double worst = 0;
             for (std::size_t i = 0; i < ref.magnitude.size(); ++i)
                 worst = std::max(worst, std::abs(static_cast<double>(g[i]) - e[i]) / (ref.magnitude[i] + 1e-30));
-            BOOST_TEST(worst <= bound, a->id() << " vs " << cpu.id() << " on " << p.to_string() << ": " << worst << " > " << bound);
+            BOOST_TEST(worst <= bound,
+                       a->id() << " vs " << cpu.id() << " on " << p.to_string() << ": " << worst << " > " << bound);
             ++compared;
         }
     }
@@ -332,7 +342,8 @@ BOOST_AUTO_TEST_CASE(heuristic_order_is_complete_and_starts_with_mode_a) {
         std::set<const Algorithm*> supported;
         for (const Algorithm* a : cudnn_algorithms())
             if (a->supports(p)) supported.insert(a);
-        BOOST_TEST((in_order == supported), "heuristic_order is not the set of supporting algorithms for " << p.to_string());
+        BOOST_TEST((in_order == supported),
+                   "heuristic_order is not the set of supporting algorithms for " << p.to_string());
         // The lazy ranking behind it: every algorithm of p's direction once, no other.
         std::vector<const Algorithm*> ranked;
         for (auto k = cudnn_backend().ranking(p); const Algorithm* a = k->next();) ranked.push_back(a);
@@ -340,16 +351,19 @@ BOOST_AUTO_TEST_CASE(heuristic_order_is_complete_and_starts_with_mode_a) {
         for (const Algorithm* a : cudnn_algorithms())
             if (!test::starts_with(a->supports(p).reason, "direction")) of_direction.insert(a);
         BOOST_TEST(in_ranking.size() == ranked.size(), "duplicates in the ranking for " << p.to_string());
-        BOOST_TEST((in_ranking == of_direction), "the ranking is not every algorithm of the direction for " << p.to_string());
+        BOOST_TEST((in_ranking == of_direction),
+                   "the ranking is not every algorithm of the direction for " << p.to_string());
         const Algorithm* first_a = nullptr;
         for (const Algorithm* a : cudnn_ranking(p, CudnnRanking::mode_a))
             if (a->supports(p)) {
                 first_a = a;
                 break;
             }
-        if (first_a) BOOST_TEST(order.front() == first_a, p.to_string() << ": order starts with " << order.front()->id());
-        BOOST_TEST_MESSAGE(p.to_string() << ": " << order.size() << " supported; first " << (order.empty() ? "-" : order.front()->id())
-                                         << "; mode A lists " << cudnn_ranking(p, CudnnRanking::mode_a).size() << ", B "
+        if (first_a)
+            BOOST_TEST(order.front() == first_a, p.to_string() << ": order starts with " << order.front()->id());
+        BOOST_TEST_MESSAGE(p.to_string() << ": " << order.size() << " supported; first "
+                                         << (order.empty() ? "-" : order.front()->id()) << "; mode A lists "
+                                         << cudnn_ranking(p, CudnnRanking::mode_a).size() << ", B "
                                          << cudnn_ranking(p, CudnnRanking::mode_b).size() << ", fallback "
                                          << cudnn_ranking(p, CudnnRanking::fallback).size() << ", legacy v7 "
                                          << cudnn_ranking(p, CudnnRanking::legacy_v7).size());
@@ -364,21 +378,25 @@ BOOST_AUTO_TEST_CASE(finder_results_map_to_supported_algorithms) {
         for (bool tf32 : {false, true}) {
             const auto results = cudnn_find(p, {tf32, SIZE_MAX});
             BOOST_TEST_REQUIRE(!results.empty());
-            BOOST_TEST_REQUIRE(results.front().algorithm != nullptr, p.to_string() << ": " << results.front().status.message);
+            BOOST_TEST_REQUIRE(results.front().algorithm != nullptr, p.to_string()
+                                                                         << ": " << results.front().status.message);
             double last = 0;
             int ok = 0;
             for (const auto& r : results) {
                 if (!r.status.ok()) continue;
                 BOOST_TEST_REQUIRE(r.algorithm != nullptr);
-                BOOST_TEST(static_cast<bool>(r.algorithm->supports(p)), r.algorithm->id() << " found by cuDNN but not supported");
+                BOOST_TEST(static_cast<bool>(r.algorithm->supports(p)), r.algorithm->id()
+                                                                            << " found by cuDNN but not supported");
                 BOOST_TEST(r.ms >= last);
                 last = r.ms;
                 ++ok;
-                if (!tf32 && p.dtype == DataType::f32) BOOST_TEST(!r.algorithm->notes().has(Note::tensor_core), r.algorithm->id());
+                if (!tf32 && p.dtype == DataType::f32)
+                    BOOST_TEST(!r.algorithm->notes().has(Note::tensor_core), r.algorithm->id());
             }
             BOOST_TEST(ok > 0);
-            BOOST_TEST_MESSAGE(p.to_string() << (tf32 ? " tf32" : "") << ": finder picks " << results.front().algorithm->id() << " at "
-                                             << results.front().ms << " ms, " << ok << " algorithms timed");
+            BOOST_TEST_MESSAGE(p.to_string()
+                               << (tf32 ? " tf32" : "") << ": finder picks " << results.front().algorithm->id()
+                               << " at " << results.front().ms << " ms, " << ok << " algorithms timed");
         }
     }
 }
@@ -396,7 +414,8 @@ BOOST_AUTO_TEST_CASE(memory_failures_are_values) {
         if (!a->supports(p) || runtime_compiled(*a, p) || a->workspace_size(p) == 0) continue;
         HostTensors t = make_host_tensors(p, 3);
         DeviceBuffer x = b.allocate(t.x.size()), w = b.allocate(t.w.size()), y = b.allocate(t.y.size());
-        const Status s = a->run(p, {{x.data(), t.x.size()}, {w.data(), t.w.size()}, {y.data(), t.y.size()}}, Workspace{nullptr, 0});
+        const Status s =
+            a->run(p, {{x.data(), t.x.size()}, {w.data(), t.w.size()}, {y.data(), t.y.size()}}, Workspace{nullptr, 0});
         BOOST_TEST(!s.ok(), a->id() << " ran without its " << a->workspace_size(p) << "-byte workspace");
         ++refused;
     }
@@ -411,7 +430,8 @@ BOOST_AUTO_TEST_CASE(memory_failures_are_values) {
 BOOST_AUTO_TEST_CASE(flag_semantics_through_the_selector) {
     Backend& b = find_backend("cudnn");
     const ConvProblem f32 = ConvProblem::parse("dir=fwd,dtype=f32,layout=nchw,n=8,c=64,k=64,in=28x28,ker=3x3,pad=1x1");
-    const ConvProblem wgrad = ConvProblem::parse("dir=bwd_filter,dtype=f16,layout=nhwc,n=8,c=64,k=64,in=28x28,ker=3x3,pad=1x1");
+    const ConvProblem wgrad =
+        ConvProblem::parse("dir=bwd_filter,dtype=f16,layout=nhwc,n=8,c=64,k=64,in=28x28,ker=3x3,pad=1x1");
     auto timed = [](const Decision& d) {
         int n = 0;
         for (const Candidate& c : d.candidates) n += !c.samples_ms.empty();
@@ -419,7 +439,8 @@ BOOST_AUTO_TEST_CASE(flag_semantics_through_the_selector) {
     };
     // The chosen candidate; its notes are the algorithm's notes on the problem (notes_for).
     auto chosen = [](const Decision& d) -> const Candidate& {
-        return *std::find_if(d.candidates.begin(), d.candidates.end(), [&](const Candidate& c) { return c.id == d.algorithm; });
+        return *std::find_if(d.candidates.begin(), d.candidates.end(),
+                             [&](const Candidate& c) { return c.id == d.algorithm; });
     };
     {
         TuningCache cache;
@@ -457,29 +478,34 @@ BOOST_AUTO_TEST_CASE(flag_semantics_through_the_selector) {
         const auto det = s.select(p, parse_flags("policy=pytorch,benchmark=1,deterministic=1,benchmark_limit=0"));
         int dropped = 0;
         for (const Candidate& c : det->candidates)
-            if (c.notes.has(Note::nondeterministic) && c.state != Candidate::State::unsupported && c.state != Candidate::State::not_checked) {
-                BOOST_TEST((c.state == Candidate::State::filtered), c.id << " is NONDETERMINISTIC but " << to_string(c.state));
+            if (c.notes.has(Note::nondeterministic) && c.state != Candidate::State::unsupported &&
+                c.state != Candidate::State::not_checked) {
+                BOOST_TEST((c.state == Candidate::State::filtered),
+                           c.id << " is NONDETERMINISTIC but " << to_string(c.state));
                 ++dropped;
             }
         // Its notes on this problem (what the filter reads), a subset of its listed ones.
         BOOST_TEST(!chosen(*det).notes.has(Note::nondeterministic));
-        BOOST_TEST_MESSAGE(p.to_string() << ": deterministic=1 dropped " << dropped << " NONDETERMINISTIC candidates, chose " << det->algorithm);
-        if (p.direction == Direction::bwd_filter) BOOST_TEST(dropped > 0, "cuDNN offers no nondeterministic wgrad here");
+        BOOST_TEST_MESSAGE(p.to_string() << ": deterministic=1 dropped " << dropped
+                                         << " NONDETERMINISTIC candidates, chose " << det->algorithm);
+        if (p.direction == Direction::bwd_filter)
+            BOOST_TEST(dropped > 0, "cuDNN offers no nondeterministic wgrad here");
     }
     {
         TuningCache cache;
         Selector s(b, cache);
         const auto off = s.select(f32, parse_flags("policy=pytorch,benchmark=1,allow_tf32=0,benchmark_limit=0"));
         for (const Candidate& c : off->candidates)
-            if (c.notes.has(Note::tensor_core)) BOOST_TEST(c.samples_ms.empty(), c.id << " is TENSOR_CORE but was timed with allow_tf32=0");
+            if (c.notes.has(Note::tensor_core))
+                BOOST_TEST(c.samples_ms.empty(), c.id << " is TENSOR_CORE but was timed with allow_tf32=0");
         BOOST_TEST(!chosen(*off).notes.has(Note::tensor_core));
         const auto on = s.select(f32, parse_flags("policy=pytorch,benchmark=1,allow_tf32=1,benchmark_limit=0"));
         int tc = 0;
         for (const Candidate& c : on->candidates) tc += c.notes.has(Note::tensor_core) && !c.samples_ms.empty();
         BOOST_TEST(tc > 0, "allow_tf32=1 timed no TENSOR_CORE candidate");
-        BOOST_TEST_MESSAGE("f32 fwd: allow_tf32=0 chose " << off->algorithm << " (" << off->median_ms << " ms), allow_tf32=1 chose "
-                                                         << on->algorithm << " (" << on->median_ms << " ms), " << tc
-                                                         << " TENSOR_CORE candidates timed");
+        BOOST_TEST_MESSAGE("f32 fwd: allow_tf32=0 chose "
+                           << off->algorithm << " (" << off->median_ms << " ms), allow_tf32=1 chose " << on->algorithm
+                           << " (" << on->median_ms << " ms), " << tc << " TENSOR_CORE candidates timed");
         // Both winners compute the right answer within their bounds.
         const HostTensors in = make_host_tensors(f32, 4);
         const OracleResult ref = oracle(in);
@@ -506,7 +532,8 @@ BOOST_AUTO_TEST_CASE(awkward_shapes_against_oracle) {
         if (sweep_combo(c.problem)) cases.push_back(c);
     // Runtime-compiled engines on a subset: shapes where they were seen wrong before, in f32
     // channels-first and f16 channels-last.
-    const std::set<std::string> rc_labels{"3x3 pad1 odd sizes", "stride2 3x3", "1x1 stride2 negative end pad", "depthwise", "1-D"};
+    const std::set<std::string> rc_labels{"3x3 pad1 odd sizes", "stride2 3x3", "1x1 stride2 negative end pad",
+                                          "depthwise", "1-D"};
     check_cases(cases, t, true, [&](const test::Case& c) {
         return rc_labels.count(c.label) && ((c.problem.dtype == DataType::f32 && c.problem.layout == Layout::nchw) ||
                                             (c.problem.dtype == DataType::f16 && c.problem.layout == Layout::nhwc));
@@ -514,8 +541,8 @@ BOOST_AUTO_TEST_CASE(awkward_shapes_against_oracle) {
     report(t, "sweep");
     BOOST_TEST(t.pairs > 0);
     // Every direction has graph engines and legacy algorithms that run something of the sweep.
-    for (const char* prefix : {"cudnn.fwd.", "cudnn.bwd_data.", "cudnn.bwd_filter.", "cudnn.graph.fwd.", "cudnn.graph.bwd_data.",
-                               "cudnn.graph.bwd_filter."}) {
+    for (const char* prefix : {"cudnn.fwd.", "cudnn.bwd_data.", "cudnn.bwd_filter.", "cudnn.graph.fwd.",
+                               "cudnn.graph.bwd_data.", "cudnn.graph.bwd_filter."}) {
         int n = 0;
         for (auto& [id, count] : t.checked)
             if (id.rfind(prefix, 0) == 0) n += count;
@@ -605,15 +632,17 @@ BOOST_AUTO_TEST_CASE(refused_engines_probe, *utf::disabled() * utf::precondition
     // The sweep first (where the engines were seen wrong), then the layers at batch 32 (the
     // question), then batch 2: a time limit cuts the least telling ones.
     for (const auto& c : test::awkward_shapes()) add(c);
-    const std::set<std::string> batch32{"resnet_50_v1_5:res2a_branch2a", "resnet_50_v1_5:res3a_branch2a", "resnet_50_v1_5:res3a_branch1",
-                                        "resnet_50_v1_5:res4a_branch1", "resnet_50_v1_5:res3a_branch2b"};
+    const std::set<std::string> batch32{"resnet_50_v1_5:res2a_branch2a", "resnet_50_v1_5:res3a_branch2a",
+                                        "resnet_50_v1_5:res3a_branch1", "resnet_50_v1_5:res4a_branch1",
+                                        "resnet_50_v1_5:res3a_branch2b"};
     std::size_t found = 0;
     for (const auto& c : resnet_layers(32))
         if (batch32.count(c.label)) {
             add(c);
             ++found;
         }
-    BOOST_TEST_REQUIRE(found == batch32.size(), "found " << found << " of the " << batch32.size() << " batch-32 layers in the shape file");
+    BOOST_TEST_REQUIRE(found == batch32.size(),
+                       "found " << found << " of the " << batch32.size() << " batch-32 layers in the shape file");
     for (const auto& c : resnet_layers(2)) add(c);
 
     // Which refusal applies to each pair, asked before they are lifted.
@@ -654,7 +683,8 @@ BOOST_AUTO_TEST_CASE(refused_engines_probe, *utf::disabled() * utf::precondition
                 const OracleCheck o = check_run(a, t, *ref);
                 if (!o.status.ok()) {
                     ++n.run_failed;
-                    verdict << "RUNFAIL(" << o.status.code_name() << ": " << shortened(o.status.message) << ") err=- bound=-";
+                    verdict << "RUNFAIL(" << o.status.code_name() << ": " << shortened(o.status.message)
+                            << ") err=- bound=-";
                 } else {
                     ++n.run;
                     ++pairs_run;
@@ -671,26 +701,33 @@ BOOST_AUTO_TEST_CASE(refused_engines_probe, *utf::disabled() * utf::precondition
             const std::optional<Notes> notes = cudnn_reported_notes(a, p);
             const std::optional<CudnnPlanInfo> info = cudnn_plan_info(a, p);
             BOOST_TEST_MESSAGE("probe: " << a.id() << " " << verdict.str() << " layout=" << layout_name(p.layout, 2)
-                                         << " refused=" << refused[i][e] << " notes=[" << (notes ? notes->to_string() : "?")
+                                         << " refused=" << refused[i][e] << " notes=["
+                                         << (notes ? notes->to_string() : "?")
                                          << "] knobs=" << (info && !info->knobs.empty() ? info->knobs : "-")
-                                         << " build_ms=" << (info ? info->build_ms : 0) << " problem=" << p.to_string() << " case=\""
-                                         << c.label << "\"" << detail);
+                                         << " build_ms=" << (info ? info->build_ms : 0) << " problem=" << p.to_string()
+                                         << " case=\"" << c.label << "\"" << detail);
             if (ran && pairs_run % 10 == 0)
-                BOOST_TEST_MESSAGE("progress: " << pairs_run << " pairs run, problem " << i + 1 << "/" << cases.size() << ", "
-                                                << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+                BOOST_TEST_MESSAGE("progress: "
+                                   << pairs_run << " pairs run, problem " << i + 1 << "/" << cases.size() << ", "
+                                   << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                                   << " s");
         }
     }
     for (std::size_t e = 0; e < engines.size(); ++e) {
         const ProbeCount& n = count[e];
         const std::string_view id = engines[e]->id();
-        BOOST_TEST_MESSAGE("summary: " << id << ": " << n.run << " pairs run, " << n.failed << " failed (" << n.failed_f32
-                                       << " under the f32 refusal, " << n.failed - n.failed_f32 - n.failed_accepted
-                                       << " under the asymmetric-padding one, " << n.failed_accepted << " under none), " << n.run_failed
-                                       << " run failures, " << n.unsupported << " unsupported");
+        BOOST_TEST_MESSAGE("summary: " << id << ": " << n.run << " pairs run, " << n.failed << " failed ("
+                                       << n.failed_f32 << " under the f32 refusal, "
+                                       << n.failed - n.failed_f32 - n.failed_accepted
+                                       << " under the asymmetric-padding one, " << n.failed_accepted << " under none), "
+                                       << n.run_failed << " run failures, " << n.unsupported << " unsupported");
         BOOST_TEST(n.failed_f32 > 0,
-                   "the refusal of " << id << " for f32 is no longer justified by any probed case: narrow or drop it in measured_wrong()");
-        BOOST_TEST(n.failed_accepted == 0, id << " failed on " << n.failed_accepted
-                                              << " probed problems no refusal covers (refused=no): measured_wrong() is too narrow");
+                   "the refusal of "
+                       << id
+                       << " for f32 is no longer justified by any probed case: narrow or drop it in measured_wrong()");
+        BOOST_TEST(n.failed_accepted == 0,
+                   id << " failed on " << n.failed_accepted
+                      << " probed problems no refusal covers (refused=no): measured_wrong() is too narrow");
     }
 }
 

@@ -35,11 +35,13 @@ BOOST_AUTO_TEST_SUITE(benchdnn_dimensions)
 BOOST_AUTO_TEST_CASE(a_lower_dimension_with_entries_is_completed_on_its_own) {
     // shapes_regression_dw: w has iw/ow/kw of its own, so its stride is 1, its dilation 0 and its
     // padding deduced from ow; nothing comes from h.
-    BOOST_TEST(canonical("mb1_g16ic16oc16_ih15oh7kh6sh2ph3_iw10ow10kw3") ==
-               "dir=fwd,dtype=f32,layout=nchw,n=1,c=16,k=16,g=16,in=15x10,ker=6x3,stride=2x1,dil=1x1,pad=3x1,pad_end=0x1");
+    BOOST_TEST(
+        canonical("mb1_g16ic16oc16_ih15oh7kh6sh2ph3_iw10ow10kw3") ==
+        "dir=fwd,dtype=f32,layout=nchw,n=1,c=16,k=16,g=16,in=15x10,ker=6x3,stride=2x1,dil=1x1,pad=3x1,pad_end=0x1");
     // shapes_tails: pd1 is not copied into h and w, which have entries of their own.
-    BOOST_TEST(canonical("ic65oc65_id5od5kd3pd1_ih1oh1kh1_iw1ow1kw1") ==
-               "dir=fwd,dtype=f32,layout=ncdhw,n=2,c=65,k=65,g=1,in=5x1x1,ker=3x1x1,stride=1x1x1,dil=1x1x1,pad=1x0x0,pad_end=1x0x0");
+    BOOST_TEST(
+        canonical("ic65oc65_id5od5kd3pd1_ih1oh1kh1_iw1ow1kw1") ==
+        "dir=fwd,dtype=f32,layout=ncdhw,n=2,c=65,k=65,g=1,in=5x1x1,ker=3x1x1,stride=1x1x1,dil=1x1x1,pad=1x0x0,pad_end=1x0x0");
     // A dilation of h is not a dilation of w once w has entries.
     BOOST_TEST(canonical("ic8ih9oc8oh9kh3dh1_iw7kw3") ==
                "dir=fwd,dtype=f32,layout=nchw,n=2,c=8,k=8,g=1,in=9x7,ker=3x3,stride=1x1,dil=2x1,pad=2x0,pad_end=2x0");
@@ -50,8 +52,9 @@ BOOST_AUTO_TEST_CASE(a_dimension_without_entries_is_copied_whole) {
     BOOST_TEST(canonical("ic4ih8oc4oh4kh3sh2") ==
                "dir=fwd,dtype=f32,layout=nchw,n=2,c=4,k=4,g=1,in=8x8,ker=3x3,stride=2x2,dil=1x1,pad=0x0,pad_end=1x1");
     // 3-D with only d entries: h and w are copies of d.
-    BOOST_TEST(canonical("ic4id8oc4kd3pd1sd2") ==
-               "dir=fwd,dtype=f32,layout=ncdhw,n=2,c=4,k=4,g=1,in=8x8x8,ker=3x3x3,stride=2x2x2,dil=1x1x1,pad=1x1x1,pad_end=0x0x0");
+    BOOST_TEST(
+        canonical("ic4id8oc4kd3pd1sd2") ==
+        "dir=fwd,dtype=f32,layout=ncdhw,n=2,c=4,k=4,g=1,in=8x8x8,ker=3x3x3,stride=2x2x2,dil=1x1x1,pad=1x1x1,pad_end=0x0x0");
     // benchdnn does not count a stride of 1 or a padding of 0 as an entry: "sw1pw0" leaves w without
     // entries, so w is a copy of h (its padding 1, not 0).
     BOOST_TEST(canonical("ic4ih8oc4kh3ph1_sw1pw0") ==
@@ -116,18 +119,23 @@ BOOST_AUTO_TEST_CASE(repeat_hints_are_bounded_and_never_clamped) {
         {"ic3ih8oc4kh3n\"a*-5\"", "line 1: name: repeat hint: must be >= 1 (got '-5')"},
         {"ic3ih8oc4kh3n\"a*10001\"", "line 1: name: repeat hint: '10001' is above the maximum of 10000"},
         {"ic3ih8oc4kh3n\"a*2147483647\"", "line 1: name: repeat hint: '2147483647' is above the maximum of 10000"},
-        {"ic3ih8oc4kh3n\"a*99999999999999999999\"", "line 1: name: repeat hint: '99999999999999999999' is above the maximum"},
+        {"ic3ih8oc4kh3n\"a*99999999999999999999\"",
+         "line 1: name: repeat hint: '99999999999999999999' is above the maximum"},
     };
     for (auto [text, prefix] : cases) {
         const std::string e = error_of([&] { parse_shape_text(text); });
         BOOST_TEST(starts_with(e, prefix), text << " -> '" << e << "' (expected '" << prefix << "')");
     }
     // The same limit for a workload layer's and a trace line's xN.
-    BOOST_TEST(sim::parse_workload_text("convtune-workload 1\nlayer a x10000 c=1,k=1,in=5,ker=3\n", "w").layers[0].repeat == kMaxRepeat);
-    BOOST_TEST(starts_with(error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x10001 c=1,k=1,in=5,ker=3\n", "w"); }),
-                           "workload line 2: bad repeat 'x10001': '10001' is above the maximum of 10000"));
-    BOOST_TEST(starts_with(error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x0 c=1,k=1,in=5,ker=3\n", "w"); }),
-                           "workload line 2: bad repeat 'x0': must be >= 1"));
+    BOOST_TEST(
+        sim::parse_workload_text("convtune-workload 1\nlayer a x10000 c=1,k=1,in=5,ker=3\n", "w").layers[0].repeat ==
+        kMaxRepeat);
+    BOOST_TEST(starts_with(
+        error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x10001 c=1,k=1,in=5,ker=3\n", "w"); }),
+        "workload line 2: bad repeat 'x10001': '10001' is above the maximum of 10000"));
+    BOOST_TEST(starts_with(
+        error_of([] { sim::parse_workload_text("convtune-workload 1\nlayer a x0 c=1,k=1,in=5,ker=3\n", "w"); }),
+        "workload line 2: bad repeat 'x0': must be >= 1"));
     BOOST_TEST(sim::parse_trace("c=1,k=1,in=5,ker=3 x10000\n")[0][0].count == kMaxRepeat);
     BOOST_TEST(starts_with(error_of([] { sim::parse_trace("c=1,k=1,in=5,ker=3 x2147483647\n"); }),
                            "trace line 1: bad count 'x2147483647': '2147483647' is above the maximum of 10000"));
@@ -209,7 +217,8 @@ std::string load_error(const std::string& text) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_valid_recording_loads) {
-    const sim::Recording r = sim::Recording::from_json(recording(R"("heuristic":["cpu.direct"],"fallback":"cpu.direct",)"), "rec");
+    const sim::Recording r =
+        sim::Recording::from_json(recording(R"("heuristic":["cpu.direct"],"fallback":"cpu.direct",)"), "rec");
     BOOST_TEST(r.problems.size() == 1u);
     BOOST_TEST(r.problems[0].fallback == "cpu.direct");
 }
@@ -217,14 +226,19 @@ BOOST_AUTO_TEST_CASE(a_valid_recording_loads) {
 BOOST_AUTO_TEST_CASE(every_field_is_validated_at_load) {
     const std::pair<std::string, std::string> cases[] = {
         {recording(R"("heuristic":[],)"), "rec: problem 1: \"heuristic\" is empty"},
-        {recording(R"("heuristic":["cpu.direct"],"fallback":"cpu.nope",)"), "rec: problem 1: \"fallback\" names 'cpu.nope', which is not in \"algorithms\""},
+        {recording(R"("heuristic":["cpu.direct"],"fallback":"cpu.nope",)"),
+         "rec: problem 1: \"fallback\" names 'cpu.nope', which is not in \"algorithms\""},
         {recording(R"("heuristic":["cpu.direct"],"fixed":"cpu.nope",)"), "rec: problem 1: \"fixed\" names 'cpu.nope'"},
         {recording(R"("heuristic":["cpu.direct"],"fallback":7,)"), "rec: problem 1: \"fallback\" has the wrong type"},
-        {recording(R"("heuristic":["cpu.direct"],"db_search_ms":-1,)"), "rec: problem 1: \"db_search_ms\" has a negative or non-finite time (got -1.0)"},
+        {recording(R"("heuristic":["cpu.direct"],"db_search_ms":-1,)"),
+         "rec: problem 1: \"db_search_ms\" has a negative or non-finite time (got -1.0)"},
         // The sample of the issue: finite, but its totals overflow to inf and print as nan.
-        {recording(R"("heuristic":["cpu.direct"],)", "[1e308]"), "rec: problem 1, cpu.direct: \"samples_ms\" has a time of 1e9 ms or more (got 1e+308)"},
-        {recording(R"("heuristic":["cpu.direct"],)", "[1e9]"), "rec: problem 1, cpu.direct: \"samples_ms\" has a time of 1e9 ms or more"},
-        {recording(R"("heuristic":["cpu.direct"],)", "[-0.5]"), "rec: problem 1, cpu.direct: \"samples_ms\" has a negative"},
+        {recording(R"("heuristic":["cpu.direct"],)", "[1e308]"),
+         "rec: problem 1, cpu.direct: \"samples_ms\" has a time of 1e9 ms or more (got 1e+308)"},
+        {recording(R"("heuristic":["cpu.direct"],)", "[1e9]"),
+         "rec: problem 1, cpu.direct: \"samples_ms\" has a time of 1e9 ms or more"},
+        {recording(R"("heuristic":["cpu.direct"],)", "[-0.5]"),
+         "rec: problem 1, cpu.direct: \"samples_ms\" has a negative"},
     };
     for (const auto& [text, prefix] : cases) {
         const std::string e = load_error(text);
@@ -276,7 +290,8 @@ BOOST_AUTO_TEST_CASE(number_lists_refuse_what_strtoll_would_skip) {
     for (const char* bad : {"0.5,", "+1", " 1", "1,,2"})
         BOOST_TEST(starts_with(error_of([&] { sim::parse_double_list(bad, "scales"); }), "scales: "), bad);
     BOOST_TEST(error_of([] { sim::parse_int_list("4,", "batch"); }) == "batch: empty entry (trailing comma) in '4,'");
-    BOOST_TEST(error_of([] { sim::parse_string_list("f32,", "dtype"); }) == "dtype: empty entry (trailing comma) in 'f32,'");
+    BOOST_TEST(error_of([] { sim::parse_string_list("f32,", "dtype"); }) ==
+               "dtype: empty entry (trailing comma) in 'f32,'");
 }
 
 // A trace is bounded (issue 32, D17): kMaxTraceLines problem lines and kMaxTraceProblems distinct
@@ -288,7 +303,8 @@ BOOST_AUTO_TEST_CASE(traces_are_bounded_in_lines_and_distinct_problems) {
     same += "c=1,k=1,in=5,ker=3\n";
     BOOST_TEST(error_of([&] { sim::parse_trace(same); }) ==
                "trace line 1000001: more than 1000000 problem lines, the most a trace may hold (docs/simulation.md)");
-    for (int64_t i = 1; i <= sim::kMaxTraceProblems; ++i) distinct += "c=1,k=1,in=5,ker=3,n=" + std::to_string(i) + "\n";
+    for (int64_t i = 1; i <= sim::kMaxTraceProblems; ++i)
+        distinct += "c=1,k=1,in=5,ker=3,n=" + std::to_string(i) + "\n";
     BOOST_TEST(sim::parse_trace(distinct)[0].size() == static_cast<std::size_t>(sim::kMaxTraceProblems));
     distinct += "c=1,k=1,in=5,ker=3,n=100001\n";
     BOOST_TEST(error_of([&] { sim::parse_trace(distinct); }) ==
@@ -301,15 +317,17 @@ BOOST_AUTO_TEST_CASE(echoed_input_is_escaped_and_clipped) {
     const std::string nul("n=1\0,c=1,k=1,in=8,ker=3", 23);
     const std::string m = error_of([&] { ConvProblem::parse(nul); });
     BOOST_TEST(m == "n: '1\\0' is not an integer", m);
-    BOOST_TEST(error_of([] { parse_flags("benchmark=\x1b[2J"); }) == "benchmark: '\\x1b[2J' is not a boolean (use 0/1 or true/false)");
+    BOOST_TEST(error_of([] { parse_flags("benchmark=\x1b[2J"); }) ==
+               "benchmark: '\\x1b[2J' is not a boolean (use 0/1 or true/false)");
     BOOST_TEST(quote_input(std::string(100, 'a')) == "'" + std::string(80, 'a') + "...'");
     BOOST_TEST(quote_input(std::string("a\0\t\n\r\x7f", 6)) == "'a\\0\\t\\n\\r\\x7f'");
     // A 10 MB junk line, as a shape file, a trace and a problem string: one short message each.
     const std::string junk(10'000'000, 'a');
-    for (const std::string& msg : {error_of([&] { parse_shape_text(junk + "\n"); }), error_of([&] { sim::parse_trace(junk + "\n"); }),
-                                   error_of([&] { ConvProblem::parse_any(junk); }),
-                                   error_of([&] { ConvProblem::parse("n=1,c=1,k=1,in=8,ker=3,pad=" + std::string(10'000'000, '9')); }),
-                                   error_of([&] { ConvProblem::parse(junk + "=1"); }), error_of([&] { sim::parse_int_list(junk, "batch"); })}) {
+    for (const std::string& msg :
+         {error_of([&] { parse_shape_text(junk + "\n"); }), error_of([&] { sim::parse_trace(junk + "\n"); }),
+          error_of([&] { ConvProblem::parse_any(junk); }),
+          error_of([&] { ConvProblem::parse("n=1,c=1,k=1,in=8,ker=3,pad=" + std::string(10'000'000, '9')); }),
+          error_of([&] { ConvProblem::parse(junk + "=1"); }), error_of([&] { sim::parse_int_list(junk, "batch"); })}) {
         BOOST_TEST(msg.size() < 400u, msg.substr(0, 400));
         BOOST_TEST(msg.find("...'") != std::string::npos, msg.substr(0, 400));
     }
@@ -332,7 +350,8 @@ BOOST_AUTO_TEST_CASE(parse_output_reads_back_for_every_peer_shape_file) {
         std::vector<ShapeLine> back;
         BOOST_TEST(error_of([&] { back = parse_shape_text(written); }) == "", entry.path());
         BOOST_TEST_REQUIRE(back.size() == original.size(), entry.path());
-        for (std::size_t i = 0; i < back.size(); ++i) BOOST_TEST((back[i].problem == original[i].problem), back[i].problem.to_string());
+        for (std::size_t i = 0; i < back.size(); ++i)
+            BOOST_TEST((back[i].problem == original[i].problem), back[i].problem.to_string());
         ++files;
     }
     BOOST_TEST(files >= 10, "only " << files << " peer shape files found in " << test::peer_shapes_dir());

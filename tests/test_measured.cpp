@@ -25,7 +25,8 @@ namespace {
 const std::string A = ConvProblem::parse("n=2,c=4,k=8,in=8x8,ker=3x3,pad=1x1").to_string();
 const std::string B = ConvProblem::parse("dir=bwd_filter,n=2,c=4,k=8,in=8x8,ker=3x3,pad=1x1").to_string();
 
-json run(int bm, const std::string& cache, double startup, double a_first, double a_steady, double b_first, double b_steady) {
+json run(int bm, const std::string& cache, double startup, double a_first, double a_steady, double b_first,
+         double b_steady) {
     return {{"setting", {{"benchmark", bm}, {"allow_tf32", 1}, {"deterministic", 0}}},
             {"cache", cache},
             {"startup_ms", startup},
@@ -40,7 +41,9 @@ std::string write(const std::string& name, const std::string& text) {
     return p.string();
 }
 
-json grid(json runs) { return {{"format", "convtune-pytorch-measurement-grid"}, {"version", 1}, {"measurements", std::move(runs)}}; }
+json grid(json runs) {
+    return {{"format", "convtune-pytorch-measurement-grid"}, {"version", 1}, {"measurements", std::move(runs)}};
+}
 
 // Two runs of each setting, warm cache.
 json standard() {
@@ -156,8 +159,8 @@ fs::path library_dir(const std::string& name) {
 }
 
 // One run of one setting measuring `problems` (key, first, steady), at allow_tf32 `tf32`.
-json lib_run(int bm, const std::string& cache, int tf32, const std::string& device, const std::vector<std::tuple<std::string, double, double>>& problems,
-             double startup = 50) {
+json lib_run(int bm, const std::string& cache, int tf32, const std::string& device,
+             const std::vector<std::tuple<std::string, double, double>>& problems, double startup = 50) {
     json ps = json::array();
     for (const auto& [k, f, s] : problems) ps.push_back({{"key", k}, {"first_ms", f}, {"steady_ms", s}});
     return {{"setting", {{"benchmark", bm}, {"allow_tf32", tf32}, {"deterministic", 0}}},
@@ -172,9 +175,11 @@ json lib_run(int bm, const std::string& cache, int tf32, const std::string& devi
 BOOST_AUTO_TEST_CASE(library_replays_what_its_files_measured_and_tells_tf32_apart) {
     const fs::path d = library_dir("merge");
     // Network 1 (allow_tf32=0): A (f32) measured twice per setting; network 2 (allow_tf32=1): A again.
-    std::ofstream(d / "net1.json") << grid(json::array({lib_run(0, "warm", 0, "GPU X", {{A, 10, 1}}, 40), lib_run(0, "warm", 0, "GPU X", {{A, 12, 1.5}}, 60),
-                                                        lib_run(1, "warm", 0, "GPU X", {{A, 100, 0.5}}), lib_run(1, "warm", 0, "GPU X", {{A, 120, 0.7}})}))
-                                              .dump();
+    std::ofstream(d / "net1.json") << grid(json::array({lib_run(0, "warm", 0, "GPU X", {{A, 10, 1}}, 40),
+                                                        lib_run(0, "warm", 0, "GPU X", {{A, 12, 1.5}}, 60),
+                                                        lib_run(1, "warm", 0, "GPU X", {{A, 100, 0.5}}),
+                                                        lib_run(1, "warm", 0, "GPU X", {{A, 120, 0.7}})}))
+                                          .dump();
     std::ofstream(d / "net2.json") << grid(json::array({lib_run(0, "warm", 1, "GPU X", {{A, 5, 0.2}, {B, 7, 0.3}}),
                                                         lib_run(1, "warm", 1, "GPU X", {{A, 50, 0.1}, {B, 70, 0.2}})}))
                                               .dump();
@@ -215,11 +220,14 @@ BOOST_AUTO_TEST_CASE(library_model_recovers_a_law_the_measurements_follow) {
     std::vector<ConvProblem> measured;
     for (int n : {1, 2, 4, 8, 16})
         for (int c : {16, 64, 256})
-            for (int k : {32, 128}) measured.push_back(ConvProblem::parse(fmt::format("dtype=f16,layout=nhwc,n={},c={},k={},in=28x28,ker=3x3,pad=1x1", n, c, k)));
+            for (int k : {32, 128})
+                measured.push_back(ConvProblem::parse(
+                    fmt::format("dtype=f16,layout=nhwc,n={},c={},k={},in=28x28,ker=3x3,pad=1x1", n, c, k)));
     for (int bm : {0, 1}) {
         std::vector<std::tuple<std::string, double, double>> rows;
         for (const ConvProblem& p : measured) rows.emplace_back(p.to_string(), law(p, bm).first, law(p, bm).second);
-        std::ofstream(d / fmt::format("bm{}.json", bm)) << grid(json::array({lib_run(bm, "cold", 1, "GPU X", rows)})).dump();
+        std::ofstream(d / fmt::format("bm{}.json", bm))
+            << grid(json::array({lib_run(bm, "cold", 1, "GPU X", rows)})).dump();
     }
     const PyTorchLibrary lib = PyTorchLibrary::load_dir(d.string(), "law");
     const ConvProblem fresh = ConvProblem::parse("dtype=f16,layout=nhwc,n=32,c=128,k=96,in=28x28,ker=3x3,pad=1x1");
@@ -250,8 +258,9 @@ BOOST_AUTO_TEST_CASE(library_refuses_files_of_different_gpus_and_is_empty_withou
     const fs::path d = library_dir("gpus");
     std::ofstream(d / "a.json") << grid(json::array({lib_run(0, "warm", 1, "GPU X", {{A, 1, 1}})})).dump();
     std::ofstream(d / "b.json") << grid(json::array({lib_run(0, "warm", 1, "GPU Y", {{A, 1, 1}})})).dump();
-    BOOST_CHECK_EXCEPTION(PyTorchLibrary::load_dir(d.string(), "gpus"), Error,
-                          [](const Error& e) { return std::string(e.what()).find("one library holds one GPU model") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(PyTorchLibrary::load_dir(d.string(), "gpus"), Error, [](const Error& e) {
+        return std::string(e.what()).find("one library holds one GPU model") != std::string::npos;
+    });
     const PyTorchLibrary none = PyTorchLibrary::load_dir((d / "nothing").string(), "none");
     BOOST_TEST(none.empty());
     BOOST_CHECK_THROW(none.for_problems({ConvProblem::parse(A)}, true), Error);

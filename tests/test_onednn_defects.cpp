@@ -15,7 +15,9 @@ using onednn::known_defect;
 namespace {
 
 ConvProblem P(const char* spec) { return ConvProblem::parse(spec); }
-bool withheld(const char* spec, std::string_view impl, bool channels_last) { return known_defect(P(spec), impl, channels_last).has_value(); }
+bool withheld(const char* spec, std::string_view impl, bool channels_last) {
+    return known_defect(P(spec), impl, channels_last).has_value();
+}
 
 // Whether oneDNN could offer impl for p at all (dtype, kernel kind), roughly: the predicates are
 // asked only about what oneDNN lists.
@@ -67,49 +69,72 @@ BOOST_AUTO_TEST_CASE(issue_35_classes_are_withheld) {
     BOOST_TEST(!withheld("dir=fwd,dtype=bf16,layout=nhwc,n=1,c=8,k=4,in=3x4,ker=1x3,stride=2x1,pad=0x0,pad_end=1x0",
                          "brgconv:avx512_core_amx_bf16", true));  // last output reads the input
     // jit:avx512_core_amx_bf16 and jit_bf16:avx512_core_bf16 backward weights, garbage.
-    const char* dead_tap = "dir=bwd_filter,dtype=bf16,layout=nhwc,n=2,c=16,k=4,in=3x2,ker=3x7,stride=2x3,pad=0x3,pad_end=0x3";
-    const char* depth3 = "dir=bwd_filter,dtype=bf16,layout=ndhwc,n=2,c=16,k=16,in=3x5x5,ker=3x3x3,stride=2x2x2,pad=1x1x1";
-    const char* neg3d = "dir=bwd_filter,dtype=bf16,layout=ndhwc,n=2,c=16,k=16,in=4x5x4,ker=1x1x1,stride=1x3x1,pad_end=0x-2x0";
+    const char* dead_tap =
+        "dir=bwd_filter,dtype=bf16,layout=nhwc,n=2,c=16,k=4,in=3x2,ker=3x7,stride=2x3,pad=0x3,pad_end=0x3";
+    const char* depth3 =
+        "dir=bwd_filter,dtype=bf16,layout=ndhwc,n=2,c=16,k=16,in=3x5x5,ker=3x3x3,stride=2x2x2,pad=1x1x1";
+    const char* neg3d =
+        "dir=bwd_filter,dtype=bf16,layout=ndhwc,n=2,c=16,k=16,in=4x5x4,ker=1x1x1,stride=1x3x1,pad_end=0x-2x0";
     for (const char* impl : {"jit:avx512_core_amx_bf16", "jit_bf16:avx512_core_bf16"}) {
         BOOST_TEST(withheld(dead_tap, impl, true), impl);
         BOOST_TEST(withheld(dead_tap, impl, false), impl);
         BOOST_TEST(withheld(depth3, impl, true), impl);
         BOOST_TEST(withheld(neg3d, impl, true), impl);
-        BOOST_TEST(!withheld("dir=bwd_filter,dtype=bf16,layout=ndhwc,n=2,c=16,k=16,in=5x5x5,ker=3x3x3,stride=2x2x2,pad=1x1x1", impl, true),
-                   impl);
+        BOOST_TEST(
+            !withheld("dir=bwd_filter,dtype=bf16,layout=ndhwc,n=2,c=16,k=16,in=5x5x5,ker=3x3x3,stride=2x2x2,pad=1x1x1",
+                      impl, true),
+            impl);
     }
     BOOST_TEST(!withheld(dead_tap, "jit:avx512_core", true));  // f32 kernel: not reported, passes here
     // jit_bf16_1x1:avx512_core_bf16, wrong values: odd reduction channels on channels-last data.
-    BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=3,k=32,in=118,ker=1", "jit_bf16_1x1:avx512_core_bf16", true));
-    BOOST_TEST(!withheld("dir=fwd,dtype=bf16,layout=ncw,n=1,c=3,k=32,in=118,ker=1", "jit_bf16_1x1:avx512_core_bf16", false));
-    BOOST_TEST(!withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=4,k=32,in=118,ker=1", "jit_bf16_1x1:avx512_core_bf16", true));
-    BOOST_TEST(withheld("dir=bwd_data,dtype=bf16,layout=nwc,n=1,c=32,k=3,in=118,ker=1", "jit_bf16_1x1:avx512_core_bf16", true));
-    BOOST_TEST(!withheld("dir=bwd_data,dtype=bf16,layout=nwc,n=1,c=3,k=32,in=118,ker=1", "jit_bf16_1x1:avx512_core_bf16", true));
+    BOOST_TEST(
+        withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=3,k=32,in=118,ker=1", "jit_bf16_1x1:avx512_core_bf16", true));
+    BOOST_TEST(
+        !withheld("dir=fwd,dtype=bf16,layout=ncw,n=1,c=3,k=32,in=118,ker=1", "jit_bf16_1x1:avx512_core_bf16", false));
+    BOOST_TEST(
+        !withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=4,k=32,in=118,ker=1", "jit_bf16_1x1:avx512_core_bf16", true));
+    BOOST_TEST(withheld("dir=bwd_data,dtype=bf16,layout=nwc,n=1,c=32,k=3,in=118,ker=1", "jit_bf16_1x1:avx512_core_bf16",
+                        true));
+    BOOST_TEST(!withheld("dir=bwd_data,dtype=bf16,layout=nwc,n=1,c=3,k=32,in=118,ker=1",
+                         "jit_bf16_1x1:avx512_core_bf16", true));
     // jit:avx2 backward weights, f32, negative end padding: SIGSEGV / garbage.
-    BOOST_TEST(withheld("dir=bwd_filter,n=1,c=48,k=48,in=8x4,ker=7x7,stride=2x2,pad=3x3,pad_end=-1x3", "jit:avx2", false));
-    BOOST_TEST(!withheld("dir=bwd_filter,n=1,c=48,k=48,in=10x8,ker=7x7,stride=2x2,pad=3x3,pad_end=-1x3", "jit:avx2", false));
-    BOOST_TEST(!withheld("dir=bwd_filter,n=1,c=48,k=48,in=8x4,ker=7x7,stride=2x2,pad=3x3,pad_end=0x3", "jit:avx2", false));
+    BOOST_TEST(
+        withheld("dir=bwd_filter,n=1,c=48,k=48,in=8x4,ker=7x7,stride=2x2,pad=3x3,pad_end=-1x3", "jit:avx2", false));
+    BOOST_TEST(
+        !withheld("dir=bwd_filter,n=1,c=48,k=48,in=10x8,ker=7x7,stride=2x2,pad=3x3,pad_end=-1x3", "jit:avx2", false));
+    BOOST_TEST(
+        !withheld("dir=bwd_filter,n=1,c=48,k=48,in=8x4,ker=7x7,stride=2x2,pad=3x3,pad_end=0x3", "jit:avx2", false));
     // brgconv:avx512_core / brgconv:avx512_core_bf16 forward, wrong values: the brgemm kernel's
     // bottom virtual padding left unmasked (reproduced with oneDNN alone, tests/repro/).
-    const char* vpad_2_threads = "dir=fwd,dtype=f32,layout=ncw,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5";  // fails with 2 threads
-    const char* vpad_1_thread = "dir=fwd,dtype=f32,layout=nwc,n=1,c=32,k=64,in=7,ker=9,pad=4";           // fails with 1 thread
+    const char* vpad_2_threads =
+        "dir=fwd,dtype=f32,layout=ncw,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5";                   // fails with 2 threads
+    const char* vpad_1_thread = "dir=fwd,dtype=f32,layout=nwc,n=1,c=32,k=64,in=7,ker=9,pad=4";  // fails with 1 thread
     for (bool channels_last : {false, true}) {
         BOOST_TEST(withheld(vpad_2_threads, "brgconv:avx512_core", channels_last));
         BOOST_TEST(withheld(vpad_1_thread, "brgconv:avx512_core", channels_last));
     }
-    BOOST_TEST(withheld("dir=fwd,dtype=f32,layout=nwc,n=1,c=160,k=320,g=5,in=19,ker=11,pad=5", "brgconv:avx512_core", true));
-    BOOST_TEST(withheld("dir=fwd,dtype=f32,layout=nchw,n=1,c=96,k=192,g=3,in=1x19,ker=1x11,pad=0x5", "brgconv:avx512_core", false));
-    BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5", "brgconv:avx512_core_bf16", true));
-    BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=32,k=64,in=7,ker=9,pad=4", "brgconv:avx512_core_bf16", true));
+    BOOST_TEST(
+        withheld("dir=fwd,dtype=f32,layout=nwc,n=1,c=160,k=320,g=5,in=19,ker=11,pad=5", "brgconv:avx512_core", true));
+    BOOST_TEST(withheld("dir=fwd,dtype=f32,layout=nchw,n=1,c=96,k=192,g=3,in=1x19,ker=1x11,pad=0x5",
+                        "brgconv:avx512_core", false));
+    BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5",
+                        "brgconv:avx512_core_bf16", true));
+    BOOST_TEST(
+        withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=32,k=64,in=7,ker=9,pad=4", "brgconv:avx512_core_bf16", true));
     // Not along the height (19x1: the width has no padding), not with the width's end padding
     // below 2, not for other kernels, directions or AMX (no virtual padding there).
-    BOOST_TEST(!withheld("dir=fwd,dtype=f32,layout=nchw,n=1,c=96,k=192,g=3,in=19x1,ker=11x1,pad=5x0", "brgconv:avx512_core", false));
-    BOOST_TEST(!withheld("dir=fwd,dtype=f32,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5,pad_end=1", "brgconv:avx512_core", true));
-    BOOST_TEST(!withheld("dir=fwd,dtype=f32,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=3,pad=1", "brgconv:avx512_core", true));
+    BOOST_TEST(!withheld("dir=fwd,dtype=f32,layout=nchw,n=1,c=96,k=192,g=3,in=19x1,ker=11x1,pad=5x0",
+                         "brgconv:avx512_core", false));
+    BOOST_TEST(!withheld("dir=fwd,dtype=f32,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5,pad_end=1",
+                         "brgconv:avx512_core", true));
+    BOOST_TEST(
+        !withheld("dir=fwd,dtype=f32,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=3,pad=1", "brgconv:avx512_core", true));
     BOOST_TEST(!withheld(vpad_2_threads, "jit:avx512_core", true));
     BOOST_TEST(!withheld(vpad_2_threads, "brgconv_1x1:avx512_core", true));
-    BOOST_TEST(!withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5", "brgconv:avx512_core_amx_bf16", true));
-    BOOST_TEST(!withheld("dir=bwd_data,dtype=f32,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5", "brgconv:avx512_core", true));
+    BOOST_TEST(!withheld("dir=fwd,dtype=bf16,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5",
+                         "brgconv:avx512_core_amx_bf16", true));
+    BOOST_TEST(!withheld("dir=bwd_data,dtype=f32,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5",
+                         "brgconv:avx512_core", true));
     // Winograd where an output is a sum of few products (the bound's assumption).
     BOOST_TEST(withheld("dir=bwd_filter,n=1,c=16,k=32,in=2x2,ker=3x3,pad=1x1", "jit_wino_4x3:avx512_core", false));
     BOOST_TEST(!withheld("dir=bwd_filter,n=1,c=16,k=32,in=7x7,ker=3x3,pad=1x1", "jit_wino_4x3:avx512_core", false));
@@ -119,12 +144,21 @@ BOOST_AUTO_TEST_CASE(issue_35_classes_are_withheld) {
 // channels (MobileNet's conv11, K = 5, in backward data). jit:avx2 keeps the 1x1 stride-2
 // layers: their negative end padding alone does not trigger its predicate.
 BOOST_AUTO_TEST_CASE(ordinary_layers_keep_their_kernels) {
-    static constexpr const char* kImpls[] = {
-        "brgconv:avx512_core_amx_bf16", "brgconv_1x1:avx512_core_amx_bf16", "jit:avx512_core_amx_bf16", "jit_bf16:avx512_core_bf16",
-        "jit_bf16_1x1:avx512_core_bf16", "jit:avx2", "jit_1x1:avx2", "jit_1x1:avx512_core", "jit_wino_4x3:avx512_core",
-        "jit:avx512_core", "brgconv:avx512_core", "brgconv:avx512_core_bf16"};
+    static constexpr const char* kImpls[] = {"brgconv:avx512_core_amx_bf16",
+                                             "brgconv_1x1:avx512_core_amx_bf16",
+                                             "jit:avx512_core_amx_bf16",
+                                             "jit_bf16:avx512_core_bf16",
+                                             "jit_bf16_1x1:avx512_core_bf16",
+                                             "jit:avx2",
+                                             "jit_1x1:avx2",
+                                             "jit_1x1:avx512_core",
+                                             "jit_wino_4x3:avx512_core",
+                                             "jit:avx512_core",
+                                             "brgconv:avx512_core",
+                                             "brgconv:avx512_core_bf16"};
     int checked = 0;
-    for (const char* file : {"shapes_resnet_50_v1_5", "shapes_mobilenet", "shapes_mobilenet_dw", "shapes_vgg_19", "shapes_googlenet_v3"})
+    for (const char* file :
+         {"shapes_resnet_50_v1_5", "shapes_mobilenet", "shapes_mobilenet_dw", "shapes_vgg_19", "shapes_googlenet_v3"})
         for (int64_t batch : {1, 32})
             for (const auto& c : test::shape_file_cases(file, batch))
                 for (Direction d : {Direction::fwd, Direction::bwd_data, Direction::bwd_filter})
@@ -140,11 +174,13 @@ BOOST_AUTO_TEST_CASE(ordinary_layers_keep_their_kernels) {
                                 // By design: the odd reduction channel counts of jit_bf16_1x1 (MobileNet's
                                 // 5-class conv11 in backward data, channels-last).
                                 const int64_t reduction = d == Direction::fwd ? p.c_per_group() : p.k_per_group();
-                                if (why && impl == std::string_view("jit_bf16_1x1:avx512_core_bf16") && reduction % 2 != 0) {
+                                if (why && impl == std::string_view("jit_bf16_1x1:avx512_core_bf16") &&
+                                    reduction % 2 != 0) {
                                     BOOST_TEST_MESSAGE("withheld as intended: " << impl << " on " << p.to_string());
                                     continue;
                                 }
-                                BOOST_TEST(!why.has_value(), file << " " << c.label << " " << p.to_string() << " " << impl << ": " << why.value_or(""));
+                                BOOST_TEST(!why.has_value(), file << " " << c.label << " " << p.to_string() << " "
+                                                                  << impl << ": " << why.value_or(""));
                                 ++checked;
                             }
                         }

@@ -54,7 +54,8 @@ std::vector<ConvProblem> tf32_problems() {
     std::vector<ConvProblem> r;
     for (const char* dir : {"fwd", "bwd_data", "bwd_filter"})
         for (const char* layout : {"nchw", "nhwc"})
-            r.push_back(ConvProblem::parse(std::string("dir=") + dir + ",layout=" + layout + ",n=2,c=32,k=24,in=12x11,ker=3x3,pad=1x1"));
+            r.push_back(ConvProblem::parse(std::string("dir=") + dir + ",layout=" + layout +
+                                           ",n=2,c=32,k=24,in=12x11,ker=3x3,pad=1x1"));
     return r;
 }
 
@@ -90,8 +91,8 @@ BOOST_AUTO_TEST_CASE(error_grows_as_expected_and_vanishes_with_the_flag_off) {
         BOOST_TEST(e_tf32 > 0x1p-17, p.to_string() << ": tf32 error " << e_tf32 << " too small to be TF32 rounding");
         BOOST_TEST(e_tf32_rounded <= f32.error_bound(p), p.to_string() << ": " << e_tf32_rounded);
         BOOST_TEST(e_tf32_rounded < e_tf32 / 16, p.to_string() << ": not the rounded inputs' result");
-        BOOST_TEST_MESSAGE(p.to_string() << ": scaled error f32 " << e_f32 << ", tf32 " << e_tf32 << ", tf32 vs rounded inputs "
-                                         << e_tf32_rounded);
+        BOOST_TEST_MESSAGE(p.to_string() << ": scaled error f32 " << e_f32 << ", tf32 " << e_tf32
+                                         << ", tf32 vs rounded inputs " << e_tf32_rounded);
     }
 }
 
@@ -124,7 +125,8 @@ BOOST_AUTO_TEST_CASE(benchmark_off_runs_the_cost_models_first_choice_untimed) {
         const auto d = s.select(kLayer, flags(std::string("benchmark=0,policy=") + policy));
         BOOST_TEST((d->source == Source::heuristic), policy);
         BOOST_TEST(d->algorithm == std::string(cpu().heuristic_order(kLayer).front()->id()), policy);
-        for (const Candidate& c : d->candidates) BOOST_TEST(c.samples_ms.empty(), policy << ": " << c.id << " was timed");
+        for (const Candidate& c : d->candidates)
+            BOOST_TEST(c.samples_ms.empty(), policy << ": " << c.id << " was timed");
     }
 }
 
@@ -143,7 +145,8 @@ BOOST_AUTO_TEST_CASE(convtune_search_picks_the_fastest_timed_and_times_the_heuri
         // dropped; the leader's median can drift up afterwards on a loaded machine (seen under a
         // parallel ctest), so the contract holds for the candidates that raced to the end.
         if (c.reason.rfind("dropped after", 0) == 0 || c.reason.rfind("stopped early", 0) == 0) continue;
-        BOOST_TEST(d->median_ms <= c.median_ms, d->algorithm << " chosen at " << d->median_ms << " ms but " << c.id << " took " << c.median_ms);
+        BOOST_TEST(d->median_ms <= c.median_ms,
+                   d->algorithm << " chosen at " << d->median_ms << " ms but " << c.id << " took " << c.median_ms);
     }
     BOOST_TEST(timed >= 3);
     // The naive reference is never timed by convtune's search on a problem others can run.
@@ -180,7 +183,8 @@ BOOST_AUTO_TEST_CASE(enabled_off_runs_the_native_fallback) {
 }
 
 BOOST_AUTO_TEST_CASE(a_second_selector_reads_the_choice_from_the_database) {
-    const std::filesystem::path db = std::filesystem::temp_directory_path() / ("convtune-policies-" + std::to_string(::getpid()) + ".json");
+    const std::filesystem::path db =
+        std::filesystem::temp_directory_path() / ("convtune-policies-" + std::to_string(::getpid()) + ".json");
     std::filesystem::remove(db);
     std::string first;
     {

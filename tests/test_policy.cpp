@@ -42,14 +42,16 @@ BOOST_AUTO_TEST_CASE(every_name_maps_to_its_own_object) {
     BOOST_TEST(names.size() == all_policies().size());
     BOOST_TEST(objects.size() == all_policies().size());
     BOOST_CHECK_EXCEPTION(parse_policy("fastest"), ParseError, [](const ParseError& e) {
-        return std::string(e.what()) == "policy: unknown policy 'fastest' (expected pytorch, pytorch-v7, convtune, adaptive or incremental)";
+        return std::string(e.what()) ==
+               "policy: unknown policy 'fastest' (expected pytorch, pytorch-v7, convtune, adaptive or incremental)";
     });
 }
 
 BOOST_AUTO_TEST_CASE(each_policy_answers_as_documented) {
     const FlagValues on = flags("benchmark=1,benchmark_limit=4,deterministic=1,explore_slots=2");
-    const SelectionPolicy &pt = *parse_policy("pytorch"), &v7 = *parse_policy("pytorch-v7"), &ct = *parse_policy("convtune"),
-                          &ad = *parse_policy("adaptive"), &in = *parse_policy("incremental");
+    const SelectionPolicy &pt = *parse_policy("pytorch"), &v7 = *parse_policy("pytorch-v7"),
+                          &ct = *parse_policy("convtune"), &ad = *parse_policy("adaptive"),
+                          &in = *parse_policy("incremental");
     // key
     BOOST_TEST(!pt.keys_benchmark());
     BOOST_TEST(!v7.keys_benchmark());
@@ -130,7 +132,8 @@ const Candidate& cand(const Decision& d, const std::string& id) {
 }
 // One search over fake candidates with exact times, the robust measurement with min_samples=3.
 struct Race {
-    explicit Race(std::vector<test::FakeSpec> specs) : b("fake", std::move(specs)), s(b, cache), d(s.select(kP, flags("benchmark=1,min_samples=3"))) {}
+    explicit Race(std::vector<test::FakeSpec> specs)
+        : b("fake", std::move(specs)), s(b, cache), d(s.select(kP, flags("benchmark=1,min_samples=3"))) {}
     test::FakeBackend b;
     TuningCache cache;
     Selector s;
@@ -147,7 +150,8 @@ BOOST_AUTO_TEST_CASE(racing_drops_the_slower_after_min_samples) {
     const auto& d = r.d;
     BOOST_TEST(d->algorithm == "best");
     BOOST_TEST(cand(*d, "far").samples_ms.size() == 1u);
-    BOOST_TEST(cand(*d, "far").reason.find("stopped early: every call over 1.5x the leader's slowest call after 1 round") == 0u,
+    BOOST_TEST(cand(*d, "far").reason.find(
+                   "stopped early: every call over 1.5x the leader's slowest call after 1 round") == 0u,
                cand(*d, "far").reason);
     BOOST_TEST(cand(*d, "h1").samples_ms.size() == 3u);
     BOOST_TEST(cand(*d, "h1").reason.find("dropped after 3 samples") == 0u, cand(*d, "h1").reason);
@@ -169,7 +173,8 @@ BOOST_AUTO_TEST_CASE(from_round_2_the_leaders_cold_warm_up_shields_nothing) {
     const auto& d = r.d;
     BOOST_TEST(d->algorithm == "best");
     BOOST_TEST(cand(*d, "mid").samples_ms.size() == 2u);
-    BOOST_TEST(cand(*d, "mid").reason.find("stopped early: every call over 1.5x the leader's slowest sample after 2 rounds") == 0u,
+    BOOST_TEST(cand(*d, "mid").reason.find(
+                   "stopped early: every call over 1.5x the leader's slowest sample after 2 rounds") == 0u,
                cand(*d, "mid").reason);
 }
 
@@ -181,7 +186,8 @@ BOOST_AUTO_TEST_CASE(a_short_call_is_not_stopped_on_one_sample) {
     const auto& d = r.d;
     BOOST_TEST(d->algorithm == "best");
     BOOST_TEST(cand(*d, "far").samples_ms.size() == 2u);
-    BOOST_TEST(cand(*d, "far").reason.find("stopped early: every call over 1.5x the leader's slowest sample after 2 rounds") == 0u,
+    BOOST_TEST(cand(*d, "far").reason.find(
+                   "stopped early: every call over 1.5x the leader's slowest sample after 2 rounds") == 0u,
                cand(*d, "far").reason);
     // At 1.8 ms (over early_drop_min_ms) one sample is enough.
     const Race r2({{"h1", {1.0}}, {"best", {0.9}}, {"far", {1.8}}});
@@ -201,7 +207,9 @@ BOOST_AUTO_TEST_CASE(same_pick_ten_times_out_of_ten_under_noise_and_drift) {
             std::mt19937 rng(seed);
             std::uniform_real_distribution<double> noise(-0.03, 0.03), phase(0, 40);
             const double offset = phase(rng);
-            b.load = [&](double clock) { return (std::fmod(clock + offset, 40.0) < 20 ? 1.25 : 1.0) * (1 + noise(rng)); };
+            b.load = [&](double clock) {
+                return (std::fmod(clock + offset, 40.0) < 20 ? 1.25 : 1.0) * (1 + noise(rng));
+            };
             TuningCache cache;
             Selector s(b, cache);
             const auto d = s.select(kP, flags(std::string("benchmark=1,policy=") + policy));
@@ -242,7 +250,8 @@ BOOST_AUTO_TEST_CASE(a_kernel_compiled_at_first_use_must_lead_beyond_the_noise) 
             const std::string want = real_lead || std::string(policy) == "pytorch" ? "jit" : "pre";
             BOOST_TEST(d->algorithm == want, policy << " jit " << jit_ms);
             if (want == "pre")
-                BOOST_TEST(cand(*d, "pre").reason.find("not compiled at first use") != std::string::npos, cand(*d, "pre").reason);
+                BOOST_TEST(cand(*d, "pre").reason.find("not compiled at first use") != std::string::npos,
+                           cand(*d, "pre").reason);
         }
     }
 }
@@ -260,7 +269,8 @@ BOOST_AUTO_TEST_CASE(a_decision_too_noisy_is_not_stored) {
         Selector s(b, cache, &db);
         const auto d = s.select(kP, flags("benchmark=1"));
         BOOST_TEST(d->algorithm == "wild");
-        BOOST_TEST(cand(*d, "wild").reason.find("not stored in the tuning database") != std::string::npos, cand(*d, "wild").reason);
+        BOOST_TEST(cand(*d, "wild").reason.find("not stored in the tuning database") != std::string::npos,
+                   cand(*d, "wild").reason);
     }
     BOOST_TEST(!std::filesystem::exists(path));
     // A steady one is stored, with its spread and sample count.
@@ -312,7 +322,8 @@ std::vector<std::string> run_calls(Selector& s, const test::FakeBackend& b, cons
 
 // A shape's decision after `calls` in-band calls under flags `f` (the incremental policy).
 struct Rotated {
-    Rotated(std::vector<test::FakeSpec> specs, const std::string& f, int calls) : b("fake", std::move(specs)), s(b, cache) {
+    Rotated(std::vector<test::FakeSpec> specs, const std::string& f, int calls)
+        : b("fake", std::move(specs)), s(b, cache) {
         run_calls(s, b, flags(f), calls);
         d = s.select(kQ, flags(f));
     }
@@ -336,7 +347,9 @@ struct Counter final : SelectorObserver {
     double exec_ms = 0;
     void search_started(const ConvProblem&) override { ++searches; }
     void candidate_timed(const ConvProblem&, const Algorithm&, double) override { ++timed; }
-    void executed(const ConvProblem&, const Algorithm&, const Status&, double ms) override { ++executions, exec_ms += ms; }
+    void executed(const ConvProblem&, const Algorithm&, const Status&, double ms) override {
+        ++executions, exec_ms += ms;
+    }
 };
 }  // namespace
 
@@ -366,7 +379,8 @@ BOOST_AUTO_TEST_CASE(calls_rotate_in_heuristic_order_and_pin_the_clear_winner) {
     const auto d0 = s.select(kQ, f);
     BOOST_TEST(d0->algorithm == "h");
     BOOST_TEST(d0->provisional);
-    BOOST_TEST(cand(*d0, "h").reason.find("provisional: the incremental policy times the shape's own calls") != std::string::npos,
+    BOOST_TEST(cand(*d0, "h").reason.find("provisional: the incremental policy times the shape's own calls") !=
+                   std::string::npos,
                cand(*d0, "h").reason);
     // The calls: the first runs the heuristic's pick (no search), the second the pick again (its
     // first call may be cold: exploring waits for a sample of what the pick takes), then each
@@ -402,7 +416,8 @@ BOOST_AUTO_TEST_CASE(a_lead_within_the_noise_keeps_the_heuristic_pick) {
 BOOST_AUTO_TEST_CASE(deterministic_and_benchmark_limit_bound_the_rotation) {
     // The fastest is NONDETERMINISTIC: with deterministic=1 it never runs, and the pick is the
     // fastest deterministic one. benchmark_limit=2: only the first two eligible ones rotate.
-    test::FakeBackend b("fake", {{"h", {1.0}}, {"nd", {0.2}, Notes{Note::nondeterministic}}, {"det", {0.5}}, {"late", {0.1}}});
+    test::FakeBackend b("fake",
+                        {{"h", {1.0}}, {"nd", {0.2}, Notes{Note::nondeterministic}}, {"det", {0.5}}, {"late", {0.1}}});
     {
         TuningCache cache;
         Selector s(b, cache);

@@ -32,9 +32,11 @@ BOOST_AUTO_TEST_CASE(defaults_and_derived_output) {
     BOOST_TEST(p.pad_end[0] == 1);
     BOOST_TEST(p.out(0) == 28);
     BOOST_TEST(p.out(1) == 28);
-    BOOST_TEST(p.to_string() ==
-               "dir=fwd,dtype=f32,layout=nchw,n=1,c=64,k=128,g=1,in=56x56,ker=3x3,stride=2x2,dil=1x1,pad=1x1,pad_end=1x1");
-    const ConvProblem q = ConvProblem::parse("dir=bwd_filter, dtype=bf16, layout=ndhwc, c=4, k=4, in=4x5x6, ker=3x3x3, n=3");
+    BOOST_TEST(
+        p.to_string() ==
+        "dir=fwd,dtype=f32,layout=nchw,n=1,c=64,k=128,g=1,in=56x56,ker=3x3,stride=2x2,dil=1x1,pad=1x1,pad_end=1x1");
+    const ConvProblem q =
+        ConvProblem::parse("dir=bwd_filter, dtype=bf16, layout=ndhwc, c=4, k=4, in=4x5x6, ker=3x3x3, n=3");
     BOOST_TEST(q.spatial_dims == 3);
     BOOST_TEST((q.layout == Layout::nhwc));
     BOOST_TEST(q.to_string().find("layout=ndhwc") != std::string::npos);
@@ -47,8 +49,9 @@ BOOST_AUTO_TEST_CASE(bwd_data_reduction_length_is_the_largest_tap_count) {
     for (int64_t s = 1; s <= 4; ++s)
         for (int64_t d = 1; d <= 4; ++d)
             for (int64_t k = 1; k <= 5; ++k) {
-                const std::string spec = "dir=bwd_data,c=1,k=2,in=40,ker=" + std::to_string(k) + ",stride=" + std::to_string(s) +
-                                         ",dil=" + std::to_string(d) + ",pad=" + std::to_string((k - 1) * d);
+                const std::string spec = "dir=bwd_data,c=1,k=2,in=40,ker=" + std::to_string(k) +
+                                         ",stride=" + std::to_string(s) + ",dil=" + std::to_string(d) +
+                                         ",pad=" + std::to_string((k - 1) * d);
                 const ConvProblem p = ConvProblem::parse(spec);
                 int64_t most = 0;
                 for (int64_t i = 0; i < p.in[0]; ++i) {
@@ -57,20 +60,25 @@ BOOST_AUTO_TEST_CASE(bwd_data_reduction_length_is_the_largest_tap_count) {
                         for (int64_t j = 0; j < k; ++j) taps += o * s + j * d - p.pad_begin[0] == i;
                     most = std::max(most, taps);
                 }
-                BOOST_TEST(p.reduction_length() == p.k * most, spec << ": bound " << p.reduction_length() << ", counted " << p.k * most);
+                BOOST_TEST(p.reduction_length() == p.k * most,
+                           spec << ": bound " << p.reduction_length() << ", counted " << p.k * most);
             }
 }
 
 BOOST_AUTO_TEST_CASE(malformed_strings) {
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse(""); }), "problem: empty"));
-    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,foo=1"); }), "problem: unknown key 'foo'"));
+    BOOST_TEST(
+        starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,foo=1"); }), "problem: unknown key 'foo'"));
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3x3"); }), "ker: has 2 dims"));
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=x,k=1,in=5,ker=3"); }), "c: 'x' is not an integer"));
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("k=1,in=5,ker=3"); }), "c: missing"));
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,c=2,k=1,in=5,ker=3"); }), "c: given twice"));
-    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,dir=up"); }), "dir: unknown direction"));
-    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,dtype=f8"); }), "dtype: unknown data type"));
-    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5x5,ker=3x3,layout=ncdhw"); }), "layout: 'ncdhw' is a 3-D layout"));
+    BOOST_TEST(
+        starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,dir=up"); }), "dir: unknown direction"));
+    BOOST_TEST(
+        starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5,ker=3,dtype=f8"); }), "dtype: unknown data type"));
+    BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5x5,ker=3x3,layout=ncdhw"); }),
+                           "layout: 'ncdhw' is a 3-D layout"));
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,k=1,in=5x5x5x5,ker=3"); }), "in: more than 3"));
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=1,,k=1,in=5,ker=3"); }), "problem: empty entry"));
     BOOST_TEST(starts_with(error_of([] { ConvProblem::parse("c=99999999999999999999,k=1,in=5,ker=3"); }), "c: value"));

@@ -48,7 +48,8 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
     if (v == nullptr || *v == '\0') return fallback;
     char* end = nullptr;
     const unsigned long long x = std::strtoull(v, &end, 10);
-    if (end == v || *end != '\0') throw std::runtime_error(fmt::format("{}={}: expected a non-negative integer", name, v));
+    if (end == v || *end != '\0')
+        throw std::runtime_error(fmt::format("{}={}: expected a non-negative integer", name, v));
     return x;
 }
 
@@ -119,7 +120,8 @@ ConvProblem random_problem(uint64_t seed, uint64_t index) {
         const int64_t square = r.pick(kOrdinaryKernels);
         const int64_t ordinary_stride = r.chance(1, 3) ? 2 : 1;
         const int64_t ordinary_size = r.in(1, p.spatial_dims == 3 ? 9 : p.spatial_dims == 2 ? 20 : 60);
-        const int odd_dim = ordinary && r.chance(1, 2) ? static_cast<int>(r.below(p.spatial_dims)) : -1;  // the one awkward dim
+        const int odd_dim =
+            ordinary && r.chance(1, 2) ? static_cast<int>(r.below(p.spatial_dims)) : -1;  // the one awkward dim
         const int64_t max_kernel = p.spatial_dims == 1 ? 7 : p.spatial_dims == 2 ? 5 : 3;
         for (int i = 0; i < p.spatial_dims; ++i) {
             const auto u = static_cast<std::size_t>(i);
@@ -140,7 +142,8 @@ ConvProblem random_problem(uint64_t seed, uint64_t index) {
             p.pad_end[u] = r.chance(1, 2) ? p.pad_begin[u] : r.in(-std::min<int64_t>(p.in[u] - 1, 3), eff);
         }
         if (p.check()) continue;
-        if (p.macs() > 2'000'000 || p.x_elements() > 200'000 || p.y_elements() > 200'000 || p.w_elements() > 200'000) continue;
+        if (p.macs() > 2'000'000 || p.x_elements() > 200'000 || p.y_elements() > 200'000 || p.w_elements() > 200'000)
+            continue;
         return p;
     }
 }
@@ -157,8 +160,8 @@ void check_problem(const ConvProblem& p, uint64_t data_seed, const std::string& 
     std::optional<OracleResult> ref;
     ++t.problems;
     for (const Algorithm* a : test::host_algorithms()) {
-        std::snprintf(g_context, sizeof g_context, "%s: %s on %s (data seed %llu)", where.c_str(), std::string(a->id()).c_str(),
-                      p.to_string().c_str(), static_cast<unsigned long long>(data_seed));
+        std::snprintf(g_context, sizeof g_context, "%s: %s on %s (data seed %llu)", where.c_str(),
+                      std::string(a->id()).c_str(), p.to_string().c_str(), static_cast<unsigned long long>(data_seed));
         const Support s = a->supports(p);
         if (!s) {
             ++t.refused;
@@ -171,9 +174,11 @@ void check_problem(const ConvProblem& p, uint64_t data_seed, const std::string& 
         ++t.per_algorithm[std::string(a->id())];
         if (!out.passed) {
             const char* perturb = std::getenv("MALLOC_PERTURB_");
-            const std::string env = perturb != nullptr && *perturb != '\0' ? fmt::format("MALLOC_PERTURB_={} ", perturb) : "";
-            const std::string msg = fmt::format("{}: {}\n  reproduce: {}convtune run -b {} -a {} -p '{}' --seed {} --check", where, out.message,
-                                                env, a->backend().name(), a->id(), p.to_string(), data_seed);
+            const std::string env =
+                perturb != nullptr && *perturb != '\0' ? fmt::format("MALLOC_PERTURB_={} ", perturb) : "";
+            const std::string msg =
+                fmt::format("{}: {}\n  reproduce: {}convtune run -b {} -a {} -p '{}' --seed {} --check", where,
+                            out.message, env, a->backend().name(), a->id(), p.to_string(), data_seed);
             t.failures.push_back(msg);
             BOOST_ERROR(msg);
         }
@@ -192,7 +197,8 @@ BOOST_AUTO_TEST_CASE(issue_35_reproductions) {
     static constexpr const char* kCases[] = {
         // brgconv:avx512_core_amx_bf16 forward: SIGSEGV (stride 2, the last output row wholly in the end padding).
         "dir=fwd,dtype=bf16,layout=nhwc,n=1,c=8,k=4,in=3x4,ker=1x3,stride=2x1,pad=0x0,pad_end=2x0",
-        // jit:avx512_core_amx_bf16 / jit_bf16:avx512_core_bf16 backward weights: garbage where a kernel tap reads only padding,
+        // jit:avx512_core_amx_bf16 / jit_bf16:avx512_core_bf16 backward weights: garbage where a kernel tap reads only
+        // padding,
         "dir=bwd_filter,dtype=bf16,layout=nhwc,n=2,c=16,k=4,in=3x2,ker=3x7,stride=2x3,pad=0x3,pad_end=0x3",
         // a 1x1 kernel with dilation > 1 and C = 33,
         "dir=bwd_filter,dtype=bf16,layout=nhwc,n=2,c=33,k=16,in=5x7,ker=1x1,dil=2x2",
@@ -217,7 +223,8 @@ BOOST_AUTO_TEST_CASE(issue_35_reproductions) {
     for (const char* spec : kCases)
         for (uint64_t seed : {1, 21})
             check_problem(ConvProblem::parse(spec), seed, fmt::format("issue 35 case '{}'", spec), t);
-    BOOST_TEST_MESSAGE(fmt::format("issue 35 cases: {} runs, {} refusals, {} failures", t.runs, t.refused, t.failures.size()));
+    BOOST_TEST_MESSAGE(
+        fmt::format("issue 35 cases: {} runs, {} refusals, {} failures", t.runs, t.refused, t.failures.size()));
 }
 
 BOOST_AUTO_TEST_CASE(random_problems) {
@@ -232,10 +239,12 @@ BOOST_AUTO_TEST_CASE(random_problems) {
         check_problem(p, data_seed, fmt::format("CONVTUNE_RANDOM_SEED={} case {}", seed, i), t);
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    BOOST_TEST_MESSAGE(fmt::format("random problems: seed {}, cases {}..{}, {} algorithm runs, {} refusals, {} failures, {:.1f} s", seed,
-                                   first, first + cases - 1, t.runs, t.refused, t.failures.size(), s));
+    BOOST_TEST_MESSAGE(
+        fmt::format("random problems: seed {}, cases {}..{}, {} algorithm runs, {} refusals, {} failures, {:.1f} s",
+                    seed, first, first + cases - 1, t.runs, t.refused, t.failures.size(), s));
     for (const auto& [id, n] : t.per_algorithm) BOOST_TEST_MESSAGE(fmt::format("  {}: {} runs", id, n));
     if (!t.failures.empty())
-        BOOST_TEST_MESSAGE(fmt::format("rerun this sweep with CONVTUNE_RANDOM_SEED={} CONVTUNE_RANDOM_CASES={} CONVTUNE_RANDOM_FIRST={}", seed,
-                                       cases, first));
+        BOOST_TEST_MESSAGE(fmt::format(
+            "rerun this sweep with CONVTUNE_RANDOM_SEED={} CONVTUNE_RANDOM_CASES={} CONVTUNE_RANDOM_FIRST={}", seed,
+            cases, first));
 }

@@ -93,13 +93,17 @@ struct BudgetGuard {
 std::vector<DbSection> sample_sections(const Backend& b) {
     Environment other = environment_of(b);
     other.library = "another library 0.9";
-    const std::string k1 = cache_key(b, kP, flags("benchmark=1")), k2 = cache_key(b, kP, flags("benchmark=1,deterministic=1"));
-    return {{environment_of(b), {{k1, {"h4", 1.25, 0.01, 5, 12.5, 1700000000}}, {k2, {"h2", 2.5, 0.2, 3, 7.0, 1700000001}}}},
+    const std::string k1 = cache_key(b, kP, flags("benchmark=1")),
+                      k2 = cache_key(b, kP, flags("benchmark=1,deterministic=1"));
+    return {{environment_of(b),
+             {{k1, {"h4", 1.25, 0.01, 5, 12.5, 1700000000}}, {k2, {"h2", 2.5, 0.2, 3, 7.0, 1700000001}}}},
             {other, {{k1, {"h1", 0.5, 0, 1, 1, 1600000000}}}}};
 }
 std::vector<FakeSpec> five() { return {{"h1", {5}}, {"h2", {4}}, {"h3", {6}}, {"h4", {1}}, {"h5", {2}}}; }
 
-bool same_sections(const std::vector<DbSection>& a, const std::vector<DbSection>& b) { return fuzz::same_sections(a, b); }
+bool same_sections(const std::vector<DbSection>& a, const std::vector<DbSection>& b) {
+    return fuzz::same_sections(a, b);
+}
 
 // Runs fn in a forked child (a private mount namespace or another user id must not leak into the
 // test process). The child's int is its exit code; its message comes back through a pipe.
@@ -151,7 +155,8 @@ std::set<std::string> files_in(const std::string& dir) {
 
 // The write-failure scenario, run inside a child whose `dir` already fails writes: the old file
 // must stay byte-identical, the failure must be reported, tuning must go on, no temporary left.
-int expect_failed_store(const std::string& dir, const std::string& old_bytes, const std::string& reason, std::string& msg) {
+int expect_failed_store(const std::string& dir, const std::string& old_bytes, const std::string& reason,
+                        std::string& msg) {
     const std::string path = dir + "/tune.json";
     const auto before = files_in(dir);
     FakeBackend b("fake", five());
@@ -209,11 +214,21 @@ BOOST_AUTO_TEST_CASE(fields_test_problem_leaves_out) {
         {"pad[w]: magnitude must be below 2^31", [](ConvProblem& p) { p.pad_begin[1] = int64_t{1} << 31; }},
         {"pad_end[h]: magnitude must be below 2^31", [](ConvProblem& p) { p.pad_end[0] = int64_t{1} << 31; }},
         {"pad_end[h]: magnitude must be below 2^31", [](ConvProblem& p) { p.pad_end[0] = -(int64_t{1} << 31); }},
-        {"pad_end[h]: magnitude must be below 2^31", [](ConvProblem& p) { p.pad_end[0] = std::numeric_limits<int64_t>::min(); }},
+        {"pad_end[h]: magnitude must be below 2^31",
+         [](ConvProblem& p) { p.pad_end[0] = std::numeric_limits<int64_t>::min(); }},
         {"in[h]: input size must be >= 1", [](ConvProblem& p) { p.in[0] = std::numeric_limits<int64_t>::min(); }},
-        {"w: element count overflows", [](ConvProblem& p) { p.c = p.k = 2000000000, p.kernel = {3, 3, 1}, p.in = {3, 3, 1}; }},
-        {"y: element count overflows", [](ConvProblem& p) { p.n = p.k = 2000000000, p.in = {3, 3, 1}; }},
-        {"n: operation count overflows", [](ConvProblem& p) { p = ConvProblem{}, p.spatial_dims = 1, p.c = p.k = 1 << 20, p.in = {1 << 25, 1, 1}; }},
+        {"w: element count overflows",
+         [](ConvProblem& p) {
+             p.c = p.k = 2000000000, p.kernel = {3, 3, 1}, p.in = {3, 3, 1};
+         }},
+        {"y: element count overflows",
+         [](ConvProblem& p) {
+             p.n = p.k = 2000000000, p.in = {3, 3, 1};
+         }},
+        {"n: operation count overflows",
+         [](ConvProblem& p) {
+             p = ConvProblem{}, p.spatial_dims = 1, p.c = p.k = 1 << 20, p.in = {1 << 25, 1, 1};
+         }},
         {"dir: unknown direction value 7", [](ConvProblem& p) { p.direction = static_cast<Direction>(7); }},
         {"dtype: unknown data type value -1", [](ConvProblem& p) { p.dtype = static_cast<DataType>(-1); }},
         {"layout: unknown layout value 2", [](ConvProblem& p) { p.layout = static_cast<Layout>(2); }},
@@ -267,7 +282,8 @@ BOOST_AUTO_TEST_CASE(malformed_problem_strings) {
     };
     for (const auto& [spec, prefix] : cases) {
         const std::string e = error_of([&] { ConvProblem::parse(spec); });
-        BOOST_TEST(starts_with(e, prefix), "'" << spec.substr(0, 60) << "' -> '" << e.substr(0, 120) << "' (expected '" << prefix << "')");
+        BOOST_TEST(starts_with(e, prefix),
+                   "'" << spec.substr(0, 60) << "' -> '" << e.substr(0, 120) << "' (expected '" << prefix << "')");
         // parse_any routes text with '=' to the same parser.
         if (spec.find('=') != std::string::npos) BOOST_TEST(error_of([&] { ConvProblem::parse_any(spec); }) == e);
     }
@@ -312,14 +328,16 @@ BOOST_AUTO_TEST_CASE(malformed_benchdnn_and_shape_text) {
     }
     BOOST_TEST(parse_shape_text("").empty());
     BOOST_TEST(parse_shape_text("# only comments\n\n").empty());
-    BOOST_TEST(starts_with(error_of([] { read_shape_file("/nonexistent/convtune/shapes"); }), "/nonexistent/convtune/shapes: cannot open"));
+    BOOST_TEST(starts_with(error_of([] { read_shape_file("/nonexistent/convtune/shapes"); }),
+                           "/nonexistent/convtune/shapes: cannot open"));
 }
 
 BOOST_AUTO_TEST_CASE(unknown_backend_and_algorithm_ids) {
     const std::string e = error_of([] { find_backend("cuda"); });
     BOOST_TEST(starts_with(e, "backend: unknown backend 'cuda' (compiled in: cpu"), e);
     BOOST_TEST(starts_with(error_of([] { find_backend(""); }), "backend: unknown backend ''"));
-    BOOST_TEST(starts_with(error_of([] { find_algorithm("cpu.nonexistent"); }), "algo: unknown algorithm id 'cpu.nonexistent'"));
+    BOOST_TEST(starts_with(error_of([] { find_algorithm("cpu.nonexistent"); }),
+                           "algo: unknown algorithm id 'cpu.nonexistent'"));
     BOOST_TEST(starts_with(error_of([] { find_algorithm("CPU.DIRECT"); }), "algo: unknown algorithm id"));
     BOOST_TEST(cpu_backend().find("onednn.auto") == nullptr);
     HostTensors t = make_host_tensors(kP);
@@ -355,7 +373,8 @@ BOOST_AUTO_TEST_CASE(algorithm_asked_for_a_problem_it_does_not_support) {
                 const RunResult r = execute(*a, t);
                 ++runs;
                 BOOST_TEST(!r.status.ok(), a->id() << " ran " << spec);
-                BOOST_TEST((r.status.code == Status::Code::unsupported || r.status.code == Status::Code::failed), a->id());
+                BOOST_TEST((r.status.code == Status::Code::unsupported || r.status.code == Status::Code::failed),
+                           a->id());
                 BOOST_TEST(!r.status.message.empty(), a->id());
                 BOOST_TEST((output_of(t) == before), a->id() << " wrote its output on " << spec);
                 ++refused[std::string(a->id())];
@@ -415,14 +434,20 @@ BOOST_AUTO_TEST_CASE(memory_budget_is_checked_before_allocating) {
     const ConvProblem p = ConvProblem::parse("n=1,c=64,k=64,in=128x128,ker=3x3,pad=1x1");
     set_memory_budget(std::size_t{1} << 20);
     const std::string e = error_of([&] { make_host_tensors(p); });
-    BOOST_TEST(starts_with(e, "memory budget: tensor x needs 4.0 MiB, w 144.0 KiB, y 4.0 MiB (peak 8.1 MiB), above the budget of 1.0 MiB (1048576 B"), e);
+    BOOST_TEST(
+        starts_with(
+            e,
+            "memory budget: tensor x needs 4.0 MiB, w 144.0 KiB, y 4.0 MiB (peak 8.1 MiB), above the budget of 1.0 "
+            "MiB (1048576 B"),
+        e);
     BOOST_TEST(contains(e, "CONVTUNE_MAX_BYTES"));
     // The selector's search refuses before allocating anything on the backend.
     FakeBackend fb("fake", five());
     fb.memory_limit = 1;  // an allocation attempt would fail differently ("cannot allocate")
     TuningCache cache;
     Selector s(fb, cache);
-    BOOST_TEST(starts_with(error_of([&] { s.select(p, flags("benchmark=1")); }), "memory budget: tensor x needs 4.0 MiB"));
+    BOOST_TEST(
+        starts_with(error_of([&] { s.select(p, flags("benchmark=1")); }), "memory budget: tensor x needs 4.0 MiB"));
     // Benchmark off allocates nothing and is not refused.
     BOOST_TEST(s.select(p, flags("benchmark=0"))->algorithm == "h1");
     // A candidate whose workspace does not fit is skipped as out of memory, with the reason.
@@ -455,7 +480,8 @@ BOOST_AUTO_TEST_CASE(memory_budget_is_checked_before_allocating) {
     BOOST_TEST(parse_byte_size("7MB") == std::size_t{7} << 20);
     for (const char* bad : {"", "0", "-1", "1.5G", "G", "1X", "1 G", "16E", "99999999999999999999", "1GiBs"})
         BOOST_CHECK_THROW(parse_byte_size(bad, "--max-bytes"), ParseError);
-    BOOST_TEST(starts_with(error_of([] { parse_byte_size("16E", "--max-bytes"); }), "--max-bytes: '16E' is out of range"));
+    BOOST_TEST(
+        starts_with(error_of([] { parse_byte_size("16E", "--max-bytes"); }), "--max-bytes: '16E' is out of range"));
     // A problem whose bytes overflow 64 bits never gets that far: validation names the tensor.
     const ConvProblem huge = [] {
         ConvProblem q;
@@ -471,7 +497,8 @@ BOOST_AUTO_TEST_CASE(workspace_limit_zero) {
     // Real CPU backend: the choice needs no workspace, with and without benchmark; candidates
     // that need one are reported as over the limit and never run.
     const ConvProblem p = ConvProblem::parse("n=1,c=8,k=8,in=10x10,ker=3x3,pad=1x1");
-    for (const char* f : {"workspace_limit=0,benchmark=0", "workspace_limit=0,benchmark=1,min_samples=1,max_samples=2", "workspace_limit=0,policy=pytorch,benchmark=1"}) {
+    for (const char* f : {"workspace_limit=0,benchmark=0", "workspace_limit=0,benchmark=1,min_samples=1,max_samples=2",
+                          "workspace_limit=0,policy=pytorch,benchmark=1"}) {
         TuningCache cache;
         Selector s(cpu_backend(), cache);
         const auto d = s.select(p, flags(f));
@@ -528,7 +555,8 @@ BOOST_AUTO_TEST_CASE(nan_and_inf_propagate) {
         for (Direction dir : {Direction::fwd, Direction::bwd_data, Direction::bwd_filter})
             for (DataType dt : {DataType::f32, DataType::f16, DataType::bf16})
                 for (Layout lay : {Layout::nchw, Layout::nhwc})
-                    for (int which = 0; which < 2; ++which) {  // 0: NaN in the first input, 1: +Inf and -Inf in the second
+                    for (int which = 0; which < 2;
+                         ++which) {  // 0: NaN in the first input, 1: +Inf and -Inf in the second
                         ConvProblem p = ConvProblem::parse(spec);
                         p.direction = dir;
                         p.dtype = dt;
@@ -555,7 +583,8 @@ BOOST_AUTO_TEST_CASE(nan_and_inf_propagate) {
                                 if (!alg->supports(p)) continue;
                                 HostTensors t = in;
                                 const RunResult r = execute(*alg, t);
-                                BOOST_TEST(r.status.ok(), alg->id() << " " << p.to_string() << ": " << r.status.message);
+                                BOOST_TEST(r.status.ok(), alg->id()
+                                                              << " " << p.to_string() << ": " << r.status.message);
                                 if (!r.status.ok()) continue;
                                 const std::vector<std::byte>& out = output_of(t);
                                 std::size_t missing = 0, extra = 0;
@@ -564,19 +593,25 @@ BOOST_AUTO_TEST_CASE(nan_and_inf_propagate) {
                                     if (!std::isfinite(ref.value[i]) && fin) ++missing;
                                     if (std::isfinite(ref.value[i]) && !fin) ++extra;
                                 }
-                                BOOST_TEST(missing == 0u, alg->id() << " lost " << missing << " of " << expected << " non-finite outputs on "
-                                                                    << p.to_string() << (which ? " (Inf)" : " (NaN)"));
+                                BOOST_TEST(missing == 0u, alg->id() << " lost " << missing << " of " << expected
+                                                                    << " non-finite outputs on " << p.to_string()
+                                                                    << (which ? " (Inf)" : " (NaN)"));
                                 if (alg->notes().has(Note::reference))
-                                    BOOST_TEST(extra == 0u, alg->id() << " made " << extra << " finite outputs non-finite on " << p.to_string());
+                                    BOOST_TEST(extra == 0u, alg->id()
+                                                                << " made " << extra << " finite outputs non-finite on "
+                                                                << p.to_string());
                                 ++ran[std::string(alg->id())];
                                 spread[std::string(alg->id())] += extra > 0;
                             }
                         }
                     }
-    for (const auto& [id, n] : ran) BOOST_TEST_MESSAGE(id << ": " << n << " runs, " << spread[id] << " spread non-finite values further than the exact result");
+    for (const auto& [id, n] : ran)
+        BOOST_TEST_MESSAGE(id << ": " << n << " runs, " << spread[id]
+                              << " spread non-finite values further than the exact result");
     BOOST_TEST_MESSAGE(cases << " problems with NaN/Inf inputs");
     // Every CPU algorithm took part.
-    for (const Algorithm* alg : cpu_backend().algorithms()) BOOST_TEST(ran[std::string(alg->id())] > 0, alg->id() << " never ran");
+    for (const Algorithm* alg : cpu_backend().algorithms())
+        BOOST_TEST(ran[std::string(alg->id())] > 0, alg->id() << " never ran");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -657,9 +692,11 @@ BOOST_AUTO_TEST_CASE(random_bytes_and_bit_flips) {
 BOOST_AUTO_TEST_CASE(valid_json_with_wrong_types_or_values) {
     TempDir dir;
     const std::string path = dir.file("typed.json");
-    const std::string env = R"("convtune":"0.1.0","backend":"fake","library":"fake 1.0","device":"virtual device","driver":"")";
+    const std::string env =
+        R"("convtune":"0.1.0","backend":"fake","library":"fake 1.0","device":"virtual device","driver":"")";
     auto doc = [&](const std::string& entry) {
-        return R"({"format":"convtune-tuning-db","version":1,"environments":[{)" + env + R"(,"entries":{"k":)" + entry + "}}]}";
+        return R"({"format":"convtune-tuning-db","version":1,"environments":[{)" + env + R"(,"entries":{"k":)" + entry +
+               "}}]}";
     };
     const std::pair<std::string, std::string> cases[] = {
         {"[]", "top level must be an object"},
@@ -672,14 +709,18 @@ BOOST_AUTO_TEST_CASE(valid_json_with_wrong_types_or_values) {
         {R"({"format":"convtune-tuning-db","version":1,"environments":{}})", "\"environments\" must be an array"},
         {R"({"format":"convtune-tuning-db","version":1,"environments":[7]})", "environment 0 must be an object"},
         {R"({"format":"convtune-tuning-db","version":1,"environments":[{"convtune":"0.1.0"}]})", "missing \"backend\""},
-        {R"({"format":"convtune-tuning-db","version":1,"environments":[{)" + env + R"(,"entries":[]}]})", "\"entries\" must be an object"},
-        {R"({"format":"convtune-tuning-db","version":1,"environments":[{)" + env + R"(}]})", "\"entries\" must be an object"},
+        {R"({"format":"convtune-tuning-db","version":1,"environments":[{)" + env + R"(,"entries":[]}]})",
+         "\"entries\" must be an object"},
+        {R"({"format":"convtune-tuning-db","version":1,"environments":[{)" + env + R"(}]})",
+         "\"entries\" must be an object"},
         {doc("[]"), "entry 'k' must be an object"},
         {doc(R"({})"), "missing \"algorithm\""},
         {doc(R"({"algorithm":null})"), "\"algorithm\" must be a string"},
         {doc(R"({"algorithm":"h1","median_ms":"fast"})"), "\"median_ms\" must be a number"},
-        {doc(R"({"algorithm":"h1","median_ms":1e400})"), "not valid JSON ([json.exception.out_of_range.406] number overflow"},
-        {doc(R"({"algorithm":"h1","median_ms":-1e400})"), "not valid JSON ([json.exception.out_of_range.406] number overflow"},
+        {doc(R"({"algorithm":"h1","median_ms":1e400})"),
+         "not valid JSON ([json.exception.out_of_range.406] number overflow"},
+        {doc(R"({"algorithm":"h1","median_ms":-1e400})"),
+         "not valid JSON ([json.exception.out_of_range.406] number overflow"},
         {doc(R"({"algorithm":"h1","samples":"3"})"), "\"samples\" must be a number"},
         {doc(R"({"algorithm":"h1","samples":1e300})"), "\"samples\" is out of range"},
         {doc(R"({"algorithm":"h1","samples":-2147483649})"), "\"samples\" is out of range"},
@@ -748,10 +789,11 @@ BOOST_AUTO_TEST_CASE(entries_naming_removed_or_ineligible_algorithms) {
     const std::string k_det = cache_key(b, kP, flags("benchmark=1,deterministic=1"));
     const ConvProblem other = ConvProblem::parse("n=1,c=2,k=2,in=5x5,ker=1x1");
     const std::string k_other = cache_key(b, other, flags("benchmark=1"));
-    TuningDatabase::write_file(path, {{env,
-                                       {{k_removed, {"removed.algo", 1, 0, 1, 0, 1}},
-                                        {k_det, {"nondet", 0.1, 0, 1, 0, 1}},  // known, but not eligible under deterministic=1
-                                        {k_other, {"gone.too", 1, 0, 1, 0, 1}}}}});
+    TuningDatabase::write_file(
+        path, {{env,
+                {{k_removed, {"removed.algo", 1, 0, 1, 0, 1}},
+                 {k_det, {"nondet", 0.1, 0, 1, 0, 1}},  // known, but not eligible under deterministic=1
+                 {k_other, {"gone.too", 1, 0, 1, 0, 1}}}}});
     std::vector<std::string> warnings;
     TuningDatabase db(path, [&](const std::string& w) { warnings.push_back(w); });
     TuningCache cache;
@@ -782,7 +824,8 @@ BOOST_AUTO_TEST_CASE(read_only_location) {
         std::string method, reason;
         if (private_tmpfs(sub, "size=1m")) {
             TuningDatabase::write_file(path, sample_sections(b));
-            if (::mount(nullptr, sub.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0) return msg = "remount failed", 20;
+            if (::mount(nullptr, sub.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0)
+                return msg = "remount failed", 20;
             method = "read-only tmpfs";
             reason = "Read-only file system";
         } else {
@@ -790,7 +833,8 @@ BOOST_AUTO_TEST_CASE(read_only_location) {
             ::chmod(sub.c_str(), 0555);
             if (::geteuid() == 0) {
                 ::chmod(dir.path.c_str(), 0755);
-                if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) return msg = "setresuid failed", 21;
+                if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+                    return msg = "setresuid failed", 21;
             }
             method = "0555 folder";
             reason = "Permission denied";
@@ -920,7 +964,9 @@ private:
 
 std::vector<ConvProblem> shapes(int n) {
     std::vector<ConvProblem> r;
-    for (int i = 0; i < n; ++i) r.push_back(ConvProblem::parse("n=1,c=" + std::to_string(1 + i % 5) + ",k=2,in=" + std::to_string(3 + i) + "x4,ker=1x1"));
+    for (int i = 0; i < n; ++i)
+        r.push_back(ConvProblem::parse("n=1,c=" + std::to_string(1 + i % 5) + ",k=2,in=" + std::to_string(3 + i) +
+                                       "x4,ker=1x1"));
     return r;
 }
 
@@ -952,7 +998,8 @@ BOOST_AUTO_TEST_CASE(threads_share_one_selector_and_database) {
                     try {
                         const auto d = s.select(p, f);
                         if (d->source == Source::search) searches.fetch_add(1);
-                        if (round == 2) chosen[static_cast<std::size_t>(t)].push_back(p.to_string() + "=" + d->algorithm);
+                        if (round == 2)
+                            chosen[static_cast<std::size_t>(t)].push_back(p.to_string() + "=" + d->algorithm);
                         HostTensors h = make_host_tensors(p, static_cast<uint64_t>(t));
                         if (!s.run(p, h.views(), f).ok()) errors.fetch_add(1);
                     } catch (const std::exception&) {
@@ -1004,18 +1051,21 @@ BOOST_AUTO_TEST_CASE(two_database_objects_one_file_with_a_reader) {
         writers.emplace_back([&, w] {
             TuningDatabase& db = w % 2 ? a : c;
             for (int i = 0; i < kPerWriter; ++i)
-                if (!db.store(env, "w" + std::to_string(w) + "-" + std::to_string(i), {"fast", 1.0 * i, 0, 1, 0, 1700000000 + i}))
+                if (!db.store(env, "w" + std::to_string(w) + "-" + std::to_string(i),
+                              {"fast", 1.0 * i, 0, 1, 0, 1700000000 + i}))
                     failed.fetch_add(1);
         });
     for (auto& t : writers) t.join();
     done = true;
     reader.join();
     BOOST_TEST(failed.load() == 0);
-    BOOST_TEST(bad_reads.load() == 0, bad_reads.load() << " of " << reads.load() + bad_reads.load() << " reads saw a partial file");
+    BOOST_TEST(bad_reads.load() == 0, bad_reads.load()
+                                          << " of " << reads.load() + bad_reads.load() << " reads saw a partial file");
     const auto sec = TuningDatabase::read_file(path);
     BOOST_REQUIRE(sec.size() == 1u);
     BOOST_TEST(sec[0].entries.size() == 4u * kPerWriter);
-    BOOST_TEST_MESSAGE(4 * kPerWriter << " stores by 4 threads through 2 objects, " << reads.load() << " concurrent reads, all whole");
+    BOOST_TEST_MESSAGE(4 * kPerWriter << " stores by 4 threads through 2 objects, " << reads.load()
+                                      << " concurrent reads, all whole");
 }
 
 BOOST_AUTO_TEST_CASE(convolution_from_many_threads_with_their_own_flags) {
@@ -1039,7 +1089,8 @@ BOOST_AUTO_TEST_CASE(convolution_from_many_threads_with_their_own_flags) {
                 const auto& o = output_of(h);
                 const auto& r = output_of(ref);
                 for (std::size_t e = 0; e < o.size() / 4; ++e)
-                    if (std::abs(load_as_double(o.data(), DataType::f32, e) - load_as_double(r.data(), DataType::f32, e)) > 1e-4) {
+                    if (std::abs(load_as_double(o.data(), DataType::f32, e) -
+                                 load_as_double(r.data(), DataType::f32, e)) > 1e-4) {
                         wrong.fetch_add(1);
                         break;
                     }
@@ -1063,8 +1114,9 @@ struct NamedTarget {
     const char* name;
     fuzz::Target fn;
 };
-const NamedTarget kTargets[] = {{"problem", fuzz::problem_text},   {"benchdnn", fuzz::benchdnn_text}, {"tuning_db", fuzz::tuning_db},
-                                {"workload", fuzz::workload_text}, {"trace", fuzz::trace_text},       {"recording", fuzz::recording_json}};
+const NamedTarget kTargets[] = {{"problem", fuzz::problem_text}, {"benchdnn", fuzz::benchdnn_text},
+                                {"tuning_db", fuzz::tuning_db},  {"workload", fuzz::workload_text},
+                                {"trace", fuzz::trace_text},     {"recording", fuzz::recording_json}};
 
 std::vector<fs::path> inputs_of(const fs::path& d) {
     std::vector<fs::path> r;
@@ -1097,8 +1149,34 @@ BOOST_AUTO_TEST_CASE(seeds_and_regressions_replay_clean) {
 
 BOOST_AUTO_TEST_CASE(deterministic_mutations) {
     const fs::path root = CONVTUNE_FUZZ_CORPUS_DIR;
-    const char* tokens[] = {"=", ",", "x", "-", "0", "1", "9223372036854775807", "-9223372036854775808", "2147483648", "\n", "#",
-                            "\"", "{", "}", "[", "]", ":", "1e400", "null", "ic", "oh", "kh", "ph", "dh", "n\"", "*", "layer", "x0"};
+    const char* tokens[] = {"=",
+                            ",",
+                            "x",
+                            "-",
+                            "0",
+                            "1",
+                            "9223372036854775807",
+                            "-9223372036854775808",
+                            "2147483648",
+                            "\n",
+                            "#",
+                            "\"",
+                            "{",
+                            "}",
+                            "[",
+                            "]",
+                            ":",
+                            "1e400",
+                            "null",
+                            "ic",
+                            "oh",
+                            "kh",
+                            "ph",
+                            "dh",
+                            "n\"",
+                            "*",
+                            "layer",
+                            "x0"};
     std::mt19937_64 rng(7);
     int total = 0;
     for (const NamedTarget& t : kTargets) {

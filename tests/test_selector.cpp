@@ -37,7 +37,8 @@ std::vector<FakeSpec> five() {
 struct TempDir {
     std::filesystem::path path;
     TempDir() {
-        path = std::filesystem::temp_directory_path() / ("convtune-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+        path = std::filesystem::temp_directory_path() /
+               ("convtune-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
         std::filesystem::create_directories(path);
     }
     ~TempDir() { std::filesystem::remove_all(path); }
@@ -140,7 +141,8 @@ BOOST_AUTO_TEST_CASE(benchmark_is_not_in_the_key) {
     BOOST_TEST(d->algorithm == "h1");
     BOOST_TEST((d->source == Source::memory));
     BOOST_TEST(b.clock_ms() == 0.0);
-    BOOST_TEST(cache_key(b, kP, flags("policy=pytorch,benchmark=0")) == cache_key(b, kP, flags("policy=pytorch,benchmark=1")));
+    BOOST_TEST(cache_key(b, kP, flags("policy=pytorch,benchmark=0")) ==
+               cache_key(b, kP, flags("policy=pytorch,benchmark=1")));
     // but deterministic and allow_tf32 are
     BOOST_TEST(cache_key(b, kP, flags("policy=pytorch,deterministic=1")) != cache_key(b, kP, flags("policy=pytorch")));
     BOOST_TEST(cache_key(b, kP, flags("policy=pytorch,allow_tf32=0")) != cache_key(b, kP, flags("policy=pytorch")));
@@ -150,7 +152,8 @@ BOOST_AUTO_TEST_CASE(benchmark_is_not_in_the_v7_key_either) {
     // The legacy API's cache has the same quirk: a shape first met with benchmark off keeps the
     // heuristic's pick when benchmark is turned on.
     FakeBackend b("fake", five());
-    BOOST_TEST(cache_key(b, kP, flags("policy=pytorch-v7,benchmark=0")) == cache_key(b, kP, flags("policy=pytorch-v7,benchmark=1")));
+    BOOST_TEST(cache_key(b, kP, flags("policy=pytorch-v7,benchmark=0")) ==
+               cache_key(b, kP, flags("policy=pytorch-v7,benchmark=1")));
     TuningCache cache;
     Selector s(b, cache);
     BOOST_TEST(s.select(kP, flags("policy=pytorch-v7,benchmark=0"))->algorithm == "h1");
@@ -172,7 +175,9 @@ BOOST_AUTO_TEST_CASE(workspace_limit_is_in_every_key) {
     for (const char* pol : {"pytorch", "pytorch-v7", "convtune", "adaptive"}) {
         const std::string base = std::string("benchmark=1,benchmark_limit=0,adaptive_after=1,policy=") + pol;
         BOOST_TEST(cache_key(b, kP, flags(base)) != cache_key(b, kP, flags(base + ",workspace_limit=1000")), pol);
-        BOOST_TEST(cache_key(b, kP, flags(base + ",workspace_limit=2000")) != cache_key(b, kP, flags(base + ",workspace_limit=1000")), pol);
+        BOOST_TEST(cache_key(b, kP, flags(base + ",workspace_limit=2000")) !=
+                       cache_key(b, kP, flags(base + ",workspace_limit=1000")),
+                   pol);
         TuningCache cache;
         Selector s(b, cache);
         BOOST_TEST(s.select(kP, flags(base))->algorithm == "big", pol);
@@ -286,13 +291,17 @@ BOOST_AUTO_TEST_CASE(workspace_asked_only_when_needed_and_one_buffer_per_search)
         Selector s(b, cache);
         HostTensors t = make_host_tensors(kP);
         BOOST_TEST(s.run(kP, t.views(), flags("benchmark=1,benchmark_limit=0,min_samples=1,max_samples=1")).ok());
-        BOOST_TEST((s.select(kP, flags("benchmark=1,benchmark_limit=0,min_samples=1,max_samples=1"))->algorithm == "d"));
+        BOOST_TEST(
+            (s.select(kP, flags("benchmark=1,benchmark_limit=0,min_samples=1,max_samples=1"))->algorithm == "d"));
         BOOST_TEST(b.allocations() == 2);  // the search's workspace (100, grown to 200)
     }
 }
 
 BOOST_AUTO_TEST_CASE(failing_and_oom_candidates_fall_through) {
-    FakeBackend b("fake", {{"bad", {1}, {}, 0, Mode::fails}, {"oom", {1}, {}, 0, Mode::out_of_memory}, {"ws", {1}, {}, 4096}, {"ok", {2}}});
+    FakeBackend b("fake", {{"bad", {1}, {}, 0, Mode::fails},
+                           {"oom", {1}, {}, 0, Mode::out_of_memory},
+                           {"ws", {1}, {}, 4096},
+                           {"ok", {2}}});
     b.memory_limit = 2048;  // "ws" cannot get its workspace
     TuningCache cache;
     Selector s(b, cache);
@@ -324,7 +333,9 @@ BOOST_AUTO_TEST_CASE(nothing_eligible_is_a_clear_error) {
         s.select(kP, flags("deterministic=1"));
         BOOST_FAIL("expected an error");
     } catch (const Error& e) {
-        BOOST_TEST(std::string(e.what()).find("nondet: filtered: deterministic=1 drops NONDETERMINISTIC") != std::string::npos, e.what());
+        BOOST_TEST(
+            std::string(e.what()).find("nondet: filtered: deterministic=1 drops NONDETERMINISTIC") != std::string::npos,
+            e.what());
     }
 }
 
@@ -563,7 +574,8 @@ BOOST_AUTO_TEST_CASE(some_of_the_limit_goes_to_candidates_the_heuristics_do_not_
     BOOST_TEST(cand(*d, "u1").reason.find("explored") != std::string::npos);
     for (const char* id : {"s3", "s4", "s5"}) {
         BOOST_TEST((cand(*d, id).state == Candidate::State::not_timed), id);
-        BOOST_TEST(cand(*d, id).reason.find("2 kept for candidates the heuristics do not suggest") != std::string::npos, id);
+        BOOST_TEST(cand(*d, id).reason.find("2 kept for candidates the heuristics do not suggest") != std::string::npos,
+                   id);
     }
     // Without exploration the same limit times the first four in heuristic order.
     TuningCache c2;
@@ -589,7 +601,8 @@ BOOST_AUTO_TEST_CASE(the_heuristic_pick_keeps_its_slot_and_pytorch_does_not_expl
     TuningCache cache;
     Selector s(b, cache);
     // benchmark_limit=1: exploration is capped at limit - 1 = 0.
-    BOOST_TEST(timed_ids(*s.select(kP, flags("benchmark=1,benchmark_limit=1,explore_slots=3"))) == std::vector<std::string>{"s1"},
+    BOOST_TEST(timed_ids(*s.select(kP, flags("benchmark=1,benchmark_limit=1,explore_slots=3"))) ==
+                   std::vector<std::string>{"s1"},
                boost::test_tools::per_element());
     TuningCache c2;
     Selector s2(b, c2);
@@ -632,7 +645,8 @@ BOOST_AUTO_TEST_CASE(pytorch_decides_every_suggested_candidate_before_timing_any
     b.reset_counters();
     TuningCache c2;
     Selector s2(b, c2);
-    BOOST_TEST(timed_ids(*s2.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=0"))) == suggested, boost::test_tools::per_element());
+    BOOST_TEST(timed_ids(*s2.select(kP, flags("policy=pytorch,benchmark=1,benchmark_limit=0"))) == suggested,
+               boost::test_tools::per_element());
     for (const char* id : {"u1", "u2"}) BOOST_TEST(b.support_queries(id) == 0, id);
     // The convtune policy decides support only as its search reaches candidates.
     b.reset_counters();
@@ -713,7 +727,8 @@ BOOST_AUTO_TEST_CASE(other_environment_and_unknown_ids_are_skipped) {
     Environment other = environment_of(b);
     other.device = "another device";
     const std::string key = cache_key(b, kP, flags("benchmark=1"));
-    TuningDatabase::write_file(path, {{other, {{key, {"h2", 1, 0, 1, 0, 1}}}}, {environment_of(b), {{key, {"removed.algo", 1, 0, 1, 0, 1}}}}});
+    TuningDatabase::write_file(
+        path, {{other, {{key, {"h2", 1, 0, 1, 0, 1}}}}, {environment_of(b), {{key, {"removed.algo", 1, 0, 1, 0, 1}}}}});
     std::vector<std::string> warnings;
     TuningDatabase db(path, [&](const std::string& w) { warnings.push_back(w); });
     TuningCache cache;
@@ -732,9 +747,13 @@ BOOST_AUTO_TEST_CASE(other_environment_and_unknown_ids_are_skipped) {
 
 BOOST_AUTO_TEST_CASE(merge_keeps_the_union_and_the_newer_record_wins) {
     const Environment e1{"0.1.0", "fake", "fake 1.0", "dev", ""}, e2{"0.1.0", "fake", "fake 1.0", "other dev", ""};
-    const std::vector<DbSection> a{{e1, {{"k1", {"old", 1, 0, 1, 0, 100}}, {"k2", {"a-newer", 2, 0, 1, 0, 300}}, {"only-a", {"x", 3, 0, 1, 0, 1}}}}};
-    const std::vector<DbSection> b{{e1, {{"k1", {"new", 1, 0, 1, 0, 200}}, {"k2", {"b-older", 2, 0, 1, 0, 250}}, {"only-b", {"y", 4, 0, 1, 0, 1}}}},
-                                   {e2, {{"k1", {"elsewhere", 5, 0, 1, 0, 1}}}}};
+    const std::vector<DbSection> a{
+        {e1,
+         {{"k1", {"old", 1, 0, 1, 0, 100}}, {"k2", {"a-newer", 2, 0, 1, 0, 300}}, {"only-a", {"x", 3, 0, 1, 0, 1}}}}};
+    const std::vector<DbSection> b{
+        {e1,
+         {{"k1", {"new", 1, 0, 1, 0, 200}}, {"k2", {"b-older", 2, 0, 1, 0, 250}}, {"only-b", {"y", 4, 0, 1, 0, 1}}}},
+        {e2, {{"k1", {"elsewhere", 5, 0, 1, 0, 1}}}}};
     for (bool b_first : {false, true}) {
         const auto m = b_first ? TuningDatabase::merge(b, a) : TuningDatabase::merge(a, b);
         BOOST_REQUIRE(m.size() == 2u);
@@ -753,14 +772,17 @@ BOOST_AUTO_TEST_CASE(merge_keeps_the_union_and_the_newer_record_wins) {
 BOOST_AUTO_TEST_CASE(wrong_types_are_reported) {
     TempDir dir;
     const std::string path = dir.file("tune.json");
-    std::ofstream(path) << R"({"format":"convtune-tuning-db","version":1,"environments":[{"convtune":"0.1.0","backend":"fake","library":"x","device":"y","driver":"","entries":{"k":{"algorithm":5}}}]})";
-    BOOST_CHECK_EXCEPTION(TuningDatabase::read_file(path), ParseError,
-                          [](const ParseError& e) { return std::string(e.what()).find("\"algorithm\" must be a string") != std::string::npos; });
+    std::ofstream(path)
+        << R"({"format":"convtune-tuning-db","version":1,"environments":[{"convtune":"0.1.0","backend":"fake","library":"x","device":"y","driver":"","entries":{"k":{"algorithm":5}}}]})";
+    BOOST_CHECK_EXCEPTION(TuningDatabase::read_file(path), ParseError, [](const ParseError& e) {
+        return std::string(e.what()).find("\"algorithm\" must be a string") != std::string::npos;
+    });
 }
 
 BOOST_AUTO_TEST_CASE(unwritable_location_keeps_tuning) {
     std::vector<std::string> warnings;
-    TuningDatabase db("/proc/convtune-cannot-write-here/tune.json", [&](const std::string& w) { warnings.push_back(w); });
+    TuningDatabase db("/proc/convtune-cannot-write-here/tune.json",
+                      [&](const std::string& w) { warnings.push_back(w); });
     FakeBackend b("fake", five());
     TuningCache cache;
     Selector s(b, cache, &db);
@@ -926,7 +948,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_CASE(a_pick_of_another_identity_is_never_reused) {
     FakeBackend b("fake", five());
     const std::string key = cache_key(b, kP, flags("benchmark=1"));
-    for (std::string Environment::*field : {&Environment::convtune, &Environment::library, &Environment::device, &Environment::driver}) {
+    for (std::string Environment::*field :
+         {&Environment::convtune, &Environment::library, &Environment::device, &Environment::driver}) {
         TempDir dir;
         const std::string path = dir.file("tune.json");
         Environment other = environment_of(b);

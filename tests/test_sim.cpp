@@ -147,7 +147,8 @@ BOOST_AUTO_TEST_CASE(scaling_keeps_kernel_stride_and_padding) {
     // Framework padding is re-derived for the new size: ResNet-50's res5a_branch1 (1x1 stride 2
     // on 14x14, the last row left out: pad_end -1) at half the size has 7 rows and 4 outputs,
     // as PyTorch computes it (keeping pad_end -1 would give 3 outputs and a shape cuDNN refuses).
-    const ConvProblem b1 = scale_problem(ConvProblem::parse("c=8,k=8,in=14x14,ker=1x1,stride=2x2,pad_end=-1x-1"), {0.5, 1, 1});
+    const ConvProblem b1 =
+        scale_problem(ConvProblem::parse("c=8,k=8,in=14x14,ker=1x1,stride=2x2,pad_end=-1x-1"), {0.5, 1, 1});
     BOOST_TEST(b1.in[0] == 7);
     BOOST_TEST(b1.pad_end[0] == 0);
     BOOST_TEST(b1.out(0) == 4);
@@ -164,7 +165,8 @@ BOOST_AUTO_TEST_SUITE(streams)
 
 BOOST_AUTO_TEST_CASE(streams_are_reproducible_from_their_seed) {
     for (StreamKind k : {StreamKind::batch, StreamKind::resolution, StreamKind::mixed}) {
-        const Stream a = tiny_stream(k, Mode::infer, 7), b = tiny_stream(k, Mode::infer, 7), c = tiny_stream(k, Mode::infer, 8);
+        const Stream a = tiny_stream(k, Mode::infer, 7), b = tiny_stream(k, Mode::infer, 7),
+                     c = tiny_stream(k, Mode::infer, 8);
         bool differs = false;
         std::set<std::string> shapes;
         for (int i = 0; i < 40; ++i) {
@@ -262,7 +264,8 @@ BOOST_AUTO_TEST_CASE(bad_stream_options_name_the_option) {
     } catch (const InvalidRequest& e) {
         BOOST_TEST(e.field() == "workload");
         BOOST_TEST(std::string(e.what()).find("(set shapes_dir or CONVTUNE_SHAPES_DIR)") != std::string::npos);
-        BOOST_TEST(e.message([](std::string_view f) { return "--" + std::string(f); }).find("(set --shapes_dir or") != std::string::npos);
+        BOOST_TEST(e.message([](std::string_view f) { return "--" + std::string(f); }).find("(set --shapes_dir or") !=
+                   std::string::npos);
     }
 }
 
@@ -432,7 +435,8 @@ BOOST_AUTO_TEST_CASE(adaptive_auto_waits_as_many_calls_as_a_search_costs) {
     const SimulationResult r = simulate(b, tiny_stream(), o);
     const ScenarioResult& a = scenario(r, "adaptive");
     for (int i = 0; i < 40; ++i)
-        BOOST_TEST(a.iterations[static_cast<std::size_t>(i)].searches == (i == 7 || i == 31 ? 1 : 0), "iteration " << i + 1);
+        BOOST_TEST(a.iterations[static_cast<std::size_t>(i)].searches == (i == 7 || i == 31 ? 1 : 0),
+                   "iteration " << i + 1);
 }
 
 BOOST_AUTO_TEST_CASE(incremental_calls_are_execution_not_search) {
@@ -504,7 +508,8 @@ BOOST_AUTO_TEST_CASE(a_setting_that_cannot_run_is_reported_not_fatal) {
     o.settings = settings({"off", "on+det"});
     const SimulationResult r = simulate(b, tiny_stream(), o);
     BOOST_TEST(scenario(r, "off").failure.empty());
-    BOOST_TEST(scenario(r, "on+det").failure.find("NONDETERMINISTIC") != std::string::npos, scenario(r, "on+det").failure);
+    BOOST_TEST(scenario(r, "on+det").failure.find("NONDETERMINISTIC") != std::string::npos,
+               scenario(r, "on+det").failure);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -654,8 +659,8 @@ BOOST_AUTO_TEST_CASE(a_pytorch_replay_without_plan_builds_in_tf32_is_flagged) {
     BOOST_TEST(rec.support_includes_plan_builds);
     SimulationOptions o;
     o.iterations = 2;
-    o.settings = settings({"off", "pt:policy=pytorch,benchmark=1,allow_tf32=1", "pt32:policy=pytorch,benchmark=1,allow_tf32=0",
-                           "on:benchmark=1,allow_tf32=1"});
+    o.settings = settings({"off", "pt:policy=pytorch,benchmark=1,allow_tf32=1",
+                           "pt32:policy=pytorch,benchmark=1,allow_tf32=0", "on:benchmark=1,allow_tf32=1"});
     {
         ReplayBackend replay(rec);
         BOOST_TEST(simulate(replay, s, o).builds_missing.empty());
@@ -677,7 +682,8 @@ BOOST_AUTO_TEST_CASE(a_recording_keeps_each_support_decision_and_the_ranking_tim
     FakeBackend b("fake", {{"a", {1}}, {"b", {1}, {}, 0, FakeSpec::Mode::unsupported}});
     RecordOptions ro;
     ro.samples = 1;
-    const Recording r = Recording::from_json(record(b, {ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1")}, ro).to_json(), "memory");
+    const Recording r = Recording::from_json(
+        record(b, {ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1")}, ro).to_json(), "memory");
     const ProblemRecord& pr = r.problems.at(0);
     BOOST_REQUIRE(pr.ranking_ms.has_value());
     BOOST_TEST(*pr.ranking_ms >= 0.0);
@@ -764,7 +770,8 @@ BOOST_AUTO_TEST_CASE(a_recording_saved_as_json_gz_is_compressed_and_loads_the_sa
     std::ifstream in(gz, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     BOOST_REQUIRE(bytes.size() > 2);
-    BOOST_TEST((static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b));  // gzip magic
+    BOOST_TEST(
+        (static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b));  // gzip magic
     BOOST_TEST(bytes.size() < r.to_json().size());
     BOOST_TEST(Recording::load(gz).to_json() == r.to_json());
     BOOST_TEST(load_replay("fake", (dir / "lib").string()).to_json() == r.to_json());
@@ -960,9 +967,12 @@ BOOST_AUTO_TEST_CASE(missing_problems_are_estimated_or_refused_when_strict) {
     const ConvProblem other = ConvProblem::parse("n=1,c=4,k=8,in=8x8,ker=3x3,pad=1x1");
     BOOST_TEST(static_cast<bool>(b.find("x")->supports(other)));
     BOOST_TEST(b.estimate(other)->basis == "same direction, type, layout and kind");
-    BOOST_TEST(b.estimate(ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=1x1"))->basis == "same direction, type and layout (another kind)");
-    BOOST_TEST(b.estimate(ConvProblem::parse("dtype=f16,n=1,c=4,k=4,in=8x8,ker=1x1"))->basis == "same direction (another type or layout)");
-    BOOST_TEST(!b.estimate(ConvProblem::parse("dir=bwd_data,n=1,c=4,k=8,in=8x8,ker=3x3,pad=1x1"))->record);  // a direction never recorded
+    BOOST_TEST(b.estimate(ConvProblem::parse("n=1,c=4,k=4,in=8x8,ker=1x1"))->basis ==
+               "same direction, type and layout (another kind)");
+    BOOST_TEST(b.estimate(ConvProblem::parse("dtype=f16,n=1,c=4,k=4,in=8x8,ker=1x1"))->basis ==
+               "same direction (another type or layout)");
+    BOOST_TEST(!b.estimate(ConvProblem::parse("dir=bwd_data,n=1,c=4,k=8,in=8x8,ker=3x3,pad=1x1"))
+                    ->record);  // a direction never recorded
     ReplayBackend strict(hand_recording({2}), 1, ReplayBackend::Estimation::none);
     BOOST_TEST(!strict.find("x")->supports(bigger));
     // tune --replay's default: the same layer only, so that no database decision rests on assumed support.
@@ -974,7 +984,8 @@ BOOST_AUTO_TEST_CASE(missing_problems_are_estimated_or_refused_when_strict) {
     // A stream with an unknown layer runs, its estimate counted and flagged, the totals with a range.
     StreamSpec spec;
     WorkloadOptions wo;
-    const Stream s(spec, parse_workload_text("n=1,c=4,k=8,in=8x8,ker=3x3,pad=1x1\nn=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1\n", "w"), wo);
+    const Stream s(
+        spec, parse_workload_text("n=1,c=4,k=8,in=8x8,ker=3x3,pad=1x1\nn=1,c=4,k=4,in=8x8,ker=3x3,pad=1x1\n", "w"), wo);
     SimulationOptions o;
     o.iterations = 2;
     const SimulationResult r = simulate(b, s, o);
@@ -1001,8 +1012,9 @@ BOOST_AUTO_TEST_CASE(missing_problems_are_estimated_or_refused_when_strict) {
         w.mode = Mode::train;
         return w;
     }());
-    BOOST_CHECK_EXCEPTION(simulate(b, bwd, o), InvalidRequest,
-                          [](const InvalidRequest& e) { return e.rule().find("no recorded problem of their direction") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(simulate(b, bwd, o), InvalidRequest, [](const InvalidRequest& e) {
+        return e.rule().find("no recorded problem of their direction") != std::string::npos;
+    });
 }
 
 // A recording keeps which algorithms the heuristics do not suggest and the notes an algorithm
@@ -1044,8 +1056,9 @@ BOOST_AUTO_TEST_CASE(replay_keeps_suggestions_and_per_problem_notes) {
     // Unknown ids in "unsuggested" are refused.
     std::string bad = r.to_json();
     bad.replace(bad.find("\"heuristic\""), 11, "\"unsuggested\":[\"zz\"],\"heuristic\"");
-    BOOST_CHECK_EXCEPTION(Recording::from_json(bad, "f"), ParseError,
-                          [](const ParseError& e) { return std::string(e.what()).find("unsuggested lists 'zz'") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(Recording::from_json(bad, "f"), ParseError, [](const ParseError& e) {
+        return std::string(e.what()).find("unsuggested lists 'zz'") != std::string::npos;
+    });
 }
 
 BOOST_AUTO_TEST_CASE(bad_recordings_are_reported) {
@@ -1055,17 +1068,20 @@ BOOST_AUTO_TEST_CASE(bad_recordings_are_reported) {
     BOOST_CHECK_NO_THROW(Recording::from_json(good, "f"));
     std::string bad = good;
     bad.replace(bad.find("\"samples_ms\":[1.0]"), 18, "\"samples_ms\":[-1.0]");
-    BOOST_CHECK_EXCEPTION(Recording::from_json(bad, "f"), ParseError,
-                          [](const ParseError& e) { return std::string(e.what()).find("negative") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(Recording::from_json(bad, "f"), ParseError, [](const ParseError& e) {
+        return std::string(e.what()).find("negative") != std::string::npos;
+    });
     // Integers out of range or written as floats are refused, not cast (a float too large for
     // int was undefined behaviour: found by fuzz_recording).
     const std::string version = "\"version\":1";
     BOOST_REQUIRE(good.find(version) != std::string::npos);
-    for (const char* v : {"\"version\":1.18e20", "\"version\":18446744073709551615", "\"version\":-9223372036854775808", "\"version\":1.0"}) {
+    for (const char* v : {"\"version\":1.18e20", "\"version\":18446744073709551615", "\"version\":-9223372036854775808",
+                          "\"version\":1.0"}) {
         std::string b = good;
         b.replace(b.find(version), version.size(), v);
-        BOOST_CHECK_EXCEPTION(Recording::from_json(b, "f"), ParseError,
-                              [](const ParseError& e) { return std::string(e.what()).find("must be an integer") != std::string::npos; });
+        BOOST_CHECK_EXCEPTION(Recording::from_json(b, "f"), ParseError, [](const ParseError& e) {
+            return std::string(e.what()).find("must be an integer") != std::string::npos;
+        });
     }
 }
 
@@ -1120,7 +1136,8 @@ BOOST_AUTO_TEST_CASE(leave_one_out_reproduces_measured_problems_within_the_state
             Recording rest = full;
             rest.problems.erase(rest.problems.begin() + static_cast<std::ptrdiff_t>(i));
             const ProblemRecord& truth = full.problems[i];
-            if (std::none_of(rest.problems.begin(), rest.problems.end(), [&](const ProblemRecord& q) { return q.problem.direction == truth.problem.direction; }))
+            if (std::none_of(rest.problems.begin(), rest.problems.end(),
+                             [&](const ProblemRecord& q) { return q.problem.direction == truth.problem.direction; }))
                 continue;
             ReplayBackend b(rest, 1, ReplayBackend::Estimation::any);
             const ReplayBackend::Estimate* e = b.estimate(truth.problem);
@@ -1143,9 +1160,10 @@ BOOST_AUTO_TEST_CASE(leave_one_out_reproduces_measured_problems_within_the_state
         }
         BOOST_REQUIRE(compared > 100);
         const double coverage = static_cast<double>(inside) / compared;
-        BOOST_TEST_MESSAGE(file << ": " << compared << " medians compared (" << unpredicted << " supported but not by the neighbour), median error "
-                                << 100 * (std::exp(median(err)) - 1) << "%, inside the stated range " << 100 * coverage << "%, heuristic picks inside "
-                                << pick_inside << " of " << picks);
+        BOOST_TEST_MESSAGE(file << ": " << compared << " medians compared (" << unpredicted
+                                << " supported but not by the neighbour), median error "
+                                << 100 * (std::exp(median(err)) - 1) << "%, inside the stated range " << 100 * coverage
+                                << "%, heuristic picks inside " << pick_inside << " of " << picks);
         BOOST_TEST(coverage >= 0.9);
     }
 }
@@ -1159,14 +1177,17 @@ struct EstimateErrors {
     double coverage() const { return static_cast<double>(inside) / static_cast<double>(err.size()); }
     std::string text() const {
         std::ostringstream s;
-        s << err.size() << " medians, median error " << 100 * (std::exp(median(err)) - 1) << "%, inside the stated range "
-          << 100 * coverage() << "%";
-        if (!pick.empty()) s << "; the heuristic's picks (" << pick.size() << "): median error " << 100 * (std::exp(median(pick)) - 1) << "%";
+        s << err.size() << " medians, median error " << 100 * (std::exp(median(err)) - 1)
+          << "%, inside the stated range " << 100 * coverage() << "%";
+        if (!pick.empty())
+            s << "; the heuristic's picks (" << pick.size() << "): median error " << 100 * (std::exp(median(pick)) - 1)
+              << "%";
         return s.str();
     }
 };
 
-EstimateErrors estimate_errors(ReplayBackend& b, const Recording& truth, const std::function<bool(const ConvProblem&)>& keep) {
+EstimateErrors estimate_errors(ReplayBackend& b, const Recording& truth,
+                               const std::function<bool(const ConvProblem&)>& keep) {
     EstimateErrors out;
     for (const ProblemRecord& t : truth.problems) {
         if (!keep(t.problem)) continue;
@@ -1218,7 +1239,8 @@ BOOST_AUTO_TEST_CASE(h200_batch_1_and_128_from_batch_32_against_their_recordings
     // too narrow for a 32x step down (docs/simulation.md says why)
     for (const auto& [file, least] : {std::pair{"/h200/resnet50_f16_nhwc_infer_b1.json.gz", 0.65},
                                       std::pair{"/h200/resnet50_f16_nhwc_infer_b128.json.gz", 0.85}}) {
-        const EstimateErrors e = estimate_errors(b, Recording::load(std::string(kLibrary) + file), [](const ConvProblem&) { return true; });
+        const EstimateErrors e =
+            estimate_errors(b, Recording::load(std::string(kLibrary) + file), [](const ConvProblem&) { return true; });
         BOOST_REQUIRE(e.err.size() > 100u);
         BOOST_TEST_MESSAGE(file << ": " << e.text());
         BOOST_TEST(e.coverage() >= least);
@@ -1235,10 +1257,12 @@ BOOST_AUTO_TEST_CASE(h200_batch_1_and_128_from_batch_32_against_their_recordings
 // batch 1 measured 14-15 us.)
 BOOST_AUTO_TEST_CASE(h200_each_batch_size_from_the_other_two) {
     const std::string dir = std::string(kLibrary) + "/h200/";
-    const std::map<int, std::string> files{{1, "resnet50_f16_nhwc_infer_b1.json.gz"}, {32, "resnet50_f16_nhwc_infer.json"},
+    const std::map<int, std::string> files{{1, "resnet50_f16_nhwc_infer_b1.json.gz"},
+                                           {32, "resnet50_f16_nhwc_infer.json"},
                                            {128, "resnet50_f16_nhwc_infer_b128.json.gz"}};
     // (held-out batch, largest median error, least coverage)
-    for (const auto& [held, worst, least] : {std::tuple{1, 0.40, 0.85}, std::tuple{32, 0.15, 0.95}, std::tuple{128, 0.20, 0.9}}) {
+    for (const auto& [held, worst, least] :
+         {std::tuple{1, 0.40, 0.85}, std::tuple{32, 0.15, 0.95}, std::tuple{128, 0.20, 0.9}}) {
         std::vector<Recording> parts;
         for (const auto& [batch, file] : files)
             if (batch != held) parts.push_back(Recording::load(dir + file));
@@ -1264,7 +1288,8 @@ BOOST_AUTO_TEST_CASE(the_model_never_returns_below_the_launch_floor) {
     BOOST_TEST(floor > 0.0);
     // 1/100 000 of the work of a recorded layer: far below anything measured.
     for (const char* spec : {"dtype=f16,layout=nhwc,n=1,c=8,k=8,in=4x4,ker=3x3,pad=1x1", "n=1,c=4,k=4,in=2x2,ker=1x1",
-                             "dir=bwd_filter,n=1,c=3,k=4,in=7x7,ker=7x7,pad=3x3", "dtype=f16,layout=nhwc,n=1,c=16,k=16,g=16,in=8x8,ker=3x3,pad=1x1"}) {
+                             "dir=bwd_filter,n=1,c=3,k=4,in=7x7,ker=7x7,pad=3x3",
+                             "dtype=f16,layout=nhwc,n=1,c=16,k=16,g=16,in=8x8,ker=3x3,pad=1x1"}) {
         const ConvProblem p = ConvProblem::parse(spec);
         const ReplayBackend::Estimate* e = b.estimate(p);
         BOOST_REQUIRE(e);
@@ -1288,7 +1313,8 @@ BOOST_AUTO_TEST_CASE(scaling_a_layer_far_down_floors_and_warns) {
     r.problems.push_back(fast);
     ReplayBackend b(r, 1);
     BOOST_TEST(b.model().floor_ms() == 0.5);
-    const ConvProblem p = ConvProblem::parse("n=1,c=4,k=4,in=1x1,ker=3x3,pad=1x1");  // the recorded layer, 1/64 of the work
+    const ConvProblem p =
+        ConvProblem::parse("n=1,c=4,k=4,in=1x1,ker=3x3,pad=1x1");  // the recorded layer, 1/64 of the work
     const ReplayBackend::Estimate* e = b.estimate(p);
     BOOST_REQUIRE(e);
     BOOST_TEST(e->basis == "same layer");
@@ -1301,7 +1327,8 @@ BOOST_AUTO_TEST_CASE(scaling_a_layer_far_down_floors_and_warns) {
     o.iterations = 2;
     const SimulationResult res = simulate(b, s, o);
     BOOST_TEST(res.floored_problems == 1);
-    BOOST_TEST(format_table(res, {}).find("warning: for 1 of them an algorithm's estimate fell below") != std::string::npos);
+    BOOST_TEST(format_table(res, {}).find("warning: for 1 of them an algorithm's estimate fell below") !=
+               std::string::npos);
 }
 
 // No recommendation rests on a difference inside the estimates' uncertainty: the saving must
@@ -1371,9 +1398,11 @@ BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
     // ResNet-50 f32 training and f16 (inference forward, training backward), MobileNet (full, 1x1 and
     // depthwise layers) f32 and f16 training, GoogLeNet v3 and VGG-19 f16 training: all batch 32;
     // ResNet-50 f16 inference also at batch 1 and 128.
-    BOOST_TEST((coverage(h200) == std::vector<std::string>{"bwd_data f16 nhwc, batch 32: 91 problems", "bwd_data f32 nchw, batch 32: 33 problems",
-                                                             "bwd_filter f16 nhwc, batch 32: 95 problems", "bwd_filter f32 nchw, batch 32: 34 problems",
-                                                             "fwd f16 nhwc, batch 1,32,128: 141 problems", "fwd f32 nchw, batch 32: 34 problems"}),
+    BOOST_TEST((coverage(h200) ==
+                std::vector<std::string>{
+                    "bwd_data f16 nhwc, batch 32: 91 problems", "bwd_data f32 nchw, batch 32: 33 problems",
+                    "bwd_filter f16 nhwc, batch 32: 95 problems", "bwd_filter f32 nchw, batch 32: 34 problems",
+                    "fwd f16 nhwc, batch 1,32,128: 141 problems", "fwd f32 nchw, batch 32: 34 problems"}),
                tt::per_element());
     // Each problem keeps the start-up and sequence factor of the recording it came from.
     ReplayBackend b(h200, 1);
@@ -1385,8 +1414,10 @@ BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
         b.set_in_sequence(true);
         const double warm = b.time_ms([&] { (void)b.find(a.id)->run(pr.problem, {}, {}); });
         b.set_in_sequence(false);
-        BOOST_TEST(warm / part->sequence_factor.value_or(1.0) <= *std::max_element(a.samples_ms.begin(), a.samples_ms.end()) + 1e-12);
-        BOOST_TEST(warm / part->sequence_factor.value_or(1.0) >= *std::min_element(a.samples_ms.begin(), a.samples_ms.end()) - 1e-12);
+        BOOST_TEST(warm / part->sequence_factor.value_or(1.0) <=
+                   *std::max_element(a.samples_ms.begin(), a.samples_ms.end()) + 1e-12);
+        BOOST_TEST(warm / part->sequence_factor.value_or(1.0) >=
+                   *std::min_element(a.samples_ms.begin(), a.samples_ms.end()) - 1e-12);
     }
     // A merged recording written out and read back is the same recording.
     BOOST_TEST(Recording::from_json(h200.to_json(), "m").to_json() == h200.to_json());
@@ -1394,7 +1425,9 @@ BOOST_AUTO_TEST_CASE(a_library_name_resolves_to_its_recordings_merged) {
 
 BOOST_AUTO_TEST_CASE(unknown_names_and_unmergeable_recordings_are_refused) {
     BOOST_CHECK_EXCEPTION(load_replay("a100", kLibrary), InvalidRequest, [](const InvalidRequest& e) {
-        return e.field() == "replay" && e.rule().find("'a100' is neither a recording file nor a name in the recording library (names: h100, h200;") == 0;
+        return e.field() == "replay" &&
+               e.rule().find(
+                   "'a100' is neither a recording file nor a name in the recording library (names: h100, h200;") == 0;
     });
     // A library name with PyTorch's measurements only has no recording to replay (simulate takes
     // its off and pytorch settings from them instead: test_sim_cli).
@@ -1408,15 +1441,18 @@ BOOST_AUTO_TEST_CASE(unknown_names_and_unmergeable_recordings_are_refused) {
     std::filesystem::remove_all(only);
     BOOST_CHECK_EXCEPTION(load_replay("no/such.json", kLibrary), InvalidRequest,
                           [](const InvalidRequest& e) { return e.rule().find("cannot open") != std::string::npos; });
-    BOOST_CHECK_EXCEPTION(load_replay("h200", "/nonexistent"), InvalidRequest,
-                          [](const InvalidRequest& e) { return e.rule().find("which is empty or missing: /nonexistent") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(load_replay("h200", "/nonexistent"), InvalidRequest, [](const InvalidRequest& e) {
+        return e.rule().find("which is empty or missing: /nonexistent") != std::string::npos;
+    });
     Recording a = replay::hand_recording({1}), other = replay::hand_recording({2});
-    BOOST_CHECK_EXCEPTION(merge_recordings({a, other}, "lib"), ParseError,
-                          [](const ParseError& e) { return std::string(e.what()).find("is recorded twice") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(merge_recordings({a, other}, "lib"), ParseError, [](const ParseError& e) {
+        return std::string(e.what()).find("is recorded twice") != std::string::npos;
+    });
     other.problems[0].problem.n = 2;
     other.environment.device = "another";
-    BOOST_CHECK_EXCEPTION(merge_recordings({a, other}, "lib"), ParseError,
-                          [](const ParseError& e) { return std::string(e.what()).find("different backends or devices") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(merge_recordings({a, other}, "lib"), ParseError, [](const ParseError& e) {
+        return std::string(e.what()).find("different backends or devices") != std::string::npos;
+    });
     // The environment variable chooses the library's folder.
     ::setenv("CONVTUNE_RECORDINGS_DIR", "/somewhere/else", 1);
     BOOST_TEST(recordings_dir() == "/somewhere/else");
@@ -1488,7 +1524,8 @@ std::size_t entries_in(const std::string& db) {
 
 BOOST_AUTO_TEST_CASE(a_tune_writes_its_database_once_per_flush_interval_and_at_the_end) {
     const std::string rec = std::string(CONVTUNE_TEST_DATA) + "/resnet50_cpu_infer.json";
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("convtune-tune-db-" + std::to_string(::getpid()));
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("convtune-tune-db-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     std::vector<std::size_t> entries;
     for (double flush_s : {3600.0, 0.0}) {
@@ -1513,9 +1550,11 @@ BOOST_AUTO_TEST_CASE(a_tune_writes_its_database_once_per_flush_interval_and_at_t
         BOOST_TEST_REQUIRE(written.size() == 7u);
         if (flush_s > 0) {
             // Nothing written while the run goes on (the interval never passed), everything at the end.
-            BOOST_TEST(std::count(written.begin(), written.end(), true) == 0, "the database was written during the run");
+            BOOST_TEST(std::count(written.begin(), written.end(), true) == 0,
+                       "the database was written during the run");
         } else {
-            BOOST_TEST(std::count(written.begin(), written.end(), false) == 0, "db_flush_s=0: each search is written at once");
+            BOOST_TEST(std::count(written.begin(), written.end(), false) == 0,
+                       "db_flush_s=0: each search is written at once");
         }
         entries.push_back(entries_in(db));  // (a search the policy does not persist has none)
         BOOST_TEST(entries.back() >= 6u);
@@ -1528,7 +1567,8 @@ BOOST_AUTO_TEST_CASE(a_tune_writes_its_database_once_per_flush_interval_and_at_t
         {
             TuningDatabase d(db);
             d.set_flush_interval(3600);
-            for (int i = 0; i < 5; ++i) BOOST_TEST(d.store(env, "k" + std::to_string(i), {"cpu.direct", 1, 0, 1, 0, 1}));
+            for (int i = 0; i < 5; ++i)
+                BOOST_TEST(d.store(env, "k" + std::to_string(i), {"cpu.direct", 1, 0, 1, 0, 1}));
             BOOST_TEST(!std::filesystem::exists(db));
             BOOST_TEST(d.flush());
             BOOST_TEST(entries_in(db) == 5u);

@@ -80,8 +80,9 @@ BOOST_AUTO_TEST_SUITE(trace_is_the_users_run)
 BOOST_AUTO_TEST_CASE(recorded_flags_are_the_baseline_each_setting_changes_only_what_it_names) {
     // Captured with allow_tf32=False (as capture.py writes it): TF32 stays off in every row that
     // does not turn it on, so "tc" never runs there.
-    const TraceFile t("tf32off.trace", std::string("# flags enabled=1,benchmark=0,benchmark_limit=10,deterministic=0,allow_tf32=0\n") + kP +
-                                           " x3\n# iteration 2\n" + kP + " x3\n");
+    const TraceFile t("tf32off.trace",
+                      std::string("# flags enabled=1,benchmark=0,benchmark_limit=10,deterministic=0,allow_tf32=0\n") +
+                          kP + " x3\n# iteration 2\n" + kP + " x3\n");
     const Stream s = trace_stream(t);
     BOOST_REQUIRE(s.trace_flags().size() == 1u);
     BOOST_TEST(!s.trace_flags()[0].allow_tf32);
@@ -114,7 +115,8 @@ BOOST_AUTO_TEST_CASE(recorded_flags_are_the_baseline_each_setting_changes_only_w
 
 BOOST_AUTO_TEST_CASE(flags_that_change_inside_the_trace_apply_to_their_calls) {
     // Iteration 1 recorded TF32 off, iteration 2 on: under 'off' each call keeps its own.
-    const TraceFile t("tf32mixed.trace", std::string("# flags allow_tf32=0\n") + kP + " x3\n# iteration 2\n# flags allow_tf32=1\n" + kP + " x2\n");
+    const TraceFile t("tf32mixed.trace", std::string("# flags allow_tf32=0\n") + kP +
+                                             " x3\n# iteration 2\n# flags allow_tf32=1\n" + kP + " x2\n");
     const Stream s = trace_stream(t);
     BOOST_REQUIRE(s.trace_flags().size() == 2u);
     FakeBackend b("fake", tc_plain());
@@ -129,13 +131,17 @@ BOOST_AUTO_TEST_CASE(flags_that_change_inside_the_trace_apply_to_their_calls) {
 }
 
 BOOST_AUTO_TEST_CASE(trace_flag_lines_are_checked) {
-    BOOST_CHECK_EXCEPTION(parse_trace_data(std::string("# flags policy=adaptive\n") + kP + "\n"), ParseError,
-                          [](const Error& e) { return std::string(e.what()).find("line 1: '# flags' records PyTorch's flags only") != std::string::npos; });
+    BOOST_CHECK_EXCEPTION(
+        parse_trace_data(std::string("# flags policy=adaptive\n") + kP + "\n"), ParseError, [](const Error& e) {
+            return std::string(e.what()).find("line 1: '# flags' records PyTorch's flags only") != std::string::npos;
+        });
     BOOST_CHECK_EXCEPTION(parse_trace_data(std::string("# flags allow_tf32=maybe\n") + kP + "\n"), ParseError,
                           [](const Error& e) { return std::string(e.what()).find("line 1") != std::string::npos; });
-    BOOST_CHECK_EXCEPTION(parse_trace_data(std::string(kP) + "\n# iteration 2 wall_ms -4\n" + kP + "\n"), ParseError,
-                          [](const Error& e) { return std::string(e.what()).find("line 2: wall_ms '-4'") != std::string::npos; });
-    const TraceData d = parse_trace_data(std::string("# iteration 1 wall_ms 12.5\n") + kP + "\n# iteration 2\n" + kP + "\n");
+    BOOST_CHECK_EXCEPTION(
+        parse_trace_data(std::string(kP) + "\n# iteration 2 wall_ms -4\n" + kP + "\n"), ParseError,
+        [](const Error& e) { return std::string(e.what()).find("line 2: wall_ms '-4'") != std::string::npos; });
+    const TraceData d =
+        parse_trace_data(std::string("# iteration 1 wall_ms 12.5\n") + kP + "\n# iteration 2\n" + kP + "\n");
     BOOST_REQUIRE(d.wall_ms.size() == 2u);
     BOOST_TEST(*d.wall_ms[0] == 12.5);
     BOOST_TEST(!d.wall_ms[1].has_value());
@@ -144,11 +150,13 @@ BOOST_AUTO_TEST_CASE(trace_flag_lines_are_checked) {
 
 // A trace says how its wall times were taken; a newer format and absurd wall times are refused.
 BOOST_AUTO_TEST_CASE(trace_timing_version_and_wall_bound) {
-    const TraceData d = parse_trace_data(std::string("# convtune-trace 1\n# timing plain benchmark=1 kernel_cache=cold\n") + kP + "\n");
+    const TraceData d =
+        parse_trace_data(std::string("# convtune-trace 1\n# timing plain benchmark=1 kernel_cache=cold\n") + kP + "\n");
     BOOST_TEST((d.timing.source == TraceTiming::Source::plain));
     BOOST_TEST(d.timing.benchmark.value_or(false));
     BOOST_TEST(d.timing.kernel_cache == "cold");
-    BOOST_TEST((parse_trace_data(std::string("# timing capture\n") + kP + "\n").timing.source == TraceTiming::Source::capture));
+    BOOST_TEST((parse_trace_data(std::string("# timing capture\n") + kP + "\n").timing.source ==
+                TraceTiming::Source::capture));
     BOOST_TEST((parse_trace_data(std::string(kP) + "\n").timing.source == TraceTiming::Source::unknown));
     const auto refused = [](const std::string& text, const std::string& what) {
         try {
@@ -160,10 +168,12 @@ BOOST_AUTO_TEST_CASE(trace_timing_version_and_wall_bound) {
     };
     BOOST_TEST(refused(std::string("# convtune-trace 2\n") + kP + "\n", "line 1: trace format version 2 is newer"));
     BOOST_TEST(refused(std::string("# convtune-trace x\n") + kP + "\n", "line 1: '# convtune-trace' must be followed"));
-    BOOST_TEST(refused(std::string("# timing plain\n") + kP + "\n", "line 1: '# timing': a plain timing must say its benchmark"));
+    BOOST_TEST(refused(std::string("# timing plain\n") + kP + "\n",
+                       "line 1: '# timing': a plain timing must say its benchmark"));
     BOOST_TEST(refused(std::string("# timing sideways\n") + kP + "\n", "expected 'plain' or 'capture'"));
     BOOST_TEST(refused(std::string("# timing capture benchmark=1\n") + kP + "\n", "unknown field 'benchmark=1'"));
-    BOOST_TEST(refused(std::string("# convtune-trace 1\n# iteration 1 wall_ms 1e308\n") + kP + "\n", "line 2: wall_ms '1e308'"));
+    BOOST_TEST(refused(std::string("# convtune-trace 1\n# iteration 1 wall_ms 1e308\n") + kP + "\n",
+                       "line 2: wall_ms '1e308'"));
     BOOST_TEST(refused(std::string("# iteration 1 wall_ms 1e9\n") + kP + "\n", "line 1: wall_ms '1e9'"));
     BOOST_TEST(!refused(std::string("# iteration 1 wall_ms 999999999\n") + kP + "\n", "wall_ms"));
 }
@@ -244,7 +254,8 @@ BOOST_AUTO_TEST_CASE(step_time_outside_convolutions_is_carried_into_every_settin
     // convolutions in a step of 50 ms (iteration 1) and 30 ms (iteration 2); iteration 3, the
     // capture's last, has no wall time and takes the steady value (iteration 2's).
     const std::string body = std::string(kP) + " x3\n";
-    const TraceFile t("wall.trace", "# flags benchmark=0\n# iteration 1 wall_ms 50\n" + body + "# iteration 2 wall_ms 30\n" + body + "# iteration 3\n" + body);
+    const TraceFile t("wall.trace", "# flags benchmark=0\n# iteration 1 wall_ms 50\n" + body +
+                                        "# iteration 2 wall_ms 30\n" + body + "# iteration 3\n" + body);
     const Stream s = trace_stream(t);
     FakeBackend b("fake", tc_plain());
     SimulationOptions o;
@@ -308,7 +319,8 @@ BOOST_AUTO_TEST_SUITE(live_runs_do_not_lie)
 // One layer called 100 times an iteration: "slow" (the heuristic's pick) 1 ms a call, "fast"
 // 0.95 ms; benchmark on finds "fast" and saves about 4% once its search is paid.
 Stream hundred_calls() {
-    const Workload w = parse_workload_text("convtune-workload 1\nname one\nlayer a x100 n=1,c=8,k=8,in=8x8,ker=3x3,pad=1x1\n", "one");
+    const Workload w =
+        parse_workload_text("convtune-workload 1\nname one\nlayer a x100 n=1,c=8,k=8,in=8x8,ker=3x3,pad=1x1\n", "one");
     return Stream(StreamSpec{}, w, WorkloadOptions{});
 }
 std::vector<FakeSpec> slow_fast() {
@@ -319,7 +331,8 @@ std::vector<FakeSpec> slow_fast() {
 }
 
 // Runs off and on live, run k at load factors[k] (the machine's noise, chosen by the test).
-SimulationResult run_with_loads(const std::vector<double>& factors, int repeats, std::vector<std::string>* order = nullptr) {
+SimulationResult run_with_loads(const std::vector<double>& factors, int repeats,
+                                std::vector<std::string>* order = nullptr) {
     FakeBackend b("fake", slow_fast());
     double factor = factors.at(0);
     b.load = [&](double) { return factor; };
@@ -372,7 +385,8 @@ BOOST_AUTO_TEST_CASE(a_difference_inside_the_spread_is_no_difference) {
     BOOST_TEST(r.comparisons[1].saving > 0.02);
     BOOST_TEST(r.comparisons[1].within_noise);
     BOOST_TEST(r.recommendation.setting == "off");
-    BOOST_TEST(r.recommendation.text.find("no difference beyond the noise") != std::string::npos, r.recommendation.text);
+    BOOST_TEST(r.recommendation.text.find("no difference beyond the noise") != std::string::npos,
+               r.recommendation.text);
     const nlohmann::json j = to_json(r, {});
     BOOST_TEST(j["settings"][1]["within_noise"] == true);
     BOOST_TEST(j["settings"][0]["repeat_totals_ms"].size() == 3u);
@@ -383,7 +397,8 @@ BOOST_AUTO_TEST_CASE(a_difference_inside_the_spread_is_no_difference) {
     const SimulationResult steady = run_with_loads({1, 1, 1, 1, 1, 1}, 3);
     BOOST_TEST(!steady.comparisons[1].within_noise);
     BOOST_TEST(steady.recommendation.setting == "on");
-    BOOST_TEST(steady.recommendation.text.find("beyond the noise of 3 runs") != std::string::npos, steady.recommendation.text);
+    BOOST_TEST(steady.recommendation.text.find("beyond the noise of 3 runs") != std::string::npos,
+               steady.recommendation.text);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

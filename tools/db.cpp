@@ -23,8 +23,8 @@ int check(const std::string& path, bool json) {
         fmt::print(stderr, "convtune: warning: {}: algorithm '{}' is not in this build\n", u.key, u.algorithm);
     if (json) fmt::print("{}", app::json_text(app::to_json(r)));
     else
-        fmt::print("{}: valid, {} environments, {} entries, {} with algorithms unknown to this build\n", r.path, r.environments, r.entries,
-                   r.unknown.size());
+        fmt::print("{}: valid, {} environments, {} entries, {} with algorithms unknown to this build\n", r.path,
+                   r.environments, r.entries, r.unknown.size());
     return ok;
 }
 

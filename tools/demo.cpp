@@ -26,12 +26,15 @@ struct DemoOptions {
 
 int demo(const DemoOptions& o) {
     const ConvProblem p = o.over.apply(ConvProblem::parse_any(o.problem));
-    fmt::print("convtune demo: {}\n  {:.2f} GFLOP per run; error = max |out - f64 oracle| / sum|a*b|, bound = the algorithm's documented bound\n",
-               p.to_string(), p.flops() / 1e9);
+    fmt::print(
+        "convtune demo: {}\n  {:.2f} GFLOP per run; error = max |out - f64 oracle| / sum|a*b|, bound = the "
+        "algorithm's documented bound\n",
+        p.to_string(), p.flops() / 1e9);
     fmt::print("  {}\n\n", app::to_text(app::cpu_levels()));
     HostTensors in = make_host_tensors(p, 1);
     const OracleResult ref = oracle(in);
-    fmt::print("{:<44} {:>10} {:>9} {:>10} {:>10}  {}\n", "algorithm", "median ms", "GFLOP/s", "error", "bound", "result");
+    fmt::print("{:<44} {:>10} {:>9} {:>10} {:>10}  {}\n", "algorithm", "median ms", "GFLOP/s", "error", "bound",
+               "result");
     int failed = 0;
     std::vector<std::string> not_applicable;
     for (Backend* b : backends()) {
@@ -62,13 +65,13 @@ int demo(const DemoOptions& o) {
             const double bound = a->error_bound(p);
             const bool pass = e.finite && e.max_scaled <= bound;
             failed += pass ? 0 : 1;
-            fmt::print("{:<44} {:>10.3f} {:>9.1f} {:>10.2e} {:>10.2e}  {}\n", a->id(), med, p.flops() / (med * 1e6), e.max_scaled, bound,
-                       pass ? "ok" : "WRONG");
+            fmt::print("{:<44} {:>10.3f} {:>9.1f} {:>10.2e} {:>10.2e}  {}\n", a->id(), med, p.flops() / (med * 1e6),
+                       e.max_scaled, bound, pass ? "ok" : "WRONG");
         }
     }
     if (!not_applicable.empty())
-        fmt::print("not applicable to this problem ({}; `convtune run --algo ID` says why): {}\n", not_applicable.size(),
-                   fmt::join(not_applicable, " "));
+        fmt::print("not applicable to this problem ({}; `convtune run --algo ID` says why): {}\n",
+                   not_applicable.size(), fmt::join(not_applicable, " "));
     return failed ? check_failed : ok;
 }
 
@@ -78,7 +81,8 @@ void add_demo(CLI::App& app, Action& action) {
     auto* cmd = app.add_subcommand("demo", "Run one ResNet-50 layer with every algorithm: time and error");
     auto o = std::make_shared<DemoOptions>();
     cmd->add_option("--problem,-p", o->problem, "Problem (canonical or benchdnn)")->capture_default_str();
-    cmd->add_option("--repeat", o->repeat, "Timed runs per algorithm (after one warm-up each)")->check(CLI::Range(1, 1000));
+    cmd->add_option("--repeat", o->repeat, "Timed runs per algorithm (after one warm-up each)")
+        ->check(CLI::Range(1, 1000));
     o->over.add_to(*cmd);
     cmd->callback([o, &action] { action = [o] { return demo(*o); }; });
 }

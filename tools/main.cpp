@@ -13,7 +13,8 @@
 #include "convtune/host_data.hpp"
 
 int convtune::cli::print_bad_input(const Error& e) {
-    if (const auto* r = dynamic_cast<const InvalidRequest*>(&e)) fmt::print(stderr, "convtune: error: {}\n", r->message(option_name));
+    if (const auto* r = dynamic_cast<const InvalidRequest*>(&e))
+        fmt::print(stderr, "convtune: error: {}\n", r->message(option_name));
     else fmt::print(stderr, "convtune: error: {}\n", e.what());
     return bad_input;
 }
@@ -32,9 +33,11 @@ int main(int argc, char** argv) {
         "Print the version, the build's instruction sets and its backends");
     app.fallthrough();  // --max-bytes may follow the subcommand
     std::string max_bytes;
-    app.add_option("--max-bytes", max_bytes,
-                   "Memory budget of one problem's host tensors and workspace, e.g. 2G (default: $CONVTUNE_MAX_BYTES, else "
-                   "min(8G, half the RAM))")->check(cli::non_empty());
+    app.add_option(
+           "--max-bytes", max_bytes,
+           "Memory budget of one problem's host tensors and workspace, e.g. 2G (default: $CONVTUNE_MAX_BYTES, else "
+           "min(8G, half the RAM))")
+        ->check(cli::non_empty());
     cli::Action action;
     cli::add_list(app, action);
     cli::add_run(app, action);
@@ -48,7 +51,8 @@ int main(int argc, char** argv) {
     // An unknown first word would otherwise be reported as "A subcommand is required".
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
-        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) known = known || sub->check_name(argv[1]);
+        for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+            known = known || sub->check_name(argv[1]);
         if (!known) {
             std::string names;
             for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
@@ -70,7 +74,8 @@ int main(int argc, char** argv) {
         // never a silent success.
         errno = 0;
         if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-            fmt::print(stderr, "convtune: error: cannot write to standard output: {}\n", errno ? std::strerror(errno) : "write error");
+            fmt::print(stderr, "convtune: error: cannot write to standard output: {}\n",
+                       errno ? std::strerror(errno) : "write error");
             return cli::run_failed;
         }
         return rc;

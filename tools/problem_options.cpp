@@ -8,7 +8,8 @@
 namespace convtune::cli {
 
 const CLI::Validator& non_empty() {
-    static const CLI::Validator v([](std::string& s) { return s.empty() ? std::string("must not be empty") : std::string(); }, "NONEMPTY");
+    static const CLI::Validator v(
+        [](std::string& s) { return s.empty() ? std::string("must not be empty") : std::string(); }, "NONEMPTY");
     return v;
 }
 
@@ -30,7 +31,8 @@ const CLI::Validator& fraction() {
         [](std::string& s) {
             char* end = nullptr;
             const double x = std::strtod(s.c_str(), &end);
-            if (s.empty() || *end != '\0' || !std::isfinite(x) || x < 0 || x > 1) return "'" + s + "' is not a number in [0, 1]";
+            if (s.empty() || *end != '\0' || !std::isfinite(x) || x < 0 || x > 1)
+                return "'" + s + "' is not a number in [0, 1]";
             return std::string();
         },
         "FRACTION");
@@ -40,7 +42,8 @@ const CLI::Validator& fraction() {
 void ProblemOverrides::add_to(CLI::App& app) {
     app.add_option("--dir", dir, "Override the direction: fwd, bwd_data, bwd_filter")->check(non_empty());
     app.add_option("--dtype", dtype, "Override the data type: f32, f16, bf16")->check(non_empty());
-    app.add_option("--layout", layout, "Override the layout: nchw (channels first) or nhwc (channels last)")->check(non_empty());
+    app.add_option("--layout", layout, "Override the layout: nchw (channels first) or nhwc (channels last)")
+        ->check(non_empty());
 }
 
 ConvProblem ProblemOverrides::apply(ConvProblem p) const { return with_overrides(std::move(p), dir, dtype, layout); }

@@ -83,8 +83,9 @@ public:
     }
     void end(const app::TuneReport& r) override {
         bar_.finish();
-        fmt::print("\n{} problem{}, {} from the database, total search {:.1f} ms (flags {}){}\n", r.count, r.count == 1 ? "" : "s",
-                   r.from_database, r.total_search_ms, r.flags, r.db.empty() ? "" : ", database " + r.db);
+        fmt::print("\n{} problem{}, {} from the database, total search {:.1f} ms (flags {}){}\n", r.count,
+                   r.count == 1 ? "" : "s", r.from_database, r.total_search_ms, r.flags,
+                   r.db.empty() ? "" : ", database " + r.db);
     }
 
 private:
@@ -103,9 +104,11 @@ dist::TuneOptions::BeforeDecision injected_failure() {
     long long after = -1;
     const int n = std::sscanf(v, "%ld:%lld:%7s", &rank, &after, mode);
     if (n < 2 || rank < 0 || after < 0 || (n == 3 && std::string(mode) != "exit" && std::string(mode) != "stop"))
-        throw Error("CONVTUNE_DIST_FAIL: expected RANK:AFTER, RANK:AFTER:exit or RANK:AFTER:stop, got " + quote_input(v));
+        throw Error("CONVTUNE_DIST_FAIL: expected RANK:AFTER, RANK:AFTER:exit or RANK:AFTER:stop, got " +
+                    quote_input(v));
     const bool exit = n == 3 && std::string(mode) == "exit", stop = n == 3 && std::string(mode) == "stop";
-    return [fail_rank = static_cast<int>(rank), after = static_cast<int64_t>(after), exit, stop](int rank, int64_t decided) {
+    return [fail_rank = static_cast<int>(rank), after = static_cast<int64_t>(after), exit, stop](int rank,
+                                                                                                 int64_t decided) {
         if (rank != fail_rank || decided < after) return;
         if (exit) {
             std::fprintf(stderr, "convtune: rank %d exits (CONVTUNE_DIST_FAIL)\n", rank);
@@ -199,41 +202,59 @@ int explain(ExplainOptions& o) {
 }  // namespace
 
 void add_tune(CLI::App& app, Action& action) {
-    auto* cmd = app.add_subcommand("tune", "Choose and explain the algorithm for problems under flags (benchmark=1 by default)");
+    auto* cmd = app.add_subcommand(
+        "tune", "Choose and explain the algorithm for problems under flags (benchmark=1 by default)");
     auto o = std::make_shared<TuneOptions>();
     cmd->add_option("--problem,-p", o->problem, "One problem (canonical or benchdnn)")->check(non_empty());
     cmd->add_option("--shapes,-s", o->r.shapes, "A shape file (benchdnn or canonical lines)")->check(non_empty());
-    cmd->add_option("--workload,-w", o->r.workload,
-                    "Networks, comma-separated: built-in names (resnet50, vgg11, ...), shape or workload files; their distinct problems")
+    cmd->add_option(
+           "--workload,-w", o->r.workload,
+           "Networks, comma-separated: built-in names (resnet50, vgg11, ...), shape or workload files; their distinct "
+           "problems")
         ->check(non_empty());
-    cmd->add_option("--mode", o->r.mode, "With --workload: infer (fwd, the default) or train (fwd, bwd_data, bwd_filter)")->check(non_empty());
-    cmd->add_option("--shapes-dir", o->r.shapes_dir, "With --workload: the folder of the benchdnn files behind the built-in names")
+    cmd->add_option("--mode", o->r.mode,
+                    "With --workload: infer (fwd, the default) or train (fwd, bwd_data, bwd_filter)")
+        ->check(non_empty());
+    cmd->add_option("--shapes-dir", o->r.shapes_dir,
+                    "With --workload: the folder of the benchdnn files behind the built-in names")
         ->check(non_empty());
     cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)")->check(non_empty());
-    cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend")->check(non_empty());
+    cmd->add_option("--replay", o->r.replay, "Tune on a recording's replay (convtune record) instead of a live backend")
+        ->check(non_empty());
     cmd->add_option("--policy", o->r.policy, policy_help())->check(non_empty());
-    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1")->check(non_empty());
+    cmd->add_option("--flags", o->r.flags, "e.g. benchmark=1,deterministic=1,allow_tf32=0,benchmark_limit=N,enabled=1")
+        ->check(non_empty());
     cmd->add_option("--db", o->db, "Tuning database file (default: $CONVTUNE_DB; none when unset)")->check(non_empty());
-    cmd->add_option("--batch", o->r.batch, "Batch sizes, comma-separated: every problem at each (default: as written)")->check(non_empty());
+    cmd->add_option("--batch", o->r.batch, "Batch sizes, comma-separated: every problem at each (default: as written)")
+        ->check(non_empty());
     cmd->add_flag("--json", o->json, "Print one JSON document");
     cmd->add_flag("--progress", o->progress, "Show the progress bar even when stderr is not a terminal");
-    cmd->add_flag("--coordinator-only", o->coordinator_only, "Under mpirun: rank 0 hands out problems and merges, but decides none");
-    cmd->add_option("--rank-timeout", o->rank_timeout_s,
-                    "Under mpirun: seconds a rank deciding a problem may go without a heartbeat before it is retired and its "
-                    "problem handed to another rank (default 60; 0 = wait forever)")
+    cmd->add_flag("--coordinator-only", o->coordinator_only,
+                  "Under mpirun: rank 0 hands out problems and merges, but decides none");
+    cmd->add_option(
+           "--rank-timeout", o->rank_timeout_s,
+           "Under mpirun: seconds a rank deciding a problem may go without a heartbeat before it is retired and its "
+           "problem handed to another rank (default 60; 0 = wait forever)")
         ->check(CLI::Range(0.0, 86400.0));
-    cmd->add_option("--db-flush", o->db_flush_s, "Seconds between the database's writes (default 1; 0 = every result), and one at the end; a killed run loses "
-                    "what was decided since the last write (under mpirun: rank 0's merges)")
+    cmd->add_option(
+           "--db-flush", o->db_flush_s,
+           "Seconds between the database's writes (default 1; 0 = every result), and one at the end; a killed run "
+           "loses "
+           "what was decided since the last write (under mpirun: rank 0's merges)")
         ->check(CLI::Range(0.0, 3600.0));
     o->over.add_to(*cmd);
-    cmd->get_option("--dtype")->description("Data types, comma-separated (f32, f16, bf16): every problem in each (default: as written)");
+    cmd->get_option("--dtype")->description(
+        "Data types, comma-separated (f32, f16, bf16): every problem in each (default: as written)");
     cmd->callback([o, &action] { action = [o] { return tune(*o); }; });
 }
 
 void add_explain(CLI::App& app, Action& action) {
-    auto* cmd = app.add_subcommand("explain", "Choose the algorithm for one problem and explain the choice (tune for one problem)");
+    auto* cmd = app.add_subcommand(
+        "explain", "Choose the algorithm for one problem and explain the choice (tune for one problem)");
     auto o = std::make_shared<ExplainOptions>();
-    cmd->add_option("--problem,-p", o->r.problem, "The problem (canonical or benchdnn)")->required()->check(non_empty());
+    cmd->add_option("--problem,-p", o->r.problem, "The problem (canonical or benchdnn)")
+        ->required()
+        ->check(non_empty());
     cmd->add_option("--backend,-b", o->r.backend, "Backend (default cpu)")->check(non_empty());
     cmd->add_option("--policy", o->r.policy, policy_help())->check(non_empty());
     cmd->add_option("--flags", o->r.flags, "e.g. benchmark=0,deterministic=1")->check(non_empty());

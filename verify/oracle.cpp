@@ -57,8 +57,12 @@ void scatter(const HostTensors& t, Load load, OracleResult& r) {
                                             int64_t dst = 0;
                                             switch (p.direction) {
                                                 case Direction::fwd: a = load(x, xi), b = load(w, wi), dst = yi; break;
-                                                case Direction::bwd_data: a = load(y, yi), b = load(w, wi), dst = xi; break;
-                                                case Direction::bwd_filter: a = load(x, xi), b = load(y, yi), dst = wi; break;
+                                                case Direction::bwd_data:
+                                                    a = load(y, yi), b = load(w, wi), dst = xi;
+                                                    break;
+                                                case Direction::bwd_filter:
+                                                    a = load(x, xi), b = load(y, yi), dst = wi;
+                                                    break;
                                             }
                                             r.value[static_cast<std::size_t>(dst)] += a * b;
                                             r.magnitude[static_cast<std::size_t>(dst)] += std::fabs(a * b);
@@ -73,9 +77,12 @@ void scatter(const HostTensors& t, Load load, OracleResult& r) {
 
 std::size_t oracle_bytes(const ConvProblem& p) {
     p.validate();
-    const int64_t out = p.direction == Direction::fwd ? p.y_elements() : p.direction == Direction::bwd_data ? p.x_elements() : p.w_elements();
+    const int64_t out = p.direction == Direction::fwd        ? p.y_elements()
+                        : p.direction == Direction::bwd_data ? p.x_elements()
+                                                             : p.w_elements();
     std::size_t bytes = 0;
-    if (__builtin_mul_overflow(static_cast<std::size_t>(out), 2 * sizeof(double), &bytes)) return std::numeric_limits<std::size_t>::max();
+    if (__builtin_mul_overflow(static_cast<std::size_t>(out), 2 * sizeof(double), &bytes))
+        return std::numeric_limits<std::size_t>::max();
     return bytes;
 }
 
@@ -86,15 +93,31 @@ OracleResult oracle(const HostTensors& t) {
     r.value.assign(out_n, 0.0);
     r.magnitude.assign(out_n, 0.0);
     switch (p.dtype) {
-        case DataType::f64: scatter(t, [](const std::byte* b, int64_t i) { return reinterpret_cast<const double*>(b)[i]; }, r); break;
+        case DataType::f64:
+            scatter(
+                t, [](const std::byte* b, int64_t i) { return reinterpret_cast<const double*>(b)[i]; }, r);
+            break;
         case DataType::f32:
-            scatter(t, [](const std::byte* b, int64_t i) { return static_cast<double>(reinterpret_cast<const float*>(b)[i]); }, r);
+            scatter(
+                t,
+                [](const std::byte* b, int64_t i) { return static_cast<double>(reinterpret_cast<const float*>(b)[i]); },
+                r);
             break;
         case DataType::f16:
-            scatter(t, [](const std::byte* b, int64_t i) { return static_cast<double>(f16_to_float(reinterpret_cast<const uint16_t*>(b)[i])); }, r);
+            scatter(
+                t,
+                [](const std::byte* b, int64_t i) {
+                    return static_cast<double>(f16_to_float(reinterpret_cast<const uint16_t*>(b)[i]));
+                },
+                r);
             break;
         case DataType::bf16:
-            scatter(t, [](const std::byte* b, int64_t i) { return static_cast<double>(bf16_to_float(reinterpret_cast<const uint16_t*>(b)[i])); }, r);
+            scatter(
+                t,
+                [](const std::byte* b, int64_t i) {
+                    return static_cast<double>(bf16_to_float(reinterpret_cast<const uint16_t*>(b)[i]));
+                },
+                r);
             break;
     }
     return r;

@@ -157,9 +157,10 @@ SimulateReport simulate(const SimulateRequest& r) {
             if (unserved++ == 0) example = p.to_string();
         }
         if (unserved > 0) {
-            left_out = fmt::format("the settings other than off and pytorch are left out: the recordings of '{}' cannot time "
-                                   "{} of the stream's {} problems (e.g. {}; record them with `convtune record`)",
-                                   r.replay, unserved, n, example);
+            left_out = fmt::format(
+                "the settings other than off and pytorch are left out: the recordings of '{}' cannot time "
+                "{} of the stream's {} problems (e.g. {}; record them with `convtune record`)",
+                r.replay, unserved, n, example);
             replay.reset();
             backend = nullptr;
             measured_only = true;

@@ -34,7 +34,8 @@ Stream WorkloadRequest::make_stream() const {
             if (set)
                 throw InvalidRequest(
                     field,
-                    "does not apply to a trace stream: its problems are written out whole (direction, batch, data type, "
+                    "does not apply to a trace stream: its problems are written out whole (direction, batch, data "
+                    "type, "
                     "layout, sizes); leave {" +
                         std::string(field) + "} out");
     }

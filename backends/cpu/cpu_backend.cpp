@@ -85,27 +85,32 @@ constexpr double kBytesPerMac = 0.25;  // one byte of extra traffic costs this m
 double estimate(const Algorithm& a, const ConvProblem& p) {
     static const Efficiency e;
     const auto* cpu = dynamic_cast<const CpuAlgorithm*>(&a);
-    if (!cpu) throw Error("cpu cost model: '" + std::string(a.id()) + "' is not a CPU algorithm, it has no cost family");
+    if (!cpu)
+        throw Error("cpu cost model: '" + std::string(a.id()) + "' is not a CPU algorithm, it has no cost family");
     const CpuFamily family = cpu->family();
     const double macs = static_cast<double>(p.macs());
     const double es = static_cast<double>(size_of(p.dtype));
     const double traffic_mac = kBytesPerMac;
     switch (family) {
     case CpuFamily::reference: return macs / (e.reference * kRate);
-    case CpuFamily::direct_blocked: return macs / ((p.layout == Layout::nhwc ? e.direct_blocked_nhwc : e.direct_blocked_nchw) * kRate);
+    case CpuFamily::direct_blocked:
+        return macs / ((p.layout == Layout::nhwc ? e.direct_blocked_nhwc : e.direct_blocked_nchw) * kRate);
     case CpuFamily::gemm:
     case CpuFamily::gemm_tf32: {
-        const bool one_by_one = p.kernel_spatial() == 1 && std::all_of(p.stride.begin(), p.stride.end(), [](int64_t s) { return s == 1; }) &&
+        const bool one_by_one = p.kernel_spatial() == 1 &&
+                                std::all_of(p.stride.begin(), p.stride.end(), [](int64_t s) { return s == 1; }) &&
                                 std::all_of(p.pad_begin.begin(), p.pad_begin.end(), [](int64_t v) { return v == 0; });
         // The column matrix is written once and read once.
-        const double col = one_by_one ? 0 : 2.0 * static_cast<double>(p.n * p.c * p.kernel_spatial() * p.out_spatial()) * es;
+        const double col =
+            one_by_one ? 0 : 2.0 * static_cast<double>(p.n * p.c * p.kernel_spatial() * p.out_spatial()) * es;
         const double eff = family == CpuFamily::gemm ? e.gemm : e.gemm_tf32;
         return macs / (eff * kRate) + col * traffic_mac;
     }
     case CpuFamily::winograd_f2x3:
     case CpuFamily::winograd_f4x3: {
         const double m = family == CpuFamily::winograd_f2x3 ? 2 : 4, alpha = m + 2;
-        const double tiles = static_cast<double>(p.n) * std::ceil(static_cast<double>(p.out(0)) / m) * std::ceil(static_cast<double>(p.out(1)) / m);
+        const double tiles = static_cast<double>(p.n) * std::ceil(static_cast<double>(p.out(0)) / m) *
+                             std::ceil(static_cast<double>(p.out(1)) / m);
         const double gemm = tiles * alpha * alpha * static_cast<double>(p.k * p.c_per_group());
         // Input and output transforms: ~2*alpha^3 adds per tile and channel, memory bound.
         const double transforms = tiles * static_cast<double>(p.c + p.k) * alpha * alpha * 4.0 * es;
@@ -113,11 +118,14 @@ double estimate(const Algorithm& a, const ConvProblem& p) {
     }
     case CpuFamily::fft: {
         double size = 1;
-        for (int i = 0; i < p.spatial_dims; ++i) size *= static_cast<double>(p.in[static_cast<std::size_t>(i)] + p.pad_begin[static_cast<std::size_t>(i)] + p.pad_end[static_cast<std::size_t>(i)]);
+        for (int i = 0; i < p.spatial_dims; ++i)
+            size *= static_cast<double>(p.in[static_cast<std::size_t>(i)] + p.pad_begin[static_cast<std::size_t>(i)] +
+                                        p.pad_end[static_cast<std::size_t>(i)]);
         const double freq = size / 2 + 1;
         // Complex multiply-add = 4 real MACs per frequency per (n, k, c) triple.
         const double pointwise = 4.0 * freq * static_cast<double>(p.n * p.k * p.c_per_group());
-        const double transforms = 2.5 * size * std::log2(std::max(2.0, size)) * static_cast<double>(p.n * p.c + p.n * p.k + p.k * p.c_per_group());
+        const double transforms = 2.5 * size * std::log2(std::max(2.0, size)) *
+                                  static_cast<double>(p.n * p.c + p.n * p.k + p.k * p.c_per_group());
         return (pointwise + transforms) / (e.fft * kRate);
     }
     }
@@ -132,7 +140,9 @@ public:
     Availability availability() const override { return {}; }
     // The level is part of the device, as oneDNN's ISA is: timings tuned at one level do not
     // describe another.
-    BackendIdentity identity() const override { return {"convtune-cpu", host_device_name() + ", ISA " + cpu::isa_levels().active, ""}; }
+    BackendIdentity identity() const override {
+        return {"convtune-cpu", host_device_name() + ", ISA " + cpu::isa_levels().active, ""};
+    }
     std::span<const Algorithm* const> algorithms() const override { return list_; }
 
     // The cost model's order. The ranking over it is the default one, and so are its named lists

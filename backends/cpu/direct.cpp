@@ -87,7 +87,8 @@ void direct(const ConvProblem& p, const ConvTensors& t) {
                                         for (int64_t r2 = 0; r2 < kd[2]; ++r2) {
                                             const int64_t t2 = i2 + pb[2] - r2 * dl[2];
                                             if (t2 < 0 || t2 % st[2] != 0 || t2 / st[2] >= od[2]) continue;
-                                            acc += static_cast<Acc>(E::load(y[ys.at(n, k, t0 / st[0], t1 / st[1], t2 / st[2])])) *
+                                            acc += static_cast<Acc>(
+                                                       E::load(y[ys.at(n, k, t0 / st[0], t1 / st[1], t2 / st[2])])) *
                                                    static_cast<Acc>(E::load(w[ws.at(k, cc, r0, r1, r2)]));
                                         }
                                     }

@@ -221,7 +221,8 @@ template <int... Bs>
 constexpr std::array<DwFn, kDwB + 1> dw_row2(std::integer_sequence<int, Bs...>) {
     return {nullptr, &kernel_dw<2, Bs + 1>...};
 }
-const std::array<std::array<DwFn, kDwB + 1>, 3> kDw = {std::array<DwFn, kDwB + 1>{}, dw_row1(std::make_integer_sequence<int, kDwB>{}),
+const std::array<std::array<DwFn, kDwB + 1>, 3> kDw = {std::array<DwFn, kDwB + 1>{},
+                                                       dw_row1(std::make_integer_sequence<int, kDwB>{}),
                                                        dw_row2(std::make_integer_sequence<int, kDwB>{})};
 
 using ChanFn = void (*)(const Seg*, int, const int64_t*, float* const*);
@@ -237,10 +238,10 @@ constexpr std::array<PosFn, kMaxBAll + 1> pos_row(std::integer_sequence<int, Bs.
     return {nullptr, (Bs + 1 <= kMaxB[NV] ? &kernel_pos<NV, (Bs + 1 <= kMaxB[NV] ? Bs + 1 : 1)> : nullptr)...};
 }
 using Seq = std::make_integer_sequence<int, kMaxBAll>;
-const std::array<std::array<ChanFn, kMaxBAll + 1>, 5> kChan = {std::array<ChanFn, kMaxBAll + 1>{}, chan_row<1>(Seq{}), chan_row<2>(Seq{}),
-                                                               chan_row<3>(Seq{}), chan_row<4>(Seq{})};
-const std::array<std::array<PosFn, kMaxBAll + 1>, 5> kPos = {std::array<PosFn, kMaxBAll + 1>{}, pos_row<1>(Seq{}), pos_row<2>(Seq{}),
-                                                             pos_row<3>(Seq{}), pos_row<4>(Seq{})};
+const std::array<std::array<ChanFn, kMaxBAll + 1>, 5> kChan = {
+    std::array<ChanFn, kMaxBAll + 1>{}, chan_row<1>(Seq{}), chan_row<2>(Seq{}), chan_row<3>(Seq{}), chan_row<4>(Seq{})};
+const std::array<std::array<PosFn, kMaxBAll + 1>, 5> kPos = {std::array<PosFn, kMaxBAll + 1>{}, pos_row<1>(Seq{}),
+                                                             pos_row<2>(Seq{}), pos_row<3>(Seq{}), pos_row<4>(Seq{})};
 
 // ---- Geometry ---------------------------------------------------------------------------------
 // Spatial dims in canonical order D, H, W (W innermost); missing dims are size 1.
@@ -275,7 +276,8 @@ inline std::array<int64_t, 3> slots(const Canon& c, int64_t d, int64_t h, int64_
     std::array<int64_t, 3> s{0, 0, 0};
     const int64_t v[3] = {d, h, w};
     for (int ci = 0; ci < 3; ++ci)
-        if (c.slot[static_cast<std::size_t>(ci)] >= 0) s[static_cast<std::size_t>(c.slot[static_cast<std::size_t>(ci)])] = v[ci];
+        if (c.slot[static_cast<std::size_t>(ci)] >= 0)
+            s[static_cast<std::size_t>(c.slot[static_cast<std::size_t>(ci)])] = v[ci];
     return s;
 }
 
@@ -587,8 +589,9 @@ private:
         const double weight_bytes = 4.0 * static_cast<double>(group_floats * p_.groups);
         const double read_bytes = 4.0 * static_cast<double>(dp.padded_floats(p_.n));
         const double write_bytes = 4.0 * static_cast<double>(p_.n * dp.wdims[0] * dp.wdims[1] * dp.wdims[2] * out_ch);
-        const bool blocks_inner = static_cast<double>(nchunks) * weight_bytes <=
-                                  static_cast<double>(bl.blocks) * (static_cast<double>(combos.size()) * read_bytes + 2 * write_bytes);
+        const bool blocks_inner =
+            static_cast<double>(nchunks) * weight_bytes <=
+            static_cast<double>(bl.blocks) * (static_cast<double>(combos.size()) * read_bytes + 2 * write_bytes);
 
 #pragma omp parallel
         {
@@ -622,7 +625,8 @@ private:
                     for (auto [k1, a1] : f1.taps)
                         for (auto [k2, a2] : f2.taps) {
                             const int64_t tap = (k0 * c_.ker[1] + k1) * c_.ker[2] + k2;
-                            const int64_t toff = (((dp.dim[0].P + a0) * L1 + dp.dim[1].P + a1) * L2 + dp.dim[2].P + a2) * in_ch;
+                            const int64_t toff =
+                                (((dp.dim[0].P + a0) * L1 + dp.dim[1].P + a1) * L2 + dp.dim[2].P + a2) * in_ch;
                             segs.push_back({wblk + tap * red * nvl, src + toff + g * red, red});
                         }
                 // Position counters (n, q0, q1, q2) of ck.begin, then advanced one by one (no
@@ -649,20 +653,24 @@ private:
                         off[j] = (((pn[u] * L0 + pq0[u] * dp.dim[0].in_step) * L1 + pq1[u] * dp.dim[1].in_step) * L2 +
                                   pq2[u] * dp.dim[2].in_step) *
                                  in_ch;
-                        const int64_t o0 = f0.first + pq0[u] * dp.dim[0].out_step, o1 = f1.first + pq1[u] * dp.dim[1].out_step,
+                        const int64_t o0 = f0.first + pq0[u] * dp.dim[0].out_step,
+                                      o1 = f1.first + pq1[u] * dp.dim[1].out_step,
                                       o2 = f2.first + pq2[u] * dp.dim[2].out_step;
                         if (direct && valid == nvl)
                             outp[j] = reinterpret_cast<float*>(dst) +
-                                      (((pn[u] * dp.wdims[0] + o0) * dp.wdims[1] + o1) * dp.wdims[2] + o2) * out_ch + g * och + ch0;
+                                      (((pn[u] * dp.wdims[0] + o0) * dp.wdims[1] + o1) * dp.wdims[2] + o2) * out_ch +
+                                      g * och + ch0;
                         else
                             outp[j] = tile + j * nvl;
                     }
-                    kChan[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](segs.data(), static_cast<int>(segs.size()), off, outp);
+                    kChan[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
+                        segs.data(), static_cast<int>(segs.size()), off, outp);
                     if (!(direct && valid == nvl))
                         for (int j = 0; j < bn; ++j) {
                             const std::size_t u = static_cast<std::size_t>(j);
-                            const auto sl = slots(c_, f0.first + pq0[u] * dp.dim[0].out_step, f1.first + pq1[u] * dp.dim[1].out_step,
-                                                  f2.first + pq2[u] * dp.dim[2].out_step);
+                            const auto sl =
+                                slots(c_, f0.first + pq0[u] * dp.dim[0].out_step,
+                                      f1.first + pq1[u] * dp.dim[1].out_step, f2.first + pq2[u] * dp.dim[2].out_step);
                             T* o = dst + dst_st.at(pn[u], g * och + ch0, sl[0], sl[1], sl[2]);
                             for (int64_t l = 0; l < valid; ++l) o[l * dst_st.channel] = E::store(tile[j * nvl + l]);
                         }
@@ -680,7 +688,8 @@ private:
 #pragma omp parallel for schedule(static)
         for (int64_t tap = 0; tap < ks; ++tap) {
             const auto rs = slots(c_, tap / (c_.ker[1] * c_.ker[2]), tap / c_.ker[2] % c_.ker[1], tap % c_.ker[2]);
-            for (int64_t c = 0; c < cs; ++c) wpack_[tap * cs + c] = c < C ? E::load(w[wst.at(c, 0, rs[0], rs[1], rs[2])]) : 0.0f;
+            for (int64_t c = 0; c < cs; ++c)
+                wpack_[tap * cs + c] = c < C ? E::load(w[wst.at(c, 0, rs[0], rs[1], rs[2])]) : 0.0f;
         }
         const float* src = padded_copy(dp, fwd, fwd ? xconv_ : yconv_);
         T* dst = static_cast<T*>(fwd ? t_.y.data : t_.x.data);
@@ -729,7 +738,8 @@ private:
                     for (auto [k1, a1] : f1.taps)
                         for (auto [k2, a2] : f2.taps) {
                             const int64_t tap = (k0 * c_.ker[1] + k1) * c_.ker[2] + k2;
-                            tx.push_back(src + (((dp.dim[0].P + a0) * L1 + dp.dim[1].P + a1) * L2 + dp.dim[2].P + a2) * cs + c0);
+                            tx.push_back(
+                                src + (((dp.dim[0].P + a0) * L1 + dp.dim[1].P + a1) * L2 + dp.dim[2].P + a2) * cs + c0);
                             tw.push_back(wpack_ + tap * cs + c0);
                         }
                 int64_t cn, q0, q1, q2;
@@ -743,7 +753,9 @@ private:
                     const int bn = static_cast<int>(std::min<int64_t>(kDwB, ck.end - q));
                     for (int j = 0; j < bn; ++j) {
                         const std::size_t u = static_cast<std::size_t>(j);
-                        off[j] = (((cn * L0 + q0 * dp.dim[0].in_step) * L1 + q1 * dp.dim[1].in_step) * L2 + q2 * dp.dim[2].in_step) * cs;
+                        off[j] = (((cn * L0 + q0 * dp.dim[0].in_step) * L1 + q1 * dp.dim[1].in_step) * L2 +
+                                  q2 * dp.dim[2].in_step) *
+                                 cs;
                         pn[u] = cn;
                         po0[u] = f0.first + q0 * dp.dim[0].out_step;
                         po1[u] = f1.first + q1 * dp.dim[1].out_step;
@@ -755,11 +767,16 @@ private:
                                 if (++q0 == f0.count) q0 = 0, ++cn;
                             }
                         }
-                        outp[j] = direct && valid == nvl ? reinterpret_cast<float*>(dst) +
-                                                               (((pn[u] * dp.wdims[0] + po0[u]) * dp.wdims[1] + po1[u]) * dp.wdims[2] + po2[u]) * C + c0
-                                                         : tile + j * nvl;
+                        outp[j] =
+                            direct && valid == nvl
+                                ? reinterpret_cast<float*>(dst) +
+                                      (((pn[u] * dp.wdims[0] + po0[u]) * dp.wdims[1] + po1[u]) * dp.wdims[2] + po2[u]) *
+                                          C +
+                                      c0
+                                : tile + j * nvl;
                     }
-                    kDw[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](tx.data(), tw.data(), static_cast<int>(tx.size()), off, outp);
+                    kDw[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
+                        tx.data(), tw.data(), static_cast<int>(tx.size()), off, outp);
                     if (!(direct && valid == nvl))
                         for (int j = 0; j < bn; ++j) {
                             const std::size_t u = static_cast<std::size_t>(j);
@@ -815,8 +832,10 @@ private:
                 for (int64_t row = r0; row < r1; ++row)
                     rc.push_back({row / (c_.out[0] * c_.out[1]), row / c_.out[1] % c_.out[0], row % c_.out[1]});
                 for (int64_t it = it0; it < it1; ++it) {
-                    const int64_t tap = it % ks, cb = it / ks % cblocks, b = it / ks / cblocks % bl.blocks, g = it / ks / cblocks / bl.blocks;
-                    const int64_t r0k = tap / (c_.ker[1] * c_.ker[2]), r1k = tap / c_.ker[2] % c_.ker[1], r2k = tap % c_.ker[2];
+                    const int64_t tap = it % ks, cb = it / ks % cblocks, b = it / ks / cblocks % bl.blocks,
+                                  g = it / ks / cblocks / bl.blocks;
+                    const int64_t r0k = tap / (c_.ker[1] * c_.ker[2]), r1k = tap / c_.ker[2] % c_.ker[1],
+                                  r2k = tap % c_.ker[2];
                     const int nv = static_cast<int>(bl.nv_of(b));
                     const int64_t nvl = nv * VL;
                     const int64_t k0 = b * bl.nv * VL, kvalid = std::min<int64_t>(nvl, kpg - k0);
@@ -830,13 +849,15 @@ private:
                             const int64_t ih = oh * c_.st[1] - c_.pb[1] + r1k * c_.dil[1];
                             if (id < 0 || id >= c_.in[0] || ih < 0 || ih >= c_.in[1]) continue;
                             const int64_t iw = olo * c_.st[2] - c_.pb[2] + r2k * c_.dil[2];
-                            segs.push_back({dy + (n * out_sp + (od * c_.out[1] + oh) * c_.out[2] + olo) * p_.k + g * kpg + k0,
-                                            x + (n * in_sp + (id * c_.in[1] + ih) * c_.in[2] + iw) * p_.c + g * cpg + c0, ohi - olo});
+                            segs.push_back(
+                                {dy + (n * out_sp + (od * c_.out[1] + oh) * c_.out[2] + olo) * p_.k + g * kpg + k0,
+                                 x + (n * in_sp + (id * c_.in[1] + ih) * c_.in[2] + iw) * p_.c + g * cpg + c0,
+                                 ohi - olo});
                         }
                     float* a = acc + it * slot;
                     if (kvalid == nvl)
-                        kPos[static_cast<std::size_t>(nv)][static_cast<std::size_t>(cn)](segs.data(), static_cast<int>(segs.size()), p_.k,
-                                                                                        c_.st[2] * p_.c, a, r0 == 0);
+                        kPos[static_cast<std::size_t>(nv)][static_cast<std::size_t>(cn)](
+                            segs.data(), static_cast<int>(segs.size()), p_.k, c_.st[2] * p_.c, a, r0 == 0);
                     else
                         partial_pos(segs, nvl, cn, kvalid, a, r0 == 0);  // K/g not a multiple of VL
                 }
@@ -847,7 +868,8 @@ private:
 #pragma omp for schedule(static)
             for (int64_t gi = 0; gi < items / ks; ++gi) {
                 const int64_t cb = gi % cblocks, b = gi / cblocks % bl.blocks, g = gi / cblocks / bl.blocks;
-                const int64_t nvl = bl.nv_of(b) * VL, k0 = b * bl.nv * VL, kvalid = std::min<int64_t>(nvl, kpg - k0), c0 = cb * cbmax;
+                const int64_t nvl = bl.nv_of(b) * VL, k0 = b * bl.nv * VL, kvalid = std::min<int64_t>(nvl, kpg - k0),
+                              c0 = cb * cbmax;
                 const int64_t cn = std::min<int64_t>(cbmax, cpg - c0);
                 const float* a = acc + gi * ks * slot;
                 for (int64_t l = 0; l < kvalid; ++l)
@@ -869,7 +891,8 @@ private:
             for (int64_t i = 0; i < s.count; ++i)
                 for (int j = 0; j < cn; ++j) {
                     const float xv = s.b[i * xstep + j];
-                    for (int64_t l = 0; l < kvalid; ++l) a[j * nvl + l] = std::fma(xv, s.v[i * p_.k + l], a[j * nvl + l]);
+                    for (int64_t l = 0; l < kvalid; ++l)
+                        a[j * nvl + l] = std::fma(xv, s.v[i * p_.k + l], a[j * nvl + l]);
                 }
     }
 };

@@ -123,7 +123,8 @@ void finish(const ConvProblem& p, Geometry& g) {
 // Tile sizes worth trying in one dimension: the smallest smooth size for each tile count.
 std::vector<int64_t> tile_candidates(int64_t O, int64_t Ke, bool even) {
     std::vector<int64_t> r;
-    const int64_t tmax = std::min(fft::good_size(O + Ke - 1, even), fft::good_size(std::max<int64_t>(Ke, kMaxTile), even));
+    const int64_t tmax =
+        std::min(fft::good_size(O + Ke - 1, even), fft::good_size(std::max<int64_t>(Ke, kMaxTile), even));
     int64_t last_tiles = std::numeric_limits<int64_t>::max();
     for (int64_t T = fft::good_size(std::max<int64_t>(Ke, even ? 2 : 1), even);; T = fft::good_size(T + 1, even)) {
         const int64_t lo = T - Ke + 1, tiles = (O + lo - 1) / lo;
@@ -176,7 +177,9 @@ Geometry plan(const ConvProblem& p, std::string* why) {
         if (d >= g.sd) cand[u] = {1};
         else cand[u] = tile_candidates(g.O[u], g.Ke[u], d == g.h);
         if (cand[u].empty() || cand[u].front() > kMaxTile) {
-            if (why) *why = "effective kernel " + std::to_string(g.Ke[u]) + " needs a tile above " + std::to_string(kMaxTile) + " points";
+            if (why)
+                *why = "effective kernel " + std::to_string(g.Ke[u]) + " needs a tile above " +
+                       std::to_string(kMaxTile) + " points";
             g.rows = 0;
             return g;
         }
@@ -201,7 +204,8 @@ std::array<std::vector<char>, 3> live_masks(const ConvProblem& p) {
     std::array<std::vector<char>, 3> live;
     for (int d = 0; d < 3; ++d) {
         const auto u = static_cast<std::size_t>(d);
-        const int64_t s = p.stride[u], dl = p.dilation[u], pb = p.pad_begin[u], in = p.in[u], out = p.out(d), kn = p.kernel[u];
+        const int64_t s = p.stride[u], dl = p.dilation[u], pb = p.pad_begin[u], in = p.in[u], out = p.out(d),
+                      kn = p.kernel[u];
         const int64_t len = p.direction == Direction::fwd ? out : p.direction == Direction::bwd_data ? in : kn;
         live[u].assign(static_cast<std::size_t>(len), 0);
         if (d >= p.spatial_dims) {
@@ -359,7 +363,8 @@ private:
     }
 
     // Loads the real tile of channels [0, ch) of tensor `src` (strides st, batch n) into s.packed.
-    void gather(Scratch& s, const T* src, const Strides& st, int64_t n, int64_t ch, const std::array<std::vector<int64_t>, 3>& ix) const {
+    void gather(Scratch& s, const T* src, const Strides& st, int64_t n, int64_t ch,
+                const std::array<std::vector<int64_t>, 3>& ix) const {
         std::fill(s.packed.begin(), s.packed.end(), cd{});
         double* pk = reinterpret_cast<double*>(s.packed.data());
         std::array<int64_t, 3> m{};
@@ -476,12 +481,14 @@ private:
                             if (!pos(1, m[1], o[1])) continue;
                             for (m[2] = 0; m[2] < g_.T[2]; ++m[2]) {
                                 if (!pos(2, m[2], o[2])) continue;
-                                const bool alive = live_[0][static_cast<std::size_t>(o[0])] && live_[1][static_cast<std::size_t>(o[1])] &&
+                                const bool alive = live_[0][static_cast<std::size_t>(o[0])] &&
+                                                   live_[1][static_cast<std::size_t>(o[1])] &&
                                                    live_[2][static_cast<std::size_t>(o[2])];
                                 T* dp = dst + dst_st.at(n, 0, o[0], o[1], o[2]);
                                 const double* sp = pk + packed_at(g_, m, cb, 0);
                                 for (int64_t c = 0; c < cb; ++c)
-                                    dp[c * dst_st.channel] = E::store(alive ? static_cast<float>(sp[2 * c] * scale) : 0.0f);
+                                    dp[c * dst_st.channel] =
+                                        E::store(alive ? static_cast<float>(sp[2 * c] * scale) : 0.0f);
                             }
                         }
                     }
@@ -534,12 +541,16 @@ private:
                 for (r[0] = 0; r[0] < p_.kernel[0]; ++r[0])
                     for (r[1] = 0; r[1] < p_.kernel[1]; ++r[1])
                         for (r[2] = 0; r[2] < p_.kernel[2]; ++r[2]) {
-                            for (int d = 0; d < 3; ++d) m[static_cast<std::size_t>(d)] = r[static_cast<std::size_t>(d)] * p_.dilation[static_cast<std::size_t>(d)];
-                            const bool alive = live_[0][static_cast<std::size_t>(r[0])] && live_[1][static_cast<std::size_t>(r[1])] &&
+                            for (int d = 0; d < 3; ++d)
+                                m[static_cast<std::size_t>(d)] =
+                                    r[static_cast<std::size_t>(d)] * p_.dilation[static_cast<std::size_t>(d)];
+                            const bool alive = live_[0][static_cast<std::size_t>(r[0])] &&
+                                               live_[1][static_cast<std::size_t>(r[1])] &&
                                                live_[2][static_cast<std::size_t>(r[2])];
                             const double* sp = pk + packed_at(g_, m, cpg, 0);
                             for (int64_t c = 0; c < cpg; ++c)
-                                dw[ws_.at(k, c, r[0], r[1], r[2])] = E::store(alive ? static_cast<float>(sp[2 * c] * scale) : 0.0f);
+                                dw[ws_.at(k, c, r[0], r[1], r[2])] =
+                                    E::store(alive ? static_cast<float>(sp[2 * c] * scale) : 0.0f);
                         }
             }
         }
@@ -553,7 +564,9 @@ public:
     Support supports(const ConvProblem& p) const override {
         if (auto e = p.check()) return Support::no("invalid problem: " + *e);
         if (p.dtype == DataType::f64)
-            return Support::no("f64 data: the transforms run in f64, so their rounding is not small against the f64 result's; use cpu.direct");
+            return Support::no(
+                "f64 data: the transforms run in f64, so their rounding is not small against the f64 result's; use "
+                "cpu.direct");
         std::string why;
         if (plan(p, &why).rows == 0) return Support::no(why);
         return Support::yes();
@@ -581,14 +594,16 @@ public:
     double error_bound(const ConvProblem& p) const override {
         const Geometry g = plan(p, nullptr);
         if (g.rows == 0) return 0;
-        const double u64 = unit_roundoff(DataType::f64), u32 = unit_roundoff(DataType::f32), uo = unit_roundoff(p.dtype);
+        const double u64 = unit_roundoff(DataType::f64), u32 = unit_roundoff(DataType::f32),
+                     uo = unit_roundoff(p.dtype);
         double ef = fft::kPackErrorSum + fft::Plan1D::stage_error_sum(g.M);
         for (int d = 0; d < g.h; ++d) ef += fft::Plan1D::stage_error_sum(g.T[static_cast<std::size_t>(d)]);
         const double J = p.direction == Direction::fwd        ? static_cast<double>(p.c_per_group())
                          : p.direction == Direction::bwd_data ? static_cast<double>(p.k_per_group())
                                                               : static_cast<double>(g.rows);
         const double dot = std::sqrt(2.0) * (2.0 * J + 2.0);
-        const double transform = 2.0 * kDynamicRange * std::sqrt(static_cast<double>(g.Tsz)) * (dot + 3.0 * ef + 2.0) * u64;
+        const double transform =
+            2.0 * kDynamicRange * std::sqrt(static_cast<double>(g.Tsz)) * (dot + 3.0 * ef + 2.0) * u64;
         const double rounding = uo + (p.dtype == DataType::f32 ? 0.0 : u32 * (1 + uo));
         return rounding + transform * (1 + uo);
     }

@@ -13,7 +13,8 @@ cd unit_root(int64_t num, int64_t den, int sign) {
     num %= den;
     if (num < 0) num += den;
     if (num == 0) return {1.0, 0.0};
-    const long double a = 2.0L * std::numbers::pi_v<long double> * static_cast<long double>(num) / static_cast<long double>(den);
+    const long double a =
+        2.0L * std::numbers::pi_v<long double> * static_cast<long double>(num) / static_cast<long double>(den);
     return {static_cast<double>(std::cos(a)), static_cast<double>(sign) * static_cast<double>(std::sin(a))};
 }
 
@@ -164,7 +165,9 @@ void Plan1D::run(cd* data, cd* scratch, int64_t batch, int64_t lines, int64_t li
             }
             std::swap(a, b);
         }
-        if (a != data + l * line_stride) std::memcpy(static_cast<void*>(data + l * line_stride), a, sizeof(cd) * static_cast<std::size_t>(n_ * batch));
+        if (a != data + l * line_stride)
+            std::memcpy(static_cast<void*>(data + l * line_stride), a,
+                        sizeof(cd) * static_cast<std::size_t>(n_ * batch));
     }
 }
 

@@ -1,10 +1,10 @@
 // Batched mixed-radix complex FFT in double precision, the transform engine of cpu.fft.
 //
-// A transform of length n = 2^a 3^b 5^c (radix-4, 2, 3 and 5 stages) is applied to many sequences at once. Element e of a
-// sequence is a *vector* of `batch` complex numbers stored contiguously (for cpu.fft: the
-// channels of one spatial position), so every butterfly is a loop over a contiguous run of
-// memory that the compiler vectorises, and a multi-dimensional transform is a 1-D transform per
-// dimension with a larger batch (all inner dimensions folded into it). No transposes are needed.
+// A transform of length n = 2^a 3^b 5^c (radix-4, 2, 3 and 5 stages) is applied to many sequences at once. Element e of
+// a sequence is a *vector* of `batch` complex numbers stored contiguously (for cpu.fft: the channels of one spatial
+// position), so every butterfly is a loop over a contiguous run of memory that the compiler vectorises, and a
+// multi-dimensional transform is a 1-D transform per dimension with a larger batch (all inner dimensions folded into
+// it). No transposes are needed.
 //
 // The algorithm is the self-sorting Stockham decimation-in-time FFT (Van Loan, "Computational
 // Frameworks for the FFT", 1992, sec. 1.7 / 2.3): after stage t, entry j*r_t + k holds the

@@ -190,7 +190,9 @@ void for_each_run(const Geo& g, int64_t q0, int64_t len, F&& f) {
     }
 }
 
-inline bool outside(const Tap& tp, int64_t o0, int64_t o1) { return o0 < tp.lo[0] || o0 >= tp.hi[0] || o1 < tp.lo[1] || o1 >= tp.hi[1]; }
+inline bool outside(const Tap& tp, int64_t o0, int64_t o1) {
+    return o0 < tp.lo[0] || o0 >= tp.hi[0] || o1 < tp.lo[1] || o1 >= tp.hi[1];
+}
 inline int64_t in_row(const Geo& g, const Tap& tp, int64_t o0, int64_t o1) {
     return ((o0 * g.st[0] + tp.off[0]) * g.in[1] + (o1 * g.st[1] + tp.off[1])) * g.in[2];
 }
@@ -230,8 +232,8 @@ void im2col_cf(const Geo& g, const Tap* taps, const T* xc, int64_t nc, int64_t q
 
 // Channels-first col2im: adds rows (c, tap) of `len` pixels onto acc, whose image n (n >= n_base)
 // starts at acc + (n - n_base) * acc_img with channel stride g.I.
-void col2im_cf(const Geo& g, const Tap* taps, const float* col, int64_t nc, int64_t q0, int64_t len, float* acc, int64_t acc_img,
-               int64_t n_base) {
+void col2im_cf(const Geo& g, const Tap* taps, const float* col, int64_t nc, int64_t q0, int64_t len, float* acc,
+               int64_t acc_img, int64_t n_base) {
     const int64_t s2 = g.st[2];
     for (int64_t c = 0; c < nc; ++c) {
         for (int64_t r = 0; r < g.RS; ++r) {
@@ -276,8 +278,8 @@ void im2col_cl(const Geo& g, const Tap* taps, const T* xc, int64_t nc, int64_t q
 
 // Channels-last col2im: adds rows of `len` pixels of (tap, c) onto acc, whose image n starts at
 // acc + (n - n_base) * acc_img with pixel stride ps and channel stride 1.
-void col2im_cl(const Geo& g, const Tap* taps, const float* col, int64_t nc, int64_t q0, int64_t len, float* acc, int64_t ps,
-               int64_t acc_img, int64_t n_base) {
+void col2im_cl(const Geo& g, const Tap* taps, const float* col, int64_t nc, int64_t q0, int64_t len, float* acc,
+               int64_t ps, int64_t acc_img, int64_t n_base) {
     const int64_t rowlen = g.RS * nc;
     for_each_run(g, q0, len, [&](int64_t j, int64_t n, int64_t o0, int64_t o1, int64_t o2, int64_t run) {
         float* an = acc + (n - n_base) * acc_img;
@@ -537,8 +539,8 @@ struct Kernels {
     // The tile's rows [k0, k0+nk) of a channels-first tensor (N, channels, P) as a row-major
     // nk x len matrix: the tensor itself when the tile is inside one image and may be read
     // directly, else a (converted) copy in buf.
-    const float* cf_tile(const T* t, int64_t channels, int64_t k0, int64_t nk, const Tiling::Tile& tile, bool direct, float* buf,
-                         int64_t& ld) const {
+    const float* cf_tile(const T* t, int64_t channels, int64_t k0, int64_t nk, const Tiling::Tile& tile, bool direct,
+                         float* buf, int64_t& ld) const {
         if (direct && tile.nimg == 1) {
             ld = g.P;
             return reinterpret_cast<const float*>(t) + (tile.n0 * channels + k0) * g.P + (tile.q0 - tile.n0 * g.P);
@@ -552,7 +554,8 @@ struct Kernels {
 
     // fwd: the column tile of (tile, group), or part `part` of `parts` of it (channels-first:
     // a range of channels; channels-last: a range of pixels), into col.
-    void fwd_col(const T* x, const Tiling::Tile& tile, int64_t grp, float* col, int64_t part = 0, int64_t parts = 1) const {
+    void fwd_col(const T* x, const Tiling::Tile& tile, int64_t grp, float* col, int64_t part = 0,
+                 int64_t parts = 1) const {
         const int64_t cglob = grp * g.cpg;
         if (!g.cl) {
             const Range r = split(g.cpg, parts, 1);
@@ -581,7 +584,8 @@ struct Kernels {
     }
 
     // fwd: output rows of filter block kb of (tile, group) from its column tile.
-    void fwd_gemm(const Tiling::Tile& tile, int64_t grp, int64_t kb, const float* colp, int64_t ldc, T* y, float* obuf) const {
+    void fwd_gemm(const Tiling::Tile& tile, int64_t grp, int64_t kb, const float* colp, int64_t ldc, T* y,
+                  float* obuf) const {
         const int64_t len = tile.len;
         const int64_t k0 = pl.kblk.begin(kb), nk = pl.kblk.len(kb, g.kpg);
         const int64_t R = g.cpg * g.RS, kglob = grp * g.kpg + k0;
@@ -784,7 +788,8 @@ Status run_impl(const Plan& pl, const ConvTensors& t, Workspace ws) {
         return Status::failure("workspace of " + std::to_string(ws.bytes) + " bytes is smaller than the " +
                                std::to_string(fixed + slot_bytes) + " one thread needs");
     const int64_t slots = slot_bytes == 0 ? pl.jobs : static_cast<int64_t>((ws.bytes - fixed) / slot_bytes);
-    const int nthreads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({omp_get_max_threads(), slots, pl.jobs})));
+    const int nthreads =
+        static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({omp_get_max_threads(), slots, pl.jobs})));
 
     auto base = reinterpret_cast<std::uintptr_t>(ws.data);
     float* wsf = reinterpret_cast<float*>((base + 63) & ~std::uintptr_t{63});
@@ -812,19 +817,23 @@ Status run_impl(const Plan& pl, const ConvTensors& t, Workspace ws) {
                 const Tiling::Tile tile = pl.tiles.tile(q / pl.g.G);
                 if (!pl.pw_direct) {
 #pragma omp for schedule(static)
-                    for (int64_t part = 0; part < pl.col_parts; ++part) k.fwd_col(x, tile, grp, shared, part, pl.col_parts);
+                    for (int64_t part = 0; part < pl.col_parts; ++part)
+                        k.fwd_col(x, tile, grp, shared, part, pl.col_parts);
                 }
                 int64_t ldc;
                 const float* colp = k.fwd_colp(x, tile, grp, shared, ldc);
 #pragma omp for schedule(dynamic, 1)
-                for (int64_t kb = 0; kb < pl.kblk.count; ++kb) k.fwd_gemm(tile, grp, kb, colp, ldc, static_cast<T*>(t.y.data), slot);
+                for (int64_t kb = 0; kb < pl.kblk.count; ++kb)
+                    k.fwd_gemm(tile, grp, kb, colp, ldc, static_cast<T*>(t.y.data), slot);
             }
         } else {
 #pragma omp for schedule(dynamic, 1)
             for (int64_t job = 0; job < pl.jobs; ++job) {
                 switch (pl.dir) {
                     case Direction::fwd: k.fwd(job, x, static_cast<T*>(t.y.data), slot); break;
-                    case Direction::bwd_data: k.bwd_data(job, static_cast<const T*>(t.y.data), static_cast<T*>(t.x.data), slot); break;
+                    case Direction::bwd_data:
+                        k.bwd_data(job, static_cast<const T*>(t.y.data), static_cast<T*>(t.x.data), slot);
+                        break;
                     case Direction::bwd_filter:
                         k.bwd_filter(job, x, static_cast<const T*>(t.y.data), static_cast<T*>(t.w.data), slot);
                         break;
@@ -849,12 +858,16 @@ int64_t bwd_data_taps(const ConvProblem& p) {
 
 class Im2colGemm final : public CpuAlgorithm {
 public:
-    Im2colGemm(std::string id, bool tf32) : CpuAlgorithm(std::move(id), tf32 ? Notes(Note::tensor_core) : Notes{}, tf32 ? CpuFamily::gemm_tf32 : CpuFamily::gemm), tf32_(tf32) {}
+    Im2colGemm(std::string id, bool tf32)
+        : CpuAlgorithm(std::move(id), tf32 ? Notes(Note::tensor_core) : Notes{},
+                       tf32 ? CpuFamily::gemm_tf32 : CpuFamily::gemm),
+          tf32_(tf32) {}
 
     Support supports(const ConvProblem& p) const override {
         if (auto e = p.check()) return Support::no("invalid problem: " + *e);
         if (tf32_ && p.dtype != DataType::f32)
-            return Support::no("TF32 rounding applies to f32 problems only (dtype is " + std::string(to_string(p.dtype)) + ")");
+            return Support::no("TF32 rounding applies to f32 problems only (dtype is " +
+                               std::string(to_string(p.dtype)) + ")");
         if (p.dtype == DataType::f64) return Support::no("f64 data is not supported: the GEMM accumulates in f32");
         return Support::yes();
     }

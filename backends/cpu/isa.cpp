@@ -44,17 +44,20 @@ int cpu_rank() {
         ebx7 = b;
     }
     // x86-64-v2: SSE3, SSSE3, CX16, SSE4.1, SSE4.2, POPCNT, LAHF/SAHF.
-    const bool v2 = bit(ecx1, 0) && bit(ecx1, 9) && bit(ecx1, 13) && bit(ecx1, 19) && bit(ecx1, 20) && bit(ecx1, 23) && bit(ecx_ext, 0);
+    const bool v2 = bit(ecx1, 0) && bit(ecx1, 9) && bit(ecx1, 13) && bit(ecx1, 19) && bit(ecx1, 20) && bit(ecx1, 23) &&
+                    bit(ecx_ext, 0);
     // AVX with OSXSAVE, and the OS saving the SSE and AVX state (XCR0 bits 1, 2).
     if (!v2 || !bit(ecx1, 27) || !bit(ecx1, 28)) return 0;
     uint32_t xcr0_lo = 0, xcr0_hi = 0;
     __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
     if ((xcr0_lo & 0x6u) != 0x6u) return 0;
     // x86-64-v3: AVX2, BMI1, BMI2, F16C, FMA, LZCNT, MOVBE.
-    const bool v3 = bit(ebx7, 5) && bit(ebx7, 3) && bit(ebx7, 8) && bit(ecx1, 29) && bit(ecx1, 12) && bit(ecx_ext, 5) && bit(ecx1, 22);
+    const bool v3 = bit(ebx7, 5) && bit(ebx7, 3) && bit(ebx7, 8) && bit(ecx1, 29) && bit(ecx1, 12) && bit(ecx_ext, 5) &&
+                    bit(ecx1, 22);
     if (!v3) return 0;
     // x86-64-v4: AVX-512 F, DQ, CD, BW, VL, and the OS saving the opmask and ZMM state (XCR0 bits 5-7).
-    const bool v4 = bit(ebx7, 16) && bit(ebx7, 17) && bit(ebx7, 28) && bit(ebx7, 30) && bit(ebx7, 31) && (xcr0_lo & 0xe0u) == 0xe0u;
+    const bool v4 =
+        bit(ebx7, 16) && bit(ebx7, 17) && bit(ebx7, 28) && bit(ebx7, 30) && bit(ebx7, 31) && (xcr0_lo & 0xe0u) == 0xe0u;
     return v4 ? 2 : 1;
 #else
     return 0;
@@ -82,13 +85,15 @@ IsaLevels decide() {
     const std::string want = env;
     const bool compiled = std::find(L.compiled.begin(), L.compiled.end(), want) != L.compiled.end();
     if (!compiled && rank_of(want) < 0)
-        throw Error("CONVTUNE_CPU_ISA=" + want + ": not an instruction-set level of this build (" + join(L.compiled) + ")");
+        throw Error("CONVTUNE_CPU_ISA=" + want + ": not an instruction-set level of this build (" + join(L.compiled) +
+                    ")");
     if (std::find(L.usable.begin(), L.usable.end(), want) != L.usable.end()) {
         L.active = want;
     } else if (compiled) {
         L.note = "CONVTUNE_CPU_ISA=" + want + ": this CPU lacks " + want + "; running " + L.active;
     } else {
-        L.note = "CONVTUNE_CPU_ISA=" + want + ": this build's CPU algorithms are compiled for " + join(L.compiled) + " only; running " + L.active;
+        L.note = "CONVTUNE_CPU_ISA=" + want + ": this build's CPU algorithms are compiled for " + join(L.compiled) +
+                 " only; running " + L.active;
     }
     if (!L.note.empty()) std::fprintf(stderr, "convtune: %s\n", L.note.c_str());
     return L;

@@ -4,8 +4,9 @@
 namespace convtune::cpu::CONVTUNE_ISA_NS {
 
 const LevelAlgorithms& algorithms() {
-    static const LevelAlgorithms a{&cpu_direct(),        &cpu_direct_blocked(), &cpu_im2col_gemm(), &cpu_im2col_gemm_tf32(),
-                                   &cpu_winograd_f2x3(), &cpu_winograd_f4x3(),  &cpu_fft()};
+    static const LevelAlgorithms a{
+        &cpu_direct(),        &cpu_direct_blocked(), &cpu_im2col_gemm(), &cpu_im2col_gemm_tf32(),
+        &cpu_winograd_f2x3(), &cpu_winograd_f4x3(),  &cpu_fft()};
     return a;
 }
 

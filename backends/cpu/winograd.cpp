@@ -360,7 +360,8 @@ private:
                         const float* v = V + xi * vxi + ch * P_.Cp * kNR;
                         float* mm = M + (xi * P_.B + ch * kNR) * P_.Kp;
                         for (int64_t kp = 0; kp < panels; ++kp)
-                            gemm_kernel_n<false>(tiles, cvn, U + (xi * panels + kp) * P_.Cp * kMR, v, mm + kp * kMR, P_.Kp);
+                            gemm_kernel_n<false>(tiles, cvn, U + (xi * panels + kp) * P_.Cp * kMR, v, mm + kp * kMR,
+                                                 P_.Kp);
                     }
                 output(g, 0, P_.Kg, s0, s1, 0, M, P_.Kp, P_.B * P_.Kp);
             }
@@ -382,7 +383,8 @@ private:
                 segments(s0, s1, segs);
                 const int64_t items_a = static_cast<int64_t>(segs.size()) * cvn;
 #pragma omp for schedule(static)
-                for (int64_t it = 0; it < items_a; ++it) input_segment(g, segs[static_cast<std::size_t>(it / cvn)], it % cvn, V, vxi);
+                for (int64_t it = 0; it < items_a; ++it)
+                    input_segment(g, segs[static_cast<std::size_t>(it / cvn)], it % cvn, V, vxi);
                 // (implicit barrier: V complete.) Split the tiles only as far as the threads
                 // need work: every split repeats the filter transform of its panel.
                 const int64_t subs = std::clamp<int64_t>(ceil_div(2 * int64_t{threads_}, panels), 1, nch);
@@ -403,7 +405,8 @@ private:
                                 else gemm_kernel_n<true>(tiles, cbn / kVW, U + xi * cbn * kMR, v, mm, kMR);
                             }
                     }
-                    output(g, kp * kMR, std::min(P_.Kg, (kp + 1) * kMR), s0 + c0 * kNR, std::min(s1, s0 + c1 * kNR), 0, M, kMR, P_.B * kMR);
+                    output(g, kp * kMR, std::min(P_.Kg, (kp + 1) * kMR), s0 + c0 * kNR, std::min(s1, s0 + c1 * kNR), 0,
+                           M, kMR, P_.B * kMR);
                 }
                 // (implicit barrier: V may be overwritten)
             }
@@ -489,7 +492,8 @@ private:
         int64_t tap[9];
         for (int r = 0; r < 3; ++r)
             for (int q = 0; q < 3; ++q)
-                tap[r * 3 + q] = P_.bwd ? (2 - r) * fs.spatial[0] + (2 - q) * fs.spatial[1] : r * fs.spatial[0] + q * fs.spatial[1];
+                tap[r * 3 + q] =
+                    P_.bwd ? (2 - r) * fs.spatial[0] + (2 - q) * fs.spatial[1] : r * fs.spatial[0] + q * fs.spatial[1];
         // Channels-first filters keep the 9 taps of one (k, c) contiguous: load 8 of them per
         // output channel as one vector and transpose (taps x channels), the 9th one by one.
         const bool contiguous_taps = fs.spatial[1] == 1 && fs.spatial[0] == 3;
@@ -533,7 +537,8 @@ private:
 
     // Output transform of tiles [s0, s1) of the group (t0 = index of s0's tile in M), internal
     // output channels [k0, k1), M[xi][tile][ld] with xi stride mxi; written clipped to the output.
-    void output(int64_t g, int64_t k0, int64_t k1, int64_t s0, int64_t s1, int64_t t0, const float* M, int64_t ld, int64_t mxi) const {
+    void output(int64_t g, int64_t k0, int64_t k1, int64_t s0, int64_t s1, int64_t t0, const float* M, int64_t ld,
+                int64_t mxi) const {
         alignas(64) float tmp[kVW * kVW];
         const Strides& os = P_.os;
         for (int64_t tile = s0; tile < s1; ++tile) {
@@ -549,7 +554,8 @@ private:
                 if constexpr (std::is_same_v<T, float>) {
                     if (lanes == kVW && os.channel == 1) {  // channels last: one vector per pixel
                         for (int a = 0; a < rows; ++a)
-                            for (int b = 0; b < cols; ++b) store(dst0 + a * os.spatial[0] + b * os.spatial[1], y[a * m + b]);
+                            for (int b = 0; b < cols; ++b)
+                                store(dst0 + a * os.spatial[0] + b * os.spatial[1], y[a * m + b]);
                         continue;
                     }
                     if (lanes == kVW && os.spatial[1] == 1) {
@@ -566,7 +572,8 @@ private:
                                 for (int l = 0; l < kVW; ++l, d += os.channel) {
                                     store(tmp, r[l]);
 #pragma GCC unroll 4
-                                    for (int j = 0; j < group_rows; ++j) std::memcpy(d + j * os.spatial[0], tmp + j * m, m * sizeof(float));
+                                    for (int j = 0; j < group_rows; ++j)
+                                        std::memcpy(d + j * os.spatial[0], tmp + j * m, m * sizeof(float));
                                 }
                                 continue;
                             }
@@ -574,7 +581,8 @@ private:
                             for (int l = 0; l < kVW; ++l, d += os.channel) {
                                 store(tmp, r[l]);
                                 for (int j = 0; j < nr; ++j)
-                                    std::memcpy(d + j * os.spatial[0], tmp + j * m, static_cast<std::size_t>(cols) * sizeof(float));
+                                    std::memcpy(d + j * os.spatial[0], tmp + j * m,
+                                                static_cast<std::size_t>(cols) * sizeof(float));
                             }
                         }
                         continue;
@@ -604,7 +612,8 @@ class Winograd final : public CpuAlgorithm {
     static_assert(m == 2 || m == 4, "the cost model knows F(2x2,3x3) and F(4x4,3x3)");
 
 public:
-    explicit Winograd(std::string id) : CpuAlgorithm(std::move(id), Note::winograd, m == 2 ? CpuFamily::winograd_f2x3 : CpuFamily::winograd_f4x3) {}
+    explicit Winograd(std::string id)
+        : CpuAlgorithm(std::move(id), Note::winograd, m == 2 ? CpuFamily::winograd_f2x3 : CpuFamily::winograd_f4x3) {}
 
     Support supports(const ConvProblem& p) const override {
         if (auto e = p.check()) return Support::no("invalid problem: " + *e);
@@ -613,12 +622,17 @@ public:
         if (p.stride[0] != 1 || p.stride[1] != 1) return Support::no("needs stride 1");
         if (p.dilation[0] != 1 || p.dilation[1] != 1) return Support::no("needs dilation 1");
         if (p.direction == Direction::bwd_filter)
-            return Support::no("backward filter is not implemented (it needs an F(3x3, tile) algorithm reducing over tiles)");
-        if (p.dtype == DataType::f64) return Support::no("f64 storage is not supported (transforms are computed in f32)");
+            return Support::no(
+                "backward filter is not implemented (it needs an F(3x3, tile) algorithm reducing over tiles)");
+        if (p.dtype == DataType::f64)
+            return Support::no("f64 storage is not supported (transforms are computed in f32)");
         if (const int64_t l = fewest_products(make_plan(p, m)); l < kMinProducts)
-            return Support::no("an output is the sum of only " + std::to_string(l) + " products (fewer than " + std::to_string(kMinProducts) +
-                               ": e.g. depthwise, or a corner in the padding); the error bound assumes many comparable terms per output "
-                               "and does not hold there");
+            return Support::no(
+                "an output is the sum of only " + std::to_string(l) + " products (fewer than " +
+                std::to_string(kMinProducts) +
+                ": e.g. depthwise, or a corner in the padding); the error bound assumes many comparable terms per "
+                "output "
+                "and does not hold there");
         return Support::yes();
     }
 

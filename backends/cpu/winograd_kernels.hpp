@@ -53,7 +53,8 @@ inline constexpr int kNR = kVW == 16 ? 12 : 6;
 // ACC: continue the sums already in M (a reduction split into blocks of c gives bitwise the same
 // result as one pass). The sum over c is sequential, one FMA per term: rounding depth = C.
 template <bool ACC, int NT = kNR>
-inline void gemm_kernel(int64_t cv_count, const float* __restrict U, const float* __restrict V, float* __restrict M, int64_t ldm) {
+inline void gemm_kernel(int64_t cv_count, const float* __restrict U, const float* __restrict V, float* __restrict M,
+                        int64_t ldm) {
     vf a0[NT], a1[NT];
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {

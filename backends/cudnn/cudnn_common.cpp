@@ -51,17 +51,21 @@ const std::string& unavailable_reason() {
         int count = 0;
         const cudaError_t e = cudaGetDeviceCount(&count);
         if (e != cudaSuccess)
-            return std::string("no usable GPU: cudaGetDeviceCount failed (") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e) + ")";
+            return std::string("no usable GPU: cudaGetDeviceCount failed (") + cudaGetErrorName(e) + ": " +
+                   cudaGetErrorString(e) + ")";
         if (count == 0) return "no usable GPU: no CUDA device found";
         const size_t v = cudnnGetVersion();
         if (v / 10000 != CUDNN_MAJOR)
-            return "cuDNN version mismatch: built against " + std::to_string(CUDNN_MAJOR) + ".x, loaded " + std::to_string(v);
+            return "cuDNN version mismatch: built against " + std::to_string(CUDNN_MAJOR) + ".x, loaded " +
+                   std::to_string(v);
         // Each sub-library is loaded on first use; a missing one would otherwise surface as an
         // obscure failure in the middle of a search.
-        for (auto [check, name] : {std::pair{&cudnnGraphVersionCheck, "libcudnn_graph"}, std::pair{&cudnnOpsVersionCheck, "libcudnn_ops"},
-                                   std::pair{&cudnnCnnVersionCheck, "libcudnn_cnn"}}) {
+        for (auto [check, name] :
+             {std::pair{&cudnnGraphVersionCheck, "libcudnn_graph"}, std::pair{&cudnnOpsVersionCheck, "libcudnn_ops"},
+              std::pair{&cudnnCnnVersionCheck, "libcudnn_cnn"}}) {
             const cudnnStatus_t s = check();
-            if (s != CUDNN_STATUS_SUCCESS) return std::string(name) + " is not usable: " + status_name(s) + " (is it on LD_LIBRARY_PATH?)";
+            if (s != CUDNN_STATUS_SUCCESS)
+                return std::string(name) + " is not usable: " + status_name(s) + " (is it on LD_LIBRARY_PATH?)";
         }
         std::string why;
         if (!thread_handle(&why)) return why;
@@ -70,10 +74,13 @@ const std::string& unavailable_reason() {
     return reason;
 }
 
-std::string status_name(cudnnStatus_t s) { return std::string(cudnnGetErrorString(s)) + " (" + std::to_string(static_cast<int>(s)) + ")"; }
+std::string status_name(cudnnStatus_t s) {
+    return std::string(cudnnGetErrorString(s)) + " (" + std::to_string(static_cast<int>(s)) + ")";
+}
 
 bool is_out_of_memory(cudnnStatus_t s) {
-    return s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED || s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+    return s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+           s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
 }
 
 std::string last_error_message() {
@@ -215,7 +222,8 @@ Desc& Desc::operator=(Desc&& o) noexcept {
     return *this;
 }
 
-cudnnStatus_t set(const Desc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t count, const void* v) {
+cudnnStatus_t set(const Desc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t count,
+                  const void* v) {
     return cudnnBackendSetAttribute(d.get(), a, t, count, v);
 }
 

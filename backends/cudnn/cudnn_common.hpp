@@ -84,7 +84,8 @@ private:
 };
 
 // cudnnBackendSetAttribute helpers; return the cuDNN status.
-cudnnStatus_t set(const Desc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t count, const void* v);
+cudnnStatus_t set(const Desc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t count,
+                  const void* v);
 inline cudnnStatus_t set_i64(const Desc& d, cudnnBackendAttributeName_t a, int64_t v) {
     return set(d, a, CUDNN_TYPE_INT64, 1, &v);
 }
@@ -108,7 +109,8 @@ double cudnn_error_bound(const ConvProblem& p, Notes notes);
 // eng6) returned garbage (~1e301) on such a problem (3x3 input, 3x3 kernel, padding 3).
 bool padding_reaches_kernel(const ConvProblem& p);
 inline constexpr const char* kWinogradPadding =
-    "padding: cuDNN 9.19's non-fused Winograd forward returned garbage when the padding is as wide as the kernel (measured on an "
+    "padding: cuDNN 9.19's non-fused Winograd forward returned garbage when the padding is as wide as the kernel "
+    "(measured on an "
     "H200), so convtune refuses it there";
 
 // The last error message cuDNN recorded on this thread (empty when none).

@@ -24,8 +24,8 @@
 //   H200), is built by the first workspace_size() or run(); a failure there is reported by
 //   both. Engines measured to compute wrong results are refused with the measurement as the
 //   reason (measured_wrong(): asymmetric padding in the backward directions; fwd eng72 and
-//   bwd_filter eng69/eng70 in f32 with channels per group not a multiple of 8). Padding that is asymmetric only on paper (same output size
-//   as symmetric) reaches cuDNN symmetric (cudnn_common.hpp).
+//   bwd_filter eng69/eng70 in f32 with channels per group not a multiple of 8). Padding that is asymmetric only on
+//   paper (same output size as symmetric) reaches cuDNN symmetric (cudnn_common.hpp).
 // Workspace: CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE of the plan.
 // Notes: CUDNN_ATTR_ENGINE_NUMERICAL_NOTE mapped to convtune's notes (TENSOR_CORE,
 //   NONDETERMINISTIC, DOWN_CONVERT_INPUTS, FFT, WINOGRAD*). notes() must not depend on the
@@ -35,8 +35,8 @@
 //   engine takes no f32 probe), and DOWN_CONVERT_INPUTS, never listed: a configuration that
 //   down-converts an f32 problem's inputs is refused for that problem (PyTorch never runs one).
 //   supports(p) refuses a problem on which the engine reports a note outside its listed ones
-//   (TENSOR_CORE only checked for f32), so a listed "deterministic" or "no TF32" is never wrong. REDUCED_PRECISION_REDUCTION
-//   (accumulation in the storage type) has no convtune note: error_bound() widens instead.
+//   (TENSOR_CORE only checked for f32), so a listed "deterministic" or "no TF32" is never wrong.
+//   REDUCED_PRECISION_REDUCTION (accumulation in the storage type) has no convtune note: error_bound() widens instead.
 //   Each engine is probed the first time its notes are asked (GraphRegistry::engine_notes), so
 //   a process pays for the engines it meets, not for all of them (about 10 000 engine
 //   finalisations). The probe needs a GPU; without one the notes are empty (the backend is
@@ -120,11 +120,16 @@ OpGraph build_graph(const ConvProblem& p, cudnnHandle_t handle) {
     if (!step(conv ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "create CONVOLUTION") ||
         !step(set_i64(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, nd), "CONVOLUTION_SPATIAL_DIMS") ||
         !step(set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct), "CONVOLUTION_COMP_TYPE") ||
-        !step(set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode), "CONVOLUTION_CONV_MODE") ||
-        !step(set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, nd, geo.pad_pre.data()), "CONVOLUTION_PRE_PADDINGS") ||
-        !step(set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, nd, geo.pad_post.data()), "CONVOLUTION_POST_PADDINGS") ||
-        !step(set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, nd, geo.dilation.data()), "CONVOLUTION_DILATIONS") ||
-        !step(set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, nd, geo.stride.data()), "CONVOLUTION_FILTER_STRIDES") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode),
+              "CONVOLUTION_CONV_MODE") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, nd, geo.pad_pre.data()),
+              "CONVOLUTION_PRE_PADDINGS") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, nd, geo.pad_post.data()),
+              "CONVOLUTION_POST_PADDINGS") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, nd, geo.dilation.data()),
+              "CONVOLUTION_DILATIONS") ||
+        !step(set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, nd, geo.stride.data()),
+              "CONVOLUTION_FILTER_STRIDES") ||
         !step(cudnnBackendFinalize(conv.get()), "cudnnBackendFinalize(CONVOLUTION)"))
         return g;
     g.parts.push_back(std::move(conv));
@@ -166,9 +171,12 @@ OpGraph build_graph(const ConvProblem& p, cudnnHandle_t handle) {
     const double ad = 1.0, bd = 0.0;
     const bool dbl = p.dtype == DataType::f64;
     const cudnnBackendAttributeType_t scal = dbl ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
-    if (!step(op ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "create OPERATION_CONVOLUTION") ||
-        !step(set_desc(op, a_x, *x), "OPERATION_CONVOLUTION x") || !step(set_desc(op, a_w, *w), "OPERATION_CONVOLUTION w") ||
-        !step(set_desc(op, a_y, *y), "OPERATION_CONVOLUTION y") || !step(set_desc(op, a_conv, cv), "OPERATION_CONVOLUTION conv") ||
+    if (!step(op ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+              "create OPERATION_CONVOLUTION") ||
+        !step(set_desc(op, a_x, *x), "OPERATION_CONVOLUTION x") ||
+        !step(set_desc(op, a_w, *w), "OPERATION_CONVOLUTION w") ||
+        !step(set_desc(op, a_y, *y), "OPERATION_CONVOLUTION y") ||
+        !step(set_desc(op, a_conv, cv), "OPERATION_CONVOLUTION conv") ||
         !step(set(op, a_alpha, scal, 1, dbl ? static_cast<const void*>(&ad) : &af), "OPERATION_CONVOLUTION alpha") ||
         !step(set(op, a_beta, scal, 1, dbl ? static_cast<const void*>(&bd) : &bf), "OPERATION_CONVOLUTION beta") ||
         !step(cudnnBackendFinalize(op.get()), "cudnnBackendFinalize(OPERATION_CONVOLUTION)"))
@@ -177,10 +185,13 @@ OpGraph build_graph(const ConvProblem& p, cudnnHandle_t handle) {
 
     Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     cudnnBackendDescriptor_t ops = g.parts.back().get();
-    if (!step(graph ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "create OPERATIONGRAPH") ||
+    if (!step(graph ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+              "create OPERATIONGRAPH") ||
         !step(set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ops), "OPERATIONGRAPH_OPS"))
         return g;
-    if (handle && !step(set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle), "OPERATIONGRAPH_HANDLE")) return g;
+    if (handle &&
+        !step(set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle), "OPERATIONGRAPH_HANDLE"))
+        return g;
     if (!step(cudnnBackendFinalize(graph.get()), "cudnnBackendFinalize(OPERATIONGRAPH)")) return g;
     g.graph = std::move(graph);
     return g;
@@ -188,8 +199,8 @@ OpGraph build_graph(const ConvProblem& p, cudnnHandle_t handle) {
 
 int64_t global_count(const Desc& graph) {
     int64_t count = 0, n = 0;
-    if (cudnnBackendGetAttribute(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &n, &count) !=
-        CUDNN_STATUS_SUCCESS)
+    if (cudnnBackendGetAttribute(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &n,
+                                 &count) != CUDNN_STATUS_SUCCESS)
         return 0;
     return count;
 }
@@ -205,8 +216,8 @@ EngineReport read_report(cudnnBackendDescriptor_t engine) {
     EngineReport r;
     cudnnBackendNumericalNote_t nn[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
     int64_t n = 0;
-    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
-                                 nn) == CUDNN_STATUS_SUCCESS) {
+    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, nn) == CUDNN_STATUS_SUCCESS) {
         for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; ++i) {
             switch (nn[i]) {
                 case CUDNN_NUMERICAL_NOTE_TENSOR_CORE: r.notes = r.notes | Note::tensor_core; break;
@@ -224,8 +235,8 @@ EngineReport read_report(cudnnBackendDescriptor_t engine) {
     }
     cudnnBackendBehaviorNote_t bn[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
     n = 0;
-    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n,
-                                 bn) == CUDNN_STATUS_SUCCESS) {
+    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, bn) == CUDNN_STATUS_SUCCESS) {
         for (int64_t i = 0; i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; ++i)
             if (bn[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) r.runtime_compiled = true;
     }
@@ -248,7 +259,8 @@ cudnnStatus_t engine_of(const Desc& cfg, Desc& engine, int64_t& index) {
     if (!engine) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
     cudnnBackendDescriptor_t e = engine.get();
     int64_t n = 0;
-    cudnnStatus_t s = cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e);
+    cudnnStatus_t s =
+        cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e);
     if (s != CUDNN_STATUS_SUCCESS) return s;
     return cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index);
 }
@@ -267,15 +279,17 @@ std::optional<std::string> knob_choices(cudnnBackendDescriptor_t cfg) {
         raw.push_back(choices.back().get());
     }
     int64_t got = 0;
-    if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()) !=
-        CUDNN_STATUS_SUCCESS)
+    if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                 raw.data()) != CUDNN_STATUS_SUCCESS)
         return std::nullopt;
     std::vector<std::pair<int64_t, int64_t>> kv;
     for (int64_t i = 0; i < std::min(got, count); ++i) {
         cudnnBackendKnobType_t type{};
         int64_t value = 0, n = 0;
-        if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type) != CUDNN_STATUS_SUCCESS ||
-            cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &value) != CUDNN_STATUS_SUCCESS)
+        if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type) !=
+                CUDNN_STATUS_SUCCESS ||
+            cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &value) !=
+                CUDNN_STATUS_SUCCESS)
             return std::nullopt;
         kv.emplace_back(static_cast<int64_t>(type), value);
     }
@@ -295,7 +309,8 @@ cudnnStatus_t heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mode, 
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(h.get());
     if (s != CUDNN_STATUS_SUCCESS) return s;
     int64_t count = 0;
-    s = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+    s = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr);
     if (s != CUDNN_STATUS_SUCCESS || count <= 0) return s;
     std::vector<Desc> cfgs;
     std::vector<cudnnBackendDescriptor_t> raw;
@@ -305,7 +320,8 @@ cudnnStatus_t heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mode, 
         raw.push_back(cfgs.back().get());
     }
     int64_t got = 0;
-    s = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data());
+    s = cudnnBackendGetAttribute(h.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                 raw.data());
     if (s != CUDNN_STATUS_SUCCESS) return s;
     cfgs.resize(static_cast<std::size_t>(std::min(got, count)));
     out = std::move(cfgs);
@@ -370,7 +386,8 @@ struct EnginePlan {
     Desc own_cfg, engine;
     const Desc* cfg = nullptr;
     EngineReport report;
-    std::string knobs;  // where the configuration came from (mode_a, mode_b, fallback, default) and its knob choices "[TYPE=VALUE ...]"
+    std::string knobs;  // where the configuration came from (mode_a, mode_b, fallback, default) and its knob choices
+                        // "[TYPE=VALUE ...]"
     bool plan_tried = false;
     Support plan_support;  // stage 2: the execution plan finalized
     Desc plan;
@@ -472,7 +489,9 @@ bool ensure_graph(ProblemEntry& e, const ConvProblem& p) {
             e.graph_error = why;
         } else {
             e.graph = build_graph(p, h);
-            if (!e.graph.ok()) e.graph_error = "cuDNN rejects the operation graph: " + e.graph.failed + ": " + status_name(e.graph.status);
+            if (!e.graph.ok())
+                e.graph_error =
+                    "cuDNN rejects the operation graph: " + e.graph.failed + ": " + status_name(e.graph.status);
         }
     }
     return e.graph_error.empty();
@@ -483,7 +502,9 @@ bool ensure_graph(ProblemEntry& e, const ConvProblem& p) {
 const std::string& knobs_of(ProblemEntry& e, cudnnBackendDescriptor_t cfg) {
     auto it = e.knob_text.find(cfg);
     if (it == e.knob_text.end())
-        it = e.knob_text.emplace(cfg, knob_choices(cfg).value_or("unread#" + std::to_string(reinterpret_cast<uintptr_t>(cfg)))).first;
+        it = e.knob_text
+                 .emplace(cfg, knob_choices(cfg).value_or("unread#" + std::to_string(reinterpret_cast<uintptr_t>(cfg))))
+                 .first;
     return it->second;
 }
 
@@ -505,7 +526,8 @@ const ProblemEntry::Mode& ensure_mode(ProblemEntry& e, std::size_t m) {
         std::vector<cudnnBackendDescriptor_t>& met = e.configs_met[index];
         if (!met.empty()) {
             const std::string& knobs = knobs_of(e, cfg.get());
-            const auto same = std::find_if(met.begin(), met.end(), [&](cudnnBackendDescriptor_t m) { return knobs_of(e, m) == knobs; });
+            const auto same = std::find_if(met.begin(), met.end(),
+                                           [&](cudnnBackendDescriptor_t m) { return knobs_of(e, m) == knobs; });
             if (same != met.end()) {
                 e.knob_text.erase(cfg.get());  // the same configuration again: dropped with its descriptor
                 mode.repeats.push_back({index, static_cast<int>(same - met.begin())});
@@ -531,7 +553,8 @@ struct EngineNotes {
 
 // TENSOR_CORE and DOWN_CONVERT_INPUTS describe what happens to f32 inputs (TF32, or conversion
 // to f16/bf16); for f16/bf16 data they say nothing a filter needs.
-constexpr uint32_t kF32Notes = static_cast<uint32_t>(Note::tensor_core) | static_cast<uint32_t>(Note::down_convert_inputs);
+constexpr uint32_t kF32Notes =
+    static_cast<uint32_t>(Note::tensor_core) | static_cast<uint32_t>(Note::down_convert_inputs);
 
 Notes without(Notes n, uint32_t bits) { return Notes(static_cast<Note>(n.bits() & ~bits)); }
 
@@ -545,8 +568,10 @@ std::string measured_wrong(Direction d, int64_t engine, const ConvProblem& p) {
     for (int i = 0; i < g.spatial; ++i)
         if (g.pad_pre[static_cast<std::size_t>(i)] != g.pad_post[static_cast<std::size_t>(i)]) asymmetric = true;
     if (asymmetric && d != Direction::fwd)
-        return "asymmetric padding: cuDNN 9.19 backward engines accept pre != post padding but several return wrong gradients or "
-               "leave elements unwritten (measured: bwd_data eng50, bwd_filter eng1/eng18/eng20), so convtune refuses it for "
+        return "asymmetric padding: cuDNN 9.19 backward engines accept pre != post padding but several return wrong "
+            "gradients or "
+               "leave elements unwritten (measured: bwd_data eng50, bwd_filter eng1/eng18/eng20), so convtune refuses "
+               "it for "
                "every backward engine";
     if (d == Direction::fwd && engine == 6 && padding_reaches_kernel(p)) return kWinogradPadding;
     // fwd eng72 and bwd_filter eng69/eng70 (TF32 engines) in f32: wrong results (scaled errors
@@ -557,7 +582,8 @@ std::string measured_wrong(Direction d, int64_t engine, const ConvProblem& p) {
     const bool channels_by_8 = p.c_per_group() % 8 == 0 && p.k_per_group() % 8 == 0;
     if (f32 && !channels_by_8 &&
         ((d == Direction::fwd && engine == 72) || (d == Direction::bwd_filter && (engine == 69 || engine == 70))))
-        return "engine " + std::to_string(engine) + " returned wrong f32 results with channels per group not a multiple of 8 "
+        return "engine " + std::to_string(engine) +
+               " returned wrong f32 results with channels per group not a multiple of 8 "
                "(cuDNN 9.19.0, measured on an H200), so convtune refuses it for such f32 problems";
     return {};
 }
@@ -596,7 +622,8 @@ public:
           dir_(d),
           engine_(engine),
           nth_(nth),
-          id_("cudnn.graph." + std::string(to_string(d)) + ".eng" + std::to_string(engine) + (nth ? ".cfg" + std::to_string(nth) : "")) {}
+          id_("cudnn.graph." + std::string(to_string(d)) + ".eng" + std::to_string(engine) +
+              (nth ? ".cfg" + std::to_string(nth) : "")) {}
     std::string_view id() const override { return id_; }
     const Backend& backend() const override { return backend_; }
     Direction direction() const { return dir_; }
@@ -619,14 +646,15 @@ public:
         if (!plan.support) return plan.support;
         if (plan.plan_tried && !plan.plan_support) return plan.plan_support;
         if (p.dtype == DataType::f32 && plan.report.notes.has(Note::down_convert_inputs))
-            return Support::no("notes: " + id_ + " down-converts this f32 problem's inputs (DOWN_CONVERT_INPUTS); convtune refuses such "
+            return Support::no("notes: " + id_ +
+                               " down-converts this f32 problem's inputs (DOWN_CONVERT_INPUTS); convtune refuses such "
                                "configurations, as PyTorch never runs them");
         // The notes cuDNN reports for this problem must be within the listed ones.
         Notes reported = plan.report.notes;
         if (p.dtype != DataType::f32) reported = without(reported, kF32Notes);
         if ((reported.bits() & ~listed_notes.bits()) != 0)
-            return Support::no("notes: on this problem " + id_ + " reports [" + reported.to_string() + "], outside its listed notes [" +
-                               listed_notes.to_string() + "]");
+            return Support::no("notes: on this problem " + id_ + " reports [" + reported.to_string() +
+                               "], outside its listed notes [" + listed_notes.to_string() + "]");
         return Support::yes();
     }
 
@@ -652,7 +680,8 @@ public:
             need = ep.workspace;
         }
         if (ws.bytes < need)
-            return Status::failure(id_ + ": workspace of " + std::to_string(ws.bytes) + " bytes, needs " + std::to_string(need));
+            return Status::failure(id_ + ": workspace of " + std::to_string(ws.bytes) + " bytes, needs " +
+                                   std::to_string(need));
         for (const void* ptr : {t.x.data, t.w.data, t.y.data})
             if (reinterpret_cast<uintptr_t>(ptr) % kAlignment != 0)
                 return Status::unsupported(id_ + ": tensors must be " + std::to_string(kAlignment) + "-byte aligned");
@@ -783,21 +812,23 @@ private:
             }
         }
         if (!listed_cfg && nth_ > 0) {
-            ep.support = Support::no("cuDNN's heuristics list fewer than " + std::to_string(nth_ + 1) + " configurations of engine " +
-                                     std::to_string(engine_) + " for this problem");
+            ep.support = Support::no("cuDNN's heuristics list fewer than " + std::to_string(nth_ + 1) +
+                                     " configurations of engine " + std::to_string(engine_) + " for this problem");
             return;
         }
         if (listed_cfg) {
             ep.cfg = listed_cfg;
             int64_t idx = -1;
             if (const cudnnStatus_t s = engine_of(*ep.cfg, ep.engine, idx); s != CUDNN_STATUS_SUCCESS) {
-                ep.support = Support::no("engine " + std::to_string(engine_) + ": cannot read the heuristic configuration: " + status_name(s));
+                ep.support = Support::no("engine " + std::to_string(engine_) +
+                                         ": cannot read the heuristic configuration: " + status_name(s));
                 return;
             }
         } else {
             ep.knobs = "default";
             if (const cudnnStatus_t s = make_engine(e.graph.graph, engine_, ep.engine); s != CUDNN_STATUS_SUCCESS) {
-                ep.support = Support::no("engine " + std::to_string(engine_) + " does not support this operation graph: " + status_name(s));
+                ep.support = Support::no("engine " + std::to_string(engine_) +
+                                         " does not support this operation graph: " + status_name(s));
                 return;
             }
             ep.own_cfg = Desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
@@ -805,7 +836,8 @@ private:
                                          : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
             if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(ep.own_cfg.get());
             if (s != CUDNN_STATUS_SUCCESS) {
-                ep.support = Support::no("engine " + std::to_string(engine_) + ": engine configuration: " + status_name(s));
+                ep.support =
+                    Support::no("engine " + std::to_string(engine_) + ": engine configuration: " + status_name(s));
                 return;
             }
             ep.cfg = &ep.own_cfg;
@@ -925,7 +957,8 @@ std::vector<const Algorithm*> graph_algorithms(const Backend& b) {
             }
             r.count[di] = global_count(g.graph);
             for (int nth = 0; nth < kConfigSlots; ++nth)
-                for (int64_t i = 0; i < r.count[di]; ++i) r.algorithms[di].push_back(std::make_unique<GraphAlgorithm>(b, d, i, nth));
+                for (int64_t i = 0; i < r.count[di]; ++i)
+                    r.algorithms[di].push_back(std::make_unique<GraphAlgorithm>(b, d, i, nth));
         }
     });
     std::vector<const Algorithm*> out;

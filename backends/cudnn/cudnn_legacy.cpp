@@ -75,7 +75,8 @@ struct MathName {
     cudnnMathType_t value;
     const char* name;
 };
-constexpr MathName kMaths[] = {{CUDNN_DEFAULT_MATH, "default"}, {CUDNN_TENSOR_OP_MATH, "tensor_op"}, {CUDNN_FMA_MATH, "fma"}};
+constexpr MathName kMaths[] = {
+    {CUDNN_DEFAULT_MATH, "default"}, {CUDNN_TENSOR_OP_MATH, "tensor_op"}, {CUDNN_FMA_MATH, "fma"}};
 
 const char* math_name(cudnnMathType_t m) {
     for (auto& x : kMaths)
@@ -126,7 +127,8 @@ struct LegacyDescriptors {
             stride[i] = static_cast<int>(g.stride[static_cast<std::size_t>(i)]);
             dil[i] = static_cast<int>(g.dilation[static_cast<std::size_t>(i)]);
         }
-        if (!step(cudnnSetConvolutionNdDescriptor(conv, g.spatial, pad, stride, dil, CUDNN_CROSS_CORRELATION, compute_type(p.dtype)),
+        if (!step(cudnnSetConvolutionNdDescriptor(conv, g.spatial, pad, stride, dil, CUDNN_CROSS_CORRELATION,
+                                                  compute_type(p.dtype)),
                   "cudnnSetConvolutionNdDescriptor") ||
             !step(cudnnSetConvolutionGroupCount(conv, static_cast<int>(p.groups)), "cudnnSetConvolutionGroupCount") ||
             !step(cudnnSetConvolutionMathType(conv, math), "cudnnSetConvolutionMathType"))
@@ -153,9 +155,9 @@ std::string legacy_geometry_problem(const ConvProblem& p) {
         const int64_t span = p.in[u] + 2 * p.pad_begin[u] - p.effective_kernel(i);
         const bool same_output = span >= 0 && span / p.stride[u] + 1 == p.out(i);
         if (p.pad_begin[u] != p.pad_end[u] && !same_output)
-            return "asymmetric padding: the legacy cuDNN API takes one padding per dimension (dim " + std::to_string(i) + ": begin " +
-                   std::to_string(p.pad_begin[u]) + ", end " + std::to_string(p.pad_end[u]) +
-                   "); the graph-API engines (cudnn.graph.*) take pre/post padding";
+            return "asymmetric padding: the legacy cuDNN API takes one padding per dimension (dim " +
+                   std::to_string(i) + ": begin " + std::to_string(p.pad_begin[u]) + ", end " +
+                   std::to_string(p.pad_end[u]) + "); the graph-API engines (cudnn.graph.*) take pre/post padding";
     }
     for (const Shape& s : {x_shape(p), w_shape(p), y_shape(p)})
         for (int i = 0; i < s.rank; ++i)
@@ -251,7 +253,8 @@ public:
 
     Support supports(const ConvProblem& p) const override {
         if (p.direction != dir_) return Support::no("direction: " + id_ + " computes " + std::string(dir_name(dir_)));
-        if (dir_ == Direction::fwd && algo_ == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED && padding_reaches_kernel(p))
+        if (dir_ == Direction::fwd && algo_ == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED &&
+            padding_reaches_kernel(p))
             return Support::no(kWinogradPadding);
         const Query& q = query(p);
         return q.support;
@@ -265,7 +268,8 @@ public:
         const Query& q = query(p);
         if (!q.support) return Status::unsupported(q.support.reason);
         if (ws.bytes < q.workspace)
-            return Status::failure(id_ + ": workspace of " + std::to_string(ws.bytes) + " bytes, needs " + std::to_string(q.workspace));
+            return Status::failure(id_ + ": workspace of " + std::to_string(ws.bytes) + " bytes, needs " +
+                                   std::to_string(q.workspace));
         std::string why;
         cudnnHandle_t h = thread_handle(&why);
         if (!h) return Status::failure(why);
@@ -278,17 +282,19 @@ public:
         cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
         switch (dir_) {
             case Direction::fwd:
-                s = cudnnConvolutionForward(h, alpha, d.x, t.x.data, d.w, t.w.data, d.conv, static_cast<cudnnConvolutionFwdAlgo_t>(algo_),
-                                            ws.data, ws.bytes, beta, d.y, t.y.data);
+                s = cudnnConvolutionForward(h, alpha, d.x, t.x.data, d.w, t.w.data, d.conv,
+                                            static_cast<cudnnConvolutionFwdAlgo_t>(algo_), ws.data, ws.bytes, beta, d.y,
+                                            t.y.data);
                 return to_status(s, id_ + ": cudnnConvolutionForward");
             case Direction::bwd_data:
                 s = cudnnConvolutionBackwardData(h, alpha, d.w, t.w.data, d.y, t.y.data, d.conv,
-                                                 static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), ws.data, ws.bytes, beta, d.x, t.x.data);
+                                                 static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), ws.data, ws.bytes,
+                                                 beta, d.x, t.x.data);
                 return to_status(s, id_ + ": cudnnConvolutionBackwardData");
             case Direction::bwd_filter:
                 s = cudnnConvolutionBackwardFilter(h, alpha, d.x, t.x.data, d.y, t.y.data, d.conv,
-                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_), ws.data, ws.bytes, beta, d.w,
-                                                   t.w.data);
+                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_), ws.data,
+                                                   ws.bytes, beta, d.w, t.w.data);
                 return to_status(s, id_ + ": cudnnConvolutionBackwardFilter");
         }
         return Status::failure("unknown direction");
@@ -353,17 +359,18 @@ private:
         switch (dir_) {
             case Direction::fwd:
                 call = "cudnnGetConvolutionForwardWorkspaceSize";
-                s = cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, static_cast<cudnnConvolutionFwdAlgo_t>(algo_), &bytes);
+                s = cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y,
+                                                            static_cast<cudnnConvolutionFwdAlgo_t>(algo_), &bytes);
                 break;
             case Direction::bwd_data:
                 call = "cudnnGetConvolutionBackwardDataWorkspaceSize";
-                s = cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_),
-                                                                 &bytes);
+                s = cudnnGetConvolutionBackwardDataWorkspaceSize(
+                    h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), &bytes);
                 break;
             case Direction::bwd_filter:
                 call = "cudnnGetConvolutionBackwardFilterWorkspaceSize";
-                s = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w,
-                                                                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_), &bytes);
+                s = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                    h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_), &bytes);
                 break;
         }
         if (s != CUDNN_STATUS_SUCCESS) {
@@ -458,7 +465,8 @@ std::vector<const Algorithm*> legacy_v7_ranking(const ConvProblem& p) {
 
 std::optional<Notes> legacy_reported_notes(const Algorithm& alg, const ConvProblem& p) {
     const auto* a = dynamic_cast<const LegacyAlgorithm*>(&alg);
-    if (!a || p.direction != a->direction() || !unavailable_reason().empty() || !legacy_geometry_problem(p).empty()) return std::nullopt;
+    if (!a || p.direction != a->direction() || !unavailable_reason().empty() || !legacy_geometry_problem(p).empty())
+        return std::nullopt;
     std::vector<PerfEntry> entries;
     if (get_v7(p, a->math(), entries) != CUDNN_STATUS_SUCCESS) return std::nullopt;
     // Prefer the entry with the requested math type; cuDNN may report another one.
@@ -468,7 +476,8 @@ std::optional<Notes> legacy_reported_notes(const Algorithm& alg, const ConvProbl
     if (!hit) return std::nullopt;
     Notes n;
     if (hit->determinism == CUDNN_NON_DETERMINISTIC) n = n | Note::nondeterministic;
-    if (hit->math == CUDNN_TENSOR_OP_MATH || hit->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) n = n | Note::tensor_core;
+    if (hit->math == CUDNN_TENSOR_OP_MATH || hit->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+        n = n | Note::tensor_core;
     if (hit->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) n = n | Note::down_convert_inputs;
     const std::string name = algo_name(p.direction, a->algo()) ? algo_name(p.direction, a->algo()) : "";
     if (name.find("fft") != std::string::npos) n = n | Note::fft;
@@ -492,9 +501,11 @@ CudnnFinderResult setup_failure(Status s) {
 
 }  // namespace
 
-std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const ConvTensors& device, Workspace ws, const CudnnFinderOptions& o) {
+std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const ConvTensors& device, Workspace ws,
+                                          const CudnnFinderOptions& o) {
     cudnn_backend();  // make sure the algorithm list exists
-    if (const std::string& u = unavailable_reason(); !u.empty()) return {setup_failure(Status::unsupported("cuDNN unavailable: " + u))};
+    if (const std::string& u = unavailable_reason(); !u.empty())
+        return {setup_failure(Status::unsupported("cuDNN unavailable: " + u))};
     if (std::string g = legacy_geometry_problem(p); !g.empty()) return {setup_failure(Status::unsupported(g))};
     std::string why;
     cudnnHandle_t h = thread_handle(&why);
@@ -510,22 +521,22 @@ std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const ConvTensor
     switch (p.direction) {
         case Direction::fwd: {
             std::vector<cudnnConvolutionFwdAlgoPerf_t> r(static_cast<std::size_t>(n));
-            s = cudnnFindConvolutionForwardAlgorithmEx(h, d.x, device.x.data, d.w, device.w.data, d.conv, d.y, device.y.data, n, &got,
-                                                       r.data(), ws.data, bytes);
+            s = cudnnFindConvolutionForwardAlgorithmEx(h, d.x, device.x.data, d.w, device.w.data, d.conv, d.y,
+                                                       device.y.data, n, &got, r.data(), ws.data, bytes);
             for (int i = 0; i < got; ++i) entries.push_back(to_entry(r[static_cast<std::size_t>(i)]));
             break;
         }
         case Direction::bwd_data: {
             std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(static_cast<std::size_t>(n));
-            s = cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, device.w.data, d.y, device.y.data, d.conv, d.x, device.x.data, n, &got,
-                                                            r.data(), ws.data, bytes);
+            s = cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w, device.w.data, d.y, device.y.data, d.conv, d.x,
+                                                            device.x.data, n, &got, r.data(), ws.data, bytes);
             for (int i = 0; i < got; ++i) entries.push_back(to_entry(r[static_cast<std::size_t>(i)]));
             break;
         }
         case Direction::bwd_filter: {
             std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(static_cast<std::size_t>(n));
-            s = cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, device.x.data, d.y, device.y.data, d.conv, d.w, device.w.data, n,
-                                                              &got, r.data(), ws.data, bytes);
+            s = cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x, device.x.data, d.y, device.y.data, d.conv, d.w,
+                                                              device.w.data, n, &got, r.data(), ws.data, bytes);
             for (int i = 0; i < got; ++i) entries.push_back(to_entry(r[static_cast<std::size_t>(i)]));
             break;
         }
@@ -538,7 +549,8 @@ std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const ConvTensor
         // cuDNN ever returns one, which it does not for the math types requested here.
         const cudnnMathType_t m = e.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ? CUDNN_TENSOR_OP_MATH : e.math;
         r.algorithm = find_legacy(p.direction, e.algo, m);
-        r.status = e.status == CUDNN_STATUS_SUCCESS ? Status::success() : to_status(e.status, "cudnnFind*AlgorithmEx entry");
+        r.status =
+            e.status == CUDNN_STATUS_SUCCESS ? Status::success() : to_status(e.status, "cudnnFind*AlgorithmEx entry");
         r.ms = e.time;
         r.workspace = e.memory;
         r.deterministic = e.determinism == CUDNN_DETERMINISTIC;
@@ -549,7 +561,8 @@ std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const ConvTensor
 
 std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const CudnnFinderOptions& o) {
     const Backend& b = cudnn_backend();
-    if (const std::string& u = unavailable_reason(); !u.empty()) return {setup_failure(Status::unsupported("cuDNN unavailable: " + u))};
+    if (const std::string& u = unavailable_reason(); !u.empty())
+        return {setup_failure(Status::unsupported("cuDNN unavailable: " + u))};
     // Inputs in [-1, 1): the finder times real arithmetic, not zeros.
     std::optional<DeviceTensors> t;
     try {
@@ -562,7 +575,8 @@ std::vector<CudnnFinderResult> cudnn_find(const ConvProblem& p, const CudnnFinde
     std::size_t need = 0;
     const cudnnMathType_t math = pytorch_math(p.dtype, o.allow_tf32);
     for (const LegacyAlgorithm* a : legacy_list())
-        if (a->direction() == p.direction && a->math() == math && a->supports(p)) need = std::max(need, a->workspace_size(p));
+        if (a->direction() == p.direction && a->math() == math && a->supports(p))
+            need = std::max(need, a->workspace_size(p));
     need = std::min(need, o.workspace_limit);
     DeviceBuffer ws = need ? b.allocate(need) : DeviceBuffer{};
     if (need && !ws) need = 0;  // as PyTorch does when the pool cannot give it: search without workspace

@@ -270,7 +270,8 @@ private:
 const Backend& OneDnnAlgorithm::backend() const { return backend_; }
 
 Support OneDnnAlgorithm::supports(const ConvProblem& p) const {
-    if (dir_ && p.direction != *dir_) return Support::no(id_ + " runs the " + std::string(to_string(*dir_)) + " direction only");
+    if (dir_ && p.direction != *dir_)
+        return Support::no(id_ + " runs the " + std::string(to_string(*dir_)) + " direction only");
     const auto o = backend_.offers(p);
     if (offer(p, *o)) return Support::yes();
     if (!o->none_reason.empty()) return Support::no(o->none_reason);

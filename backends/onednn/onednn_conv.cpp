@@ -29,7 +29,9 @@ Dt dnnl_type(DataType t) {
 }
 
 // A plain memory descriptor from logical dims and convtune's element strides.
-memory::desc strided(const memory::dims& dims, Dt t, const memory::dims& strides) { return memory::desc(dims, t, strides); }
+memory::desc strided(const memory::dims& dims, Dt t, const memory::dims& strides) {
+    return memory::desc(dims, t, strides);
+}
 
 // x or y: (n, channels, spatial...) in the problem's layout.
 memory::desc activation_md(const ConvProblem& p, int64_t channels, const Dims& sizes) {
@@ -65,7 +67,8 @@ memory::desc dense_md(const memory::desc& md) {
     using tag = memory::format_tag;
     static constexpr tag tags[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde, tag::abcdef};
     const memory::dims dims = md.dims();
-    if (dims.empty() || dims.size() > 6) throw std::runtime_error("no dense format for a tensor of " + std::to_string(dims.size()) + " dims");
+    if (dims.empty() || dims.size() > 6)
+        throw std::runtime_error("no dense format for a tensor of " + std::to_string(dims.size()) + " dims");
     return memory::desc(dims, md.data_type(), tags[dims.size() - 1]);
 }
 
@@ -94,7 +97,9 @@ Geometry geometry(const ConvProblem& p) {
 struct UserMds {
     memory::desc x, w, y;
 };
-UserMds user_mds(const ConvProblem& p) { return {activation_md(p, p.c, p.in), weights_md(p), activation_md(p, p.k, out_dims(p))}; }
+UserMds user_mds(const ConvProblem& p) {
+    return {activation_md(p, p.c, p.in), weights_md(p), activation_md(p, p.k, out_dims(p))};
+}
 
 // The descriptors' memory descs for a choice of formats.
 UserMds op_mds(const UserMds& u, Formats f) {
@@ -128,7 +133,8 @@ struct Iterator {
     dnnl::primitive_desc pd;
 };
 
-dnnl::convolution_forward::desc forward_desc(const ConvProblem& p, dnnl::algorithm alg, Formats f, dnnl::prop_kind kind) {
+dnnl::convolution_forward::desc forward_desc(const ConvProblem& p, dnnl::algorithm alg, Formats f,
+                                             dnnl::prop_kind kind) {
     const UserMds m = op_mds(user_mds(p), f);
     const Geometry g = geometry(p);
     return dnnl::convolution_forward::desc(kind, alg, m.x, m.w, m.y, g.strides, g.dilates, g.pad_l, g.pad_r);
@@ -142,7 +148,8 @@ void open_hint(Iterator& it, const ConvProblem& p, dnnl::algorithm alg, Formats 
     for (auto [a, ff] : tries) {
         try {
             it.hint_desc.emplace(forward_desc(p, a, ff, dnnl::prop_kind::forward_training));
-            it.hint = dnnl::convolution_forward::primitive_desc(*it.hint_desc, user_scratchpad_attr(), cpu_engine(), true);
+            it.hint =
+                dnnl::convolution_forward::primitive_desc(*it.hint_desc, user_scratchpad_attr(), cpu_engine(), true);
             if (it.hint) return;
         } catch (const dnnl::error&) {
         }
@@ -179,11 +186,17 @@ struct Roles {
 Roles roles(Direction d) {
     using dnnl::query;
     switch (d) {
-        case Direction::fwd: return {{query::src_md, query::weights_md, query::dst_md}, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, 2};
+        case Direction::fwd:
+            return {
+                {query::src_md, query::weights_md, query::dst_md}, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, 2};
         case Direction::bwd_data:
-            return {{query::diff_src_md, query::weights_md, query::diff_dst_md}, {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST}, 0};
+            return {{query::diff_src_md, query::weights_md, query::diff_dst_md},
+                    {DNNL_ARG_DIFF_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST},
+                    0};
         case Direction::bwd_filter:
-            return {{query::src_md, query::diff_weights_md, query::diff_dst_md}, {DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST}, 1};
+            return {{query::src_md, query::diff_weights_md, query::diff_dst_md},
+                    {DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST},
+                    1};
     }
     return {};
 }
@@ -301,13 +314,15 @@ Offers compute_offers(const ConvProblem& p) {
             if (known_defect(p, pd)) return;  // oneDNN's next choice stands in
             std::string name = pd.impl_info_str();
             if (!o.automatic) o.automatic = Offer{name, dnnl::algorithm::convolution_auto, f, needs_reorder(pd, p, u)};
-            if (std::find(o.auto_order.begin(), o.auto_order.end(), name) == o.auto_order.end()) o.auto_order.push_back(name);
+            if (std::find(o.auto_order.begin(), o.auto_order.end(), name) == o.auto_order.end())
+                o.auto_order.push_back(name);
         });
         if (o.automatic) break;
     }
     if (o.named.empty() && !o.automatic)
-        o.none_reason = "oneDNN " + std::to_string(dnnl_version()->major) + "." + std::to_string(dnnl_version()->minor) +
-                        " offers no " + std::string(to_string(p.dtype)) + " " + std::string(to_string(p.direction)) +
+        o.none_reason = "oneDNN " + std::to_string(dnnl_version()->major) + "." +
+                        std::to_string(dnnl_version()->minor) + " offers no " + std::string(to_string(p.dtype)) + " " +
+                        std::string(to_string(p.direction)) +
                         " convolution for this problem on this CPU (effective ISA " + effective_isa_name() + ")";
     return o;
 }
@@ -326,8 +341,8 @@ Plan build_plan(const ConvProblem& p, const Offer& offer) {
         } while (pd.next_impl());
     }
     if (!found)
-        throw std::runtime_error("oneDNN no longer offers " + offer.impl + " for this problem (" + std::string(to_string(offer.formats)) +
-                                 " formats)");
+        throw std::runtime_error("oneDNN no longer offers " + offer.impl + " for this problem (" +
+                                 std::string(to_string(offer.formats)) + " formats)");
 
     Plan plan;
     plan.impl = offer.impl;
@@ -419,7 +434,8 @@ Status execute_plan(const Plan& plan, const ConvTensors& t, Workspace ws) {
         };
         for (int i = 0; i < 3; ++i)
             if (plan.reorder[i] && i != plan.out) convert(i, user[i], impl[i]);
-        plan.conv.execute(s, args({{plan.arg[0], impl[0]}, {plan.arg[1], impl[1]}, {plan.arg[2], impl[2]}}, plan.conv_scratch));
+        plan.conv.execute(
+            s, args({{plan.arg[0], impl[0]}, {plan.arg[1], impl[1]}, {plan.arg[2], impl[2]}}, plan.conv_scratch));
         const int o = plan.out;
         if (plan.reorder[o]) convert(o, impl[o], user[o]);
         s.wait();

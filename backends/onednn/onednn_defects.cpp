@@ -36,7 +36,9 @@ bool strided(const ConvProblem& p) {
     return false;
 }
 
-std::string named(std::string_view impl, std::string_view what) { return "oneDNN 2.6's " + std::string(impl) + " " + std::string(what); }
+std::string named(std::string_view impl, std::string_view what) {
+    return "oneDNN 2.6's " + std::string(impl) + " " + std::string(what);
+}
 
 int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -54,7 +56,8 @@ int64_t brgemm_row_block(int64_t m, int64_t n, bool bf16, int64_t cap) {
     int64_t best = 1;
     for (int b = std::min<int64_t>(max_block, cap); b >= 1; --b) {
         const float disb = static_cast<float>(m) / static_cast<float>((m + b - 1) / b * b);
-        const float micro = (static_cast<float>(adj) * static_cast<float>(b)) / static_cast<float>((adj + b) * max_block);
+        const float micro =
+            (static_cast<float>(adj) * static_cast<float>(b)) / static_cast<float>((adj + b) * max_block);
         const float eff = disb * micro;
         if (eff > best_eff) {
             best = b;
@@ -161,7 +164,9 @@ bool every_output_reads_padding(const ConvProblem& p, int i) {
 }
 
 int64_t fewest_products(const ConvProblem& p) {
-    int64_t fewest = p.direction == Direction::fwd ? p.c_per_group() : p.direction == Direction::bwd_data ? p.k_per_group() : p.n;
+    int64_t fewest = p.direction == Direction::fwd        ? p.c_per_group()
+                     : p.direction == Direction::bwd_data ? p.k_per_group()
+                                                          : p.n;
     for (int i = 0; i < p.spatial_dims; ++i) {
         const auto u = static_cast<std::size_t>(i);
         const int64_t out = p.out(i), ker = p.kernel[u], in = p.in[u];
@@ -200,7 +205,8 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // jit_wino_4x3 backward weights on in=2x2, pad 1, n=1 (corner taps: one product), 3.3e-3
     // against a bound of 2.1e-4 (C=96). Withheld where an output has fewer than 8 products.
     if (contains(impl, "wino") && fewest_products(p) < kFewestWinogradProducts)
-        return named(impl, "(Winograd) on a problem where an output is the sum of fewer than " + std::to_string(kFewestWinogradProducts) +
+        return named(impl, "(Winograd) on a problem where an output is the sum of fewer than " +
+                               std::to_string(kFewestWinogradProducts) +
                                " products: its error bound does not hold there");
 
     // jit_1x1 backward weights, strided, channels-last source with fewer input channels than one
@@ -209,8 +215,11 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     if (p.direction == Direction::bwd_filter && starts_with(impl, "jit_1x1:")) {
         const int64_t simd = contains(impl, "avx512") ? 16 : 8;
         if (strided(p) && p.c_per_group() < simd && activations_channels_last)
-            return named(impl, "backward-weights kernel reads and writes out of bounds for strided 1x1 convolutions on channels-last data with fewer than " +
-                                   std::to_string(simd) + " input channels per group");
+            return named(
+                impl,
+                "backward-weights kernel reads and writes out of bounds for strided 1x1 convolutions on channels-last "
+                "data with fewer than " +
+                    std::to_string(simd) + " input channels per group");
     }
 
     // Winograd backward data with different begin and end padding: results off by more than the
@@ -225,7 +234,8 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // pad_end=2x0 (reported from an AMX machine; not reproducible without AMX). Withheld wherever
     // some output's window lies wholly in the padding, begin or end, any stride: such outputs
     // need padding at least the kernel's extent, which ordinary layers never have.
-    if (p.direction == Direction::fwd && starts_with(impl, "brgconv") && contains(impl, "amx") && any_dim(p, has_output_wholly_in_padding))
+    if (p.direction == Direction::fwd && starts_with(impl, "brgconv") && contains(impl, "amx") &&
+        any_dim(p, has_output_wholly_in_padding))
         return named(impl, "forward kernel crashes (SIGSEGV) where an output's window lies wholly in the padding");
 
     // Issue 35. brgconv:avx512_core (f32) and brgconv:avx512_core_bf16 forward: wrong values,
@@ -237,8 +247,10 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // of 2 or more along the width: "same" 3-wide kernels (padding 1) are never affected.
     if (p.direction == Direction::fwd && starts_with(impl, "brgconv:") && !contains(impl, "amx") &&
         brgemm_vpad_misses_bottom_padding(p, bf16))
-        return named(impl, "forward kernel reads past the end of the input width where an output block's bottom virtual padding "
-                           "exceeds its row tail (wrong values)");
+        return named(
+            impl,
+            "forward kernel reads past the end of the input width where an output block's bottom virtual padding "
+            "exceeds its row tail (wrong values)");
 
     // Issue 35. Backward weights of jit:avx512_core_amx_bf16 (8 of 464) and
     // jit_bf16:avx512_core_bf16 (5 of 425; reproduced here): garbage or NaN, different from one
@@ -246,14 +258,21 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // in=3x2, ker=3x7, stride=2x3, pad=0x3), and in 3-D with a strided depth where every output
     // depth reads padding (e.g. input depth 3, kernel 3, stride 2, pad 1; reproduced). Ordinary
     // 2-D layers (padding below the kernel's extent) are not affected; 3-D ones only with a
-    // strided depth of 2 or 3 outputs, or a negative end padding (below). (The third reported kind, a 1x1 kernel with dilation > 1, never reaches oneDNN:
-    // onednn_conv.cpp passes dilation 1 where the kernel size is 1, the same convolution.)
+    // strided depth of 2 or 3 outputs, or a negative end padding (below). (The third reported kind, a 1x1 kernel with
+    // dilation > 1, never reaches oneDNN: onednn_conv.cpp passes dilation 1 where the kernel size is 1, the same
+    // convolution.)
     if (p.direction == Direction::bwd_filter && bf16 &&
         ((starts_with(impl, "jit:") && contains(impl, "amx")) || starts_with(impl, "jit_bf16:"))) {
         if (any_dim(p, has_tap_reading_only_padding))
-            return named(impl, "backward-weights kernel leaves uninitialised (garbage) weights gradients where a kernel tap reads only padding");
+            return named(
+                impl,
+                "backward-weights kernel leaves uninitialised (garbage) weights gradients where a kernel tap reads "
+                "only padding");
         if (p.spatial_dims == 3 && p.stride[0] > 1 && every_output_reads_padding(p, 0))
-            return named(impl, "backward-weights kernel returns garbage in 3-D with a strided depth where every output depth reads padding");
+            return named(
+                impl,
+                "backward-weights kernel returns garbage in 3-D with a strided depth where every output depth reads "
+                "padding");
         // Found by tests/test_random_differential (reproduced): 3-D with a
         // negative end padding in height, e.g. in=4x5x4, ker=1x1x1, stride=1x3x1, pad_end=0x-2x0;
         // withheld for a negative end padding in any dim of a 3-D problem (2-D ones pass).
@@ -268,8 +287,11 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // tail of an odd count is read as a whole pair. Even channel counts (every ResNet layer) are
     // not affected; blocked (nchw-derived) formats pad the channels and are not affected either.
     if (starts_with(impl, "jit_bf16_1x1:") && activations_channels_last &&
-        ((p.direction == Direction::fwd && p.c_per_group() % 2 != 0) || (p.direction == Direction::bwd_data && p.k_per_group() % 2 != 0)))
-        return named(impl, "kernel returns wrong values on channels-last data with an odd number of reduction channels per group");
+        ((p.direction == Direction::fwd && p.c_per_group() % 2 != 0) ||
+         (p.direction == Direction::bwd_data && p.k_per_group() % 2 != 0)))
+        return named(
+            impl,
+            "kernel returns wrong values on channels-last data with an odd number of reduction channels per group");
 
     // Issue 35. jit:avx2 backward weights, f32: garbage or SIGSEGV (2 of 399, also on AVX2-only
     // machines; reproduced) with negative end padding, e.g. in=8x4, ker=7x7, stride=2x2, pad=3x3,
@@ -280,7 +302,10 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // res3a/4a/5a_branch1, pad_end=-1x-1) keeps this kernel.
     if (p.direction == Direction::bwd_filter && impl == "jit:avx2" && negative_end_padding(p) &&
         (any_dim(p, every_output_reads_padding) || any_dim(p, has_tap_reading_only_padding)))
-        return named(impl, "backward-weights kernel crashes (SIGSEGV) or returns garbage with negative end padding where every output of a dim reads padding");
+        return named(
+            impl,
+            "backward-weights kernel crashes (SIGSEGV) or returns garbage with negative end padding where every "
+            "output of a dim reads padding");
 
     return std::nullopt;
 }

@@ -87,7 +87,8 @@ std::string short_name(const std::string& name) {
 
 std::string kernel_text(const ConvProblem& p) {
     std::string s;
-    for (int i = 0; i < p.spatial_dims; ++i) s += (i ? "x" : "") + std::to_string(p.kernel[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < p.spatial_dims; ++i)
+        s += (i ? "x" : "") + std::to_string(p.kernel[static_cast<std::size_t>(i)]);
     return s;
 }
 
@@ -237,7 +238,8 @@ std::string cpu_simd_flags() {
     std::istringstream in(l);
     std::string r;
     for (std::string f; in >> f;)
-        if (f == "avx2" || f == "fma" || f.rfind("avx512", 0) == 0 || f.rfind("amx", 0) == 0) r += (r.empty() ? "" : " ") + f;
+        if (f == "avx2" || f == "fma" || f.rfind("avx512", 0) == 0 || f.rfind("amx", 0) == 0)
+            r += (r.empty() ? "" : " ") + f;
     return r;
 }
 
@@ -330,8 +332,9 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
         }
         if (a.notes().has(Note::reference) && !o.include_reference && p.flops() > o.reference_max_gflop * 1e9) {
             r.kind = Kind::skipped;
-            r.reason = fmt::format("naive reference, {:.2f} GFLOP above --reference-max-gflop {:.2f} (use --include-reference)",
-                                   p.flops() * 1e-9, o.reference_max_gflop);
+            r.reason = fmt::format(
+                "naive reference, {:.2f} GFLOP above --reference-max-gflop {:.2f} (use --include-reference)",
+                p.flops() * 1e-9, o.reference_max_gflop);
             continue;
         }
         const Backend& b = a.backend();
@@ -390,7 +393,8 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
             continue;
         }
         const double ms = r.samples.back();
-        e.target = std::clamp(static_cast<int>(std::ceil(o.min_time * 1e3 / std::max(ms, 1e-3))), o.min_samples, o.max_samples);
+        e.target = std::clamp(static_cast<int>(std::ceil(o.min_time * 1e3 / std::max(ms, 1e-3))), o.min_samples,
+                              o.max_samples);
         entries.push_back(std::move(e));
     }
     // Interleaved timed runs, with one FMA-peak sample in each of the first rounds.
@@ -425,9 +429,13 @@ void measure_layer(const Options& o, const Config& cfg, const Layer& layer, cons
 
 std::string layout_text(Layout l) { return l == Layout::nchw ? "nchw" : "nhwc"; }
 
-double pct(const Result& r, const std::map<int, PeakRecord>& peaks) { return 100.0 * r.gflops / peaks.at(r.threads).value(); }
+double pct(const Result& r, const std::map<int, PeakRecord>& peaks) {
+    return 100.0 * r.gflops / peaks.at(r.threads).value();
+}
 // Against the highest peak sample instead: a lower bound on the efficiency an unloaded machine would show.
-double pct_high(const Result& r, const std::map<int, PeakRecord>& peaks) { return 100.0 * r.gflops / peaks.at(r.threads).best(); }
+double pct_high(const Result& r, const std::map<int, PeakRecord>& peaks) {
+    return 100.0 * r.gflops / peaks.at(r.threads).best();
+}
 
 std::string cell(const Result& r, const std::map<int, PeakRecord>& peaks) {
     switch (r.kind) {
@@ -449,7 +457,8 @@ double geomean(const std::vector<double>& v) {
 
 const Result* find(const std::vector<Result>& rs, const Config& c, const std::string& layer, const std::string& algo) {
     for (const Result& r : rs)
-        if (r.threads == c.threads && r.dir == c.dir && r.layout == c.layout && r.layer == layer && r.algo == algo) return &r;
+        if (r.threads == c.threads && r.dir == c.dir && r.layout == c.layout && r.layer == layer && r.algo == algo)
+            return &r;
     return nullptr;
 }
 
@@ -462,7 +471,11 @@ struct Comparison {
 };
 
 json comparison_json(const Comparison& c) {
-    json j{{"title", c.title}, {"subject", c.subject}, {"reference", c.reference}, {"layers", c.layers_desc}, {"target", c.target}};
+    json j{{"title", c.title},
+           {"subject", c.subject},
+           {"reference", c.reference},
+           {"layers", c.layers_desc},
+           {"target", c.target}};
     if (!c.unavailable.empty()) j["unavailable"] = c.unavailable;
     json per = json::object();
     std::vector<double> v;
@@ -480,7 +493,8 @@ json comparison_json(const Comparison& c) {
 }
 
 std::string comparison_text(const Comparison& c, bool markdown) {
-    std::string s = markdown ? fmt::format("- **{}** (target >= {:.2f}x): ", c.title, c.target) : fmt::format("  {} (target >= {:.2f}x): ", c.title, c.target);
+    std::string s = markdown ? fmt::format("- **{}** (target >= {:.2f}x): ", c.title, c.target)
+                             : fmt::format("  {} (target >= {:.2f}x): ", c.title, c.target);
     if (!c.unavailable.empty()) return s + c.unavailable + "\n";
     if (c.per_layer.empty()) return s + "no layer of this run has both measurements\n";
     std::vector<double> v;
@@ -491,8 +505,11 @@ std::string comparison_text(const Comparison& c, bool markdown) {
     }
     const auto meet = std::count_if(v.begin(), v.end(), [&](double x) { return x >= c.target; });
     const double g = geomean(v), mn = *std::min_element(v.begin(), v.end());
-    const char* verdict = meet == static_cast<long>(v.size()) ? "MET on every layer" : meet == 0 ? "MISSED on every layer" : "MISSED on some layers";
-    s += fmt::format("geomean {:.2f}x, worst {:.2f}x, {}/{} layers >= target: {} ({})\n", g, mn, meet, v.size(), verdict, per);
+    const char* verdict = meet == static_cast<long>(v.size()) ? "MET on every layer"
+                          : meet == 0                         ? "MISSED on every layer"
+                                                              : "MISSED on some layers";
+    s += fmt::format("geomean {:.2f}x, worst {:.2f}x, {}/{} layers >= target: {} ({})\n", g, mn, meet, v.size(),
+                     verdict, per);
     return s;
 }
 
@@ -522,16 +539,20 @@ std::string cost_model_text(const Summary& s, bool markdown) {
         pick += c.pick_ms;
         best += c.best_ms;
         ratios.push_back(c.pick_ms / c.best_ms);
-        if (c.pick != c.best) wrong += fmt::format("{}{} {} {:.2f}x", wrong.empty() ? "" : ", ", c.layer, c.pick.substr(4), c.pick_ms / c.best_ms);
+        if (c.pick != c.best)
+            wrong += fmt::format("{}{} {} {:.2f}x", wrong.empty() ? "" : ", ", c.layer, c.pick.substr(4),
+                                 c.pick_ms / c.best_ms);
     }
-    return fmt::format("{}cost model (benchmark off) picks the fastest own algorithm on {}/{} layers; its picks take {:.2f}x the "
-                       "fastest in total (worst {:.2f}x){}\n",
-                       markdown ? "- **" : "  ", right, s.cost_model.size(), pick / best, *std::max_element(ratios.begin(), ratios.end()),
-                       wrong.empty() ? std::string(markdown ? "**" : "") : fmt::format("{}: {}", markdown ? "**" : "", wrong));
+    return fmt::format(
+        "{}cost model (benchmark off) picks the fastest own algorithm on {}/{} layers; its picks take {:.2f}x the "
+        "fastest in total (worst {:.2f}x){}\n",
+        markdown ? "- **" : "  ", right, s.cost_model.size(), pick / best,
+        *std::max_element(ratios.begin(), ratios.end()),
+        wrong.empty() ? std::string(markdown ? "**" : "") : fmt::format("{}: {}", markdown ? "**" : "", wrong));
 }
 
-std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<Config>& cfgs, const std::map<int, PeakRecord>& peaks,
-                               const std::vector<Candidate>& cands) {
+std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<Config>& cfgs,
+                               const std::map<int, PeakRecord>& peaks, const std::vector<Candidate>& cands) {
     std::vector<Summary> out;
     for (const Config& cfg : cfgs) {
         Summary s{cfg, {}, {}, {}};
@@ -543,10 +564,12 @@ std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<
                 layers.push_back(r.layer);
         auto problem_of = [&](const std::string& layer) -> const ConvProblem* {
             for (const Result& r : rs)
-                if (r.threads == cfg.threads && r.dir == cfg.dir && r.layout == cfg.layout && r.layer == layer) return &r.problem;
+                if (r.threads == cfg.threads && r.dir == cfg.dir && r.layout == cfg.layout && r.layer == layer)
+                    return &r.problem;
             return nullptr;
         };
-        auto ratio = [&](const std::string& layer, const std::string& subject, const std::string& ref) -> std::optional<double> {
+        auto ratio = [&](const std::string& layer, const std::string& subject,
+                         const std::string& ref) -> std::optional<double> {
             const Result* a = find(rs, cfg, layer, subject);
             const Result* b = find(rs, cfg, layer, ref);
             if (!a || !b || a->kind != Kind::ok || b->kind != Kind::ok) return std::nullopt;
@@ -567,8 +590,13 @@ std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<
             if (const ConvProblem* p = problem_of(l); p && is_3x3(*p) && unit_stride(*p)) wino_layers.push_back(l);
 
         if (wino_dir) {
-            Comparison c{"own Winograd F(4x4,3x3) vs oneDNN Winograd", "cpu.winograd_f4x3", wino_ids.empty() ? "onednn Winograd" : wino_ids[0],
-                         "3x3 stride-1 layers", 0.8, {}, {}};
+            Comparison c{"own Winograd F(4x4,3x3) vs oneDNN Winograd",
+                         "cpu.winograd_f4x3",
+                         wino_ids.empty() ? "onednn Winograd" : wino_ids[0],
+                         "3x3 stride-1 layers",
+                         0.8,
+                         {},
+                         {}};
             if (!onednn_present) {
                 c.unavailable = "oneDNN backend not in this run";
             } else if (wino_ids.empty()) {
@@ -583,17 +611,31 @@ std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<
                         }
             }
             s.comparisons.push_back(c);
-            Comparison g{"own Winograd F(4x4,3x3) vs own im2col+GEMM", "cpu.winograd_f4x3", "cpu.im2col_gemm", "3x3 stride-1 layers", 1.5, {}, {}};
+            Comparison g{"own Winograd F(4x4,3x3) vs own im2col+GEMM",
+                         "cpu.winograd_f4x3",
+                         "cpu.im2col_gemm",
+                         "3x3 stride-1 layers",
+                         1.5,
+                         {},
+                         {}};
             for (const std::string& l : wino_layers)
                 if (auto x = ratio(l, "cpu.winograd_f4x3", "cpu.im2col_gemm")) g.per_layer.emplace_back(l, *x);
             s.comparisons.push_back(g);
         }
         if (cfg.layout == Layout::nchw) {
             const std::string gemm_id = "onednn." + d + ".x64_gemm_jit";
-            Comparison g{"own im2col+GEMM vs oneDNN gemm (" + gemm_id + "), plain NCHW", "cpu.im2col_gemm", gemm_id, "all layers", 0.8, {}, {}};
+            Comparison g{"own im2col+GEMM vs oneDNN gemm (" + gemm_id + "), plain NCHW",
+                         "cpu.im2col_gemm",
+                         gemm_id,
+                         "all layers",
+                         0.8,
+                         {},
+                         {}};
             bool listed = false;
             for (const Candidate& c : cands) listed = listed || c.algo->id() == gemm_id;
-            if (!listed) g.unavailable = onednn_present ? gemm_id + " is not listed on this machine" : "oneDNN backend not in this run";
+            if (!listed)
+                g.unavailable =
+                    onednn_present ? gemm_id + " is not listed on this machine" : "oneDNN backend not in this run";
             for (const std::string& l : layers)
                 if (auto x = ratio(l, "cpu.im2col_gemm", gemm_id)) g.per_layer.emplace_back(l, *x);
             s.comparisons.push_back(g);
@@ -603,8 +645,8 @@ std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<
             if (!p || !is_3x3(*p)) continue;
             const Result* best = nullptr;
             for (const Result& r : rs)
-                if (r.threads == cfg.threads && r.dir == cfg.dir && r.layout == cfg.layout && r.layer == l && r.backend == "cpu" &&
-                    r.kind == Kind::ok && (!best || r.ms < best->ms))
+                if (r.threads == cfg.threads && r.dir == cfg.dir && r.layout == cfg.layout && r.layer == l &&
+                    r.backend == "cpu" && r.kind == Kind::ok && (!best || r.ms < best->ms))
                     best = &r;
             if (best) s.best_own.emplace_back(l, best->algo, pct(*best, peaks), pct_high(*best, peaks));
         }
@@ -620,10 +662,12 @@ std::vector<Summary> summarize(const std::vector<Result>& rs, const std::vector<
                 const Result* pick = find(rs, cfg, l, std::string(order.front()->id()));
                 const Result* best = nullptr;
                 for (const Result& r : rs)
-                    if (r.threads == cfg.threads && r.dir == cfg.dir && r.layout == cfg.layout && r.layer == l && r.backend == "cpu" &&
-                        r.algo != "cpu.direct" && r.kind == Kind::ok && (!best || r.ms < best->ms))
+                    if (r.threads == cfg.threads && r.dir == cfg.dir && r.layout == cfg.layout && r.layer == l &&
+                        r.backend == "cpu" && r.algo != "cpu.direct" && r.kind == Kind::ok &&
+                        (!best || r.ms < best->ms))
                         best = &r;
-                if (pick && best && pick->kind == Kind::ok) s.cost_model.push_back({l, pick->algo, best->algo, pick->ms, best->ms});
+                if (pick && best && pick->kind == Kind::ok)
+                    s.cost_model.push_back({l, pick->algo, best->algo, pick->ms, best->ms});
             }
         }
         out.push_back(s);
@@ -643,8 +687,14 @@ std::string best_own_text(const Summary& s, bool markdown) {
         per += fmt::format("{}{} {} {:.0f}% ({:.0f}%)", per.empty() ? "" : ", ", l, a, x, xh);
     }
     const int n = static_cast<int>(s.best_own.size());
-    r += fmt::format("{}/{} layers >= 50%: {}; against the highest peak sample {}/{} ({}; in parentheses: % of the highest peak sample)\n", met,
-                     n, met == n ? "MET on every layer" : met == 0 ? "MISSED on every layer" : "MISSED on some layers", met_high, n, per);
+    r += fmt::format(
+        "{}/{} layers >= 50%: {}; against the highest peak sample {}/{} ({}; in parentheses: % of the highest peak "
+        "sample)\n",
+        met, n,
+        met == n   ? "MET on every layer"
+        : met == 0 ? "MISSED on every layer"
+                   : "MISSED on some layers",
+        met_high, n, per);
     return r;
 }
 
@@ -657,7 +707,8 @@ double cpu_share(const std::vector<Result>& rs, const Config& c) {
 }
 
 std::string config_title(const Config& c) {
-    return fmt::format("{} thread{}, {}, {}", c.threads, c.threads == 1 ? "" : "s", to_string(c.dir), layout_text(c.layout));
+    return fmt::format("{} thread{}, {}, {}", c.threads, c.threads == 1 ? "" : "s", to_string(c.dir),
+                       layout_text(c.layout));
 }
 
 // Short column names for the tables.
@@ -673,23 +724,37 @@ std::string short_algo(const std::string& id) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"convtune CPU benchmark: every CPU and oneDNN algorithm on the ResNet-50 v1.5 layers, against a measured FMA peak"};
+    CLI::App app{
+        "convtune CPU benchmark: every CPU and oneDNN algorithm on the ResNet-50 v1.5 layers, against a measured FMA "
+        "peak"};
     Options o;
     app.add_option("--threads", o.threads, "OpenMP thread counts to measure, e.g. 1,2")->delimiter(',');
     app.add_option("--batch", o.batch, "batch size")->check(CLI::PositiveNumber);
     app.add_option("--dir", o.dir, "direction")->check(CLI::IsMember({"fwd", "bwd_data", "bwd_filter", "all"}));
-    app.add_option("--layers", o.layers, "layer subset: names or parts of names (res2a_branch2b, res4), or a kernel (3x3, 1x1, 7x7)")
+    app.add_option("--layers", o.layers,
+                   "layer subset: names or parts of names (res2a_branch2b, res4), or a kernel (3x3, 1x1, 7x7)")
         ->delimiter(',');
-    app.add_option("--algos", o.algos, "algorithm filter: ids containing any of these substrings (cpu.winograd, onednn.auto)")->delimiter(',');
-    app.add_option("--layout", o.layouts, "nchw, nhwc or both (nchw,nhwc)")->delimiter(',')->check(CLI::IsMember({"nchw", "nhwc"}));
+    app.add_option("--algos", o.algos,
+                   "algorithm filter: ids containing any of these substrings (cpu.winograd, onednn.auto)")
+        ->delimiter(',');
+    app.add_option("--layout", o.layouts, "nchw, nhwc or both (nchw,nhwc)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"nchw", "nhwc"}));
     app.add_option("--shapes", o.shapes, "benchdnn shape file")->capture_default_str();
     app.add_option("--min-time", o.min_time, "seconds of timed samples per algorithm and layer")->capture_default_str();
-    app.add_option("--min-samples", o.min_samples, "at least this many timed runs")->capture_default_str()->check(CLI::PositiveNumber);
-    app.add_option("--max-samples", o.max_samples, "at most this many timed runs")->capture_default_str()->check(CLI::PositiveNumber);
-    app.add_flag("--include-reference", o.include_reference, "also time the naive reference algorithms on big layers (very slow)");
-    app.add_option("--reference-max-gflop", o.reference_max_gflop, "without --include-reference, time reference algorithms only up to this size")
+    app.add_option("--min-samples", o.min_samples, "at least this many timed runs")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--max-samples", o.max_samples, "at most this many timed runs")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_flag("--include-reference", o.include_reference,
+                 "also time the naive reference algorithms on big layers (very slow)");
+    app.add_option("--reference-max-gflop", o.reference_max_gflop,
+                   "without --include-reference, time reference algorithms only up to this size")
         ->capture_default_str();
-    app.add_option("--peak-seconds", o.peak_seconds, "duration of one FMA-peak sample (one per round of timed runs)")->capture_default_str();
+    app.add_option("--peak-seconds", o.peak_seconds, "duration of one FMA-peak sample (one per round of timed runs)")
+        ->capture_default_str();
     app.add_option("--csv", o.csv, "write one row per (threads, direction, layout, layer, algorithm) here");
     app.add_option("--json", o.json, "write everything (machine, peaks, rows, summary) here");
     app.add_option("--markdown", o.markdown, "write the tables and the summary as Markdown here");
@@ -727,14 +792,15 @@ int main(int argc, char** argv) {
                      {"load_average_at_start", load_average()}};
         for (Backend* b : backends()) {
             if (b->name() != "cpu" && b->name() != "onednn") continue;
-            if (b->availability().ok) machine["backends"][std::string(b->name())] = b->identity().library + " | " + b->identity().device;
+            if (b->availability().ok)
+                machine["backends"][std::string(b->name())] = b->identity().library + " | " + b->identity().device;
         }
         const char* env[] = {"OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES"};
         for (const char* e : env)
             if (const char* v = std::getenv(e)) machine["env"][e] = v;
         fmt::print("convtune_bench_cpu\n");
-        fmt::print("machine   {} ({} logical CPUs; {}), {}\n", machine["cpu"].get<std::string>(), omp_get_num_procs(), machine["cpu_flags"].get<std::string>(),
-                   machine["kernel"].get<std::string>());
+        fmt::print("machine   {} ({} logical CPUs; {}), {}\n", machine["cpu"].get<std::string>(), omp_get_num_procs(),
+                   machine["cpu_flags"].get<std::string>(), machine["kernel"].get<std::string>());
         fmt::print("compiler  {}\n", machine["compiler"].get<std::string>());
         for (auto& [k, v] : machine["backends"].items()) fmt::print("backend   {}: {}\n", k, v.get<std::string>());
         for (const std::string& u : unavailable) fmt::print("backend   {} (unavailable)\n", u);
@@ -745,14 +811,18 @@ int main(int argc, char** argv) {
             for (const Candidate& c : cands) n += !id_direction(c.algo->id()) || *id_direction(c.algo->id()) == d;
             counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, to_string(d));
         }
-        fmt::print("problems  {} layers of {} at batch {}, f32; algorithms: {}; threads {}; timing: warm-up, then >= {} runs and >= {:.2f} s "
-                   "per algorithm, median, runs of one layer interleaved\n",
-                   layers.size(), o.shapes.substr(o.shapes.find_last_of('/') + 1), o.batch, counts, fmt::join(o.threads, ","), o.min_samples,
-                   o.min_time);
+        fmt::print(
+            "problems  {} layers of {} at batch {}, f32; algorithms: {}; threads {}; timing: warm-up, then >= {} runs "
+            "and >= {:.2f} s "
+            "per algorithm, median, runs of one layer interleaved\n",
+            layers.size(), o.shapes.substr(o.shapes.find_last_of('/') + 1), o.batch, counts, fmt::join(o.threads, ","),
+            o.min_samples, o.min_time);
         if (!o.include_reference)
-            fmt::print("reference algorithms (cpu.direct, onednn.*.ref_any) are skipped on layers above {:.2f} GFLOP (--include-reference "
-                       "times them)\n",
-                       o.reference_max_gflop);
+            fmt::print(
+                "reference algorithms (cpu.direct, onednn.*.ref_any) are skipped on layers above {:.2f} GFLOP "
+                "(--include-reference "
+                "times them)\n",
+                o.reference_max_gflop);
         fmt::print("\n");
         std::fflush(stdout);
 
@@ -778,18 +848,21 @@ int main(int argc, char** argv) {
             }
             for (const Layer& l : layers) {
                 ++done;
-                fmt::print(stderr, "[{}/{} {:.0f} s] {}: {} ({})\n", done, total, now_s() - t_start, config_title(cfg), l.name, shape_text(l.problem));
+                fmt::print(stderr, "[{}/{} {:.0f} s] {}: {} ({})\n", done, total, now_s() - t_start, config_title(cfg),
+                           l.name, shape_text(l.problem));
                 const std::size_t before = results.size();
                 measure_layer(o, cfg, l, cands, results, peaks[cfg.threads]);
                 for (std::size_t i = before; i < results.size(); ++i) {
                     const Result& r = results[i];
-                    if (r.kind == Kind::ok) fmt::print(stderr, "    {:<36} {:9.3f} ms {:7.1f} GFLOP/s\n", r.algo, r.ms, r.gflops);
+                    if (r.kind == Kind::ok)
+                        fmt::print(stderr, "    {:<36} {:9.3f} ms {:7.1f} GFLOP/s\n", r.algo, r.ms, r.gflops);
                     else if (r.kind == Kind::failed) fmt::print(stderr, "    {:<36} FAILED: {}\n", r.algo, r.reason);
                 }
             }
         }
         const auto ticks1 = cpu_ticks();
-        const double steal_pct = ticks1.first > ticks0.first ? 100.0 * (ticks1.second - ticks0.second) / (ticks1.first - ticks0.first) : 0;
+        const double steal_pct =
+            ticks1.first > ticks0.first ? 100.0 * (ticks1.second - ticks0.second) / (ticks1.first - ticks0.first) : 0;
         const double elapsed = now_s() - t_start;
         machine["steal_percent_during_run"] = steal_pct;
         machine["load_average_at_end"] = load_average();
@@ -797,13 +870,18 @@ int main(int argc, char** argv) {
 
         // Text report.
         for (auto& [t, pk] : peaks)
-            fmt::print("measured FMA peak, {} thread{}: {:.1f} GFLOP/s (median of {} samples interleaved with the runs; highest {:.1f})\n", t,
-                       t == 1 ? "" : "s", pk.value(), pk.samples.size(), pk.best());
-        fmt::print("run took {:.0f} s; CPU steal time during the run: {:.1f}% of CPU time; load average {:.2f} at start, {:.2f} at end\n\n", elapsed,
-                   steal_pct, machine["load_average_at_start"].get<double>(), machine["load_average_at_end"].get<double>());
+            fmt::print(
+                "measured FMA peak, {} thread{}: {:.1f} GFLOP/s (median of {} samples interleaved with the runs; "
+                "highest {:.1f})\n",
+                t, t == 1 ? "" : "s", pk.value(), pk.samples.size(), pk.best());
+        fmt::print(
+            "run took {:.0f} s; CPU steal time during the run: {:.1f}% of CPU time; load average {:.2f} at start, "
+            "{:.2f} at end\n\n",
+            elapsed, steal_pct, machine["load_average_at_start"].get<double>(),
+            machine["load_average_at_end"].get<double>());
         for (const Config& cfg : cfgs) {
-            fmt::print("== {} (peak {:.1f} GFLOP/s; CPU share of the timed runs {:.2f}) ==\n", config_title(cfg), peaks[cfg.threads].value(),
-                       cpu_share(results, cfg));
+            fmt::print("== {} (peak {:.1f} GFLOP/s; CPU share of the timed runs {:.2f}) ==\n", config_title(cfg),
+                       peaks[cfg.threads].value(), cpu_share(results, cfg));
             std::string last;
             for (const Result& r : results) {
                 if (r.threads != cfg.threads || r.dir != cfg.dir || r.layout != cfg.layout) continue;
@@ -812,17 +890,22 @@ int main(int argc, char** argv) {
                     fmt::print("{} x{}  {}  {:.2f} GFLOP\n", r.layer, r.repeat, r.shape, r.problem.flops() * 1e-9);
                 }
                 if (r.kind == Kind::ok)
-                    fmt::print("  {:<36} {:9.3f} ms  {:7.1f} GFLOP/s  {:5.1f}% peak ({:5.1f}% of highest)  [{:.3f}-{:.3f}, {} runs]{}\n", r.algo,
-                               r.ms, r.gflops, pct(r, peaks), pct_high(r, peaks), r.min_ms, r.max_ms, r.samples.size(),
-                               r.deviation > kDeviationFlag ? fmt::format("  ! output differs from {} by {:.2g} of its max", r.deviation_from, r.deviation)
-                                                            : "");
+                    fmt::print(
+                        "  {:<36} {:9.3f} ms  {:7.1f} GFLOP/s  {:5.1f}% peak ({:5.1f}% of highest)  [{:.3f}-{:.3f}, "
+                        "{} runs]{}\n",
+                        r.algo, r.ms, r.gflops, pct(r, peaks), pct_high(r, peaks), r.min_ms, r.max_ms, r.samples.size(),
+                        r.deviation > kDeviationFlag ? fmt::format("  ! output differs from {} by {:.2g} of its max",
+                                                                   r.deviation_from, r.deviation)
+                                                     : "");
                 else
                     fmt::print("  {:<36} {:>9}     {}\n", r.algo, kind_name(r.kind), r.reason);
             }
             fmt::print("\n");
         }
         const std::vector<Summary> sums = summarize(results, cfgs, peaks, cands);
-        fmt::print("== Summary: the performance targets, as ratios within this run (time of the reference / time of the subject) ==\n");
+        fmt::print(
+            "== Summary: the performance targets, as ratios within this run (time of the reference / time of the "
+            "subject) ==\n");
         for (const Summary& s : sums) {
             fmt::print("{}:\n", config_title(s.cfg));
             for (const Comparison& c : s.comparisons) fmt::print("{}", comparison_text(c, false));
@@ -837,11 +920,13 @@ int main(int argc, char** argv) {
             for (const Result& r : results) {
                 std::string reason = r.reason;
                 std::replace(reason.begin(), reason.end(), '"', '\'');
-                f << fmt::format("{},{},{},{},{},{},{:.4f},{},{},{},", r.threads, to_string(r.dir), layout_text(r.layout), r.layer, r.repeat, r.shape,
-                                 r.problem.flops() * 1e-9, r.algo, r.backend, kind_name(r.kind));
+                f << fmt::format("{},{},{},{},{},{},{:.4f},{},{},{},", r.threads, to_string(r.dir),
+                                 layout_text(r.layout), r.layer, r.repeat, r.shape, r.problem.flops() * 1e-9, r.algo,
+                                 r.backend, kind_name(r.kind));
                 if (r.kind == Kind::ok)
-                    f << fmt::format("{:.4f},{:.4f},{:.4f},{},{:.2f},{:.2f},{:.2f},{:.2f},{},{:.3g},", r.ms, r.min_ms, r.max_ms, r.samples.size(),
-                                     r.gflops, peaks[r.threads].value(), pct(r, peaks), pct_high(r, peaks), r.workspace, r.deviation);
+                    f << fmt::format("{:.4f},{:.4f},{:.4f},{},{:.2f},{:.2f},{:.2f},{:.2f},{},{:.3g},", r.ms, r.min_ms,
+                                     r.max_ms, r.samples.size(), r.gflops, peaks[r.threads].value(), pct(r, peaks),
+                                     pct_high(r, peaks), r.workspace, r.deviation);
                 else
                     f << fmt::format(",,,,,{:.2f},,,,,", peaks[r.threads].value());
                 f << '"' << reason << "\"\n";
@@ -863,12 +948,21 @@ int main(int argc, char** argv) {
             args["include_reference"] = o.include_reference;
             doc["options"] = args;
             for (auto& [t, pk] : peaks)
-                doc["peak_gflops"][std::to_string(t)] = {{"value", pk.value()}, {"highest", pk.best()}, {"samples", pk.samples}};
+                doc["peak_gflops"][std::to_string(t)] = {
+                    {"value", pk.value()}, {"highest", pk.best()}, {"samples", pk.samples}};
             for (const Config& cfg : cfgs) doc["cpu_share"][config_title(cfg)] = cpu_share(results, cfg);
             for (const Result& r : results) {
-                json j{{"threads", r.threads}, {"direction", to_string(r.dir)}, {"layout", layout_text(r.layout)}, {"layer", r.layer},
-                       {"repeat", r.repeat}, {"shape", r.shape}, {"problem", r.problem.to_string()}, {"gflop", r.problem.flops() * 1e-9}, {"algorithm", r.algo},
-                       {"backend", r.backend}, {"status", kind_name(r.kind)}};
+                json j{{"threads", r.threads},
+                       {"direction", to_string(r.dir)},
+                       {"layout", layout_text(r.layout)},
+                       {"layer", r.layer},
+                       {"repeat", r.repeat},
+                       {"shape", r.shape},
+                       {"problem", r.problem.to_string()},
+                       {"gflop", r.problem.flops() * 1e-9},
+                       {"algorithm", r.algo},
+                       {"backend", r.backend},
+                       {"status", kind_name(r.kind)}};
                 if (r.kind == Kind::ok) {
                     j["median_ms"] = r.ms;
                     j["samples_ms"] = r.samples;
@@ -887,9 +981,14 @@ int main(int argc, char** argv) {
                 json js{{"config", config_title(s.cfg)}};
                 for (const Comparison& c : s.comparisons) js["comparisons"].push_back(comparison_json(c));
                 for (auto& [l, a, x, xh] : s.best_own)
-                    js["best_own_3x3"].push_back({{"layer", l}, {"algorithm", a}, {"percent_peak", x}, {"percent_highest_peak", xh}});
+                    js["best_own_3x3"].push_back(
+                        {{"layer", l}, {"algorithm", a}, {"percent_peak", x}, {"percent_highest_peak", xh}});
                 for (const CostModelPick& c : s.cost_model)
-                    js["cost_model"].push_back({{"layer", c.layer}, {"pick", c.pick}, {"pick_ms", c.pick_ms}, {"best", c.best}, {"best_ms", c.best_ms}});
+                    js["cost_model"].push_back({{"layer", c.layer},
+                                                {"pick", c.pick},
+                                                {"pick_ms", c.pick_ms},
+                                                {"best", c.best},
+                                                {"best_ms", c.best_ms}});
                 doc["summary"].push_back(js);
             }
             std::ofstream(o.json) << doc.dump(1) << "\n";
@@ -899,8 +998,8 @@ int main(int argc, char** argv) {
             f << fmt::format("Measured FMA peak: {}.\n\n", [&] {
                 std::string s;
                 for (auto& [t, pk] : peaks)
-                    s += fmt::format("{}{} thread{} {:.1f} GFLOP/s (highest sample {:.1f})", s.empty() ? "" : ", ", t, t == 1 ? "" : "s", pk.value(),
-                                     pk.best());
+                    s += fmt::format("{}{} thread{} {:.1f} GFLOP/s (highest sample {:.1f})", s.empty() ? "" : ", ", t,
+                                     t == 1 ? "" : "s", pk.value(), pk.best());
                 return s;
             }());
             for (const Config& cfg : cfgs) {
@@ -909,18 +1008,22 @@ int main(int argc, char** argv) {
                 for (const Result& r : results) {
                     if (r.threads != cfg.threads || r.dir != cfg.dir || r.layout != cfg.layout) continue;
                     if (std::find(cols.begin(), cols.end(), r.algo) == cols.end()) cols.push_back(r.algo);
-                    if (std::find(layers_in.begin(), layers_in.end(), r.layer) == layers_in.end()) layers_in.push_back(r.layer);
+                    if (std::find(layers_in.begin(), layers_in.end(), r.layer) == layers_in.end())
+                        layers_in.push_back(r.layer);
                 }
                 std::vector<std::string> shown, hidden;
                 for (const std::string& c : cols) {
                     bool any = false;
                     for (const std::string& l : layers_in)
-                        if (const Result* r = find(results, cfg, l, c); r && r->kind != Kind::not_applicable) any = true;
+                        if (const Result* r = find(results, cfg, l, c); r && r->kind != Kind::not_applicable)
+                            any = true;
                     (any ? shown : hidden).push_back(c);
                 }
-                f << fmt::format("#### {}\n\nPeak {:.1f} GFLOP/s; CPU share of the timed runs {:.2f}. Cells: median ms, % of the peak in "
-                                 "direct-equivalent GFLOP/s.\n\n",
-                                 config_title(cfg), peaks[cfg.threads].value(), cpu_share(results, cfg));
+                f << fmt::format(
+                    "#### {}\n\nPeak {:.1f} GFLOP/s; CPU share of the timed runs {:.2f}. Cells: median ms, % of the "
+                    "peak in "
+                    "direct-equivalent GFLOP/s.\n\n",
+                    config_title(cfg), peaks[cfg.threads].value(), cpu_share(results, cfg));
                 f << "| layer | shape | GFLOP |";
                 for (const std::string& c : shown) f << " " << short_algo(c) << " |";
                 f << "\n|---|---|---|";
@@ -928,14 +1031,16 @@ int main(int argc, char** argv) {
                 f << "\n";
                 for (const std::string& l : layers_in) {
                     const Result* any = find(results, cfg, l, shown.empty() ? cols.front() : shown.front());
-                    f << fmt::format("| {} | {} | {:.2f} |", l, any ? any->shape : "", any ? any->problem.flops() * 1e-9 : 0.0);
+                    f << fmt::format("| {} | {} | {:.2f} |", l, any ? any->shape : "",
+                                     any ? any->problem.flops() * 1e-9 : 0.0);
                     for (const std::string& c : shown) {
                         const Result* r = find(results, cfg, l, c);
                         f << " " << (r ? cell(*r, peaks) : "") << " |";
                     }
                     f << "\n";
                 }
-                if (!hidden.empty()) f << fmt::format("\nNot applicable to any of these layers: {}.\n", fmt::join(hidden, ", "));
+                if (!hidden.empty())
+                    f << fmt::format("\nNot applicable to any of these layers: {}.\n", fmt::join(hidden, ", "));
                 f << "\n";
             }
             f << "#### Targets\n\n";

@@ -82,7 +82,8 @@ double time_team(int threads, int64_t iters) {
 }  // namespace
 
 std::string peak_isa() {
-    return std::string(kIsa) + ", " + std::to_string(kLanes) + " floats per vector, " + std::to_string(kChains) + " chains";
+    return std::string(kIsa) + ", " + std::to_string(kLanes) + " floats per vector, " + std::to_string(kChains) +
+           " chains";
 }
 
 long long peak_iterations(int threads, double seconds) {

@@ -69,7 +69,8 @@ bool allowed(const Algorithm& a, const ConvProblem& p, bool allow_tf32) {
 
 // Median ms of `samples` samples of `inner` back-to-back runs, after one warm-up run; nullopt
 // (with the status) when the algorithm does not run.
-std::optional<double> time_algorithm(const Algorithm& a, const ConvProblem& p, const DeviceTensors& t, int samples, int inner, Status* status) {
+std::optional<double> time_algorithm(const Algorithm& a, const ConvProblem& p, const DeviceTensors& t, int samples,
+                                     int inner, Status* status) {
     const Backend& b = a.backend();
     const std::size_t wsb = a.workspace_size(p);
     DeviceBuffer ws = wsb ? b.allocate(wsb) : DeviceBuffer{};
@@ -127,7 +128,8 @@ Pick selector_first_call(Backend& b, const ConvProblem& p, const ConvTensors& t,
     pk.ok = true;
     for (const Candidate& c : d->candidates) {
         pk.checked += c.state != Candidate::State::not_checked;
-        if (c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed || c.state == Candidate::State::timed)
+        if (c.state == Candidate::State::not_timed || c.state == Candidate::State::chosen_untimed ||
+            c.state == Candidate::State::timed)
             ++pk.candidates;
         if (c.state != Candidate::State::timed) continue;
         ++pk.timed;
@@ -172,13 +174,16 @@ int main(int argc, char** argv) {
     app.add_option("--markdown", out_md, "write the tables here");
     app.add_option("--json", out_json, "write all numbers here");
     std::string rc_policy = "listed";
-    app.add_option("--runtime-compiled", rc_policy,
-                   "runtime-compiled engines in the timed search: listed (only when cuDNN's heuristics list them), all, none")
+    app.add_option(
+           "--runtime-compiled", rc_policy,
+           "runtime-compiled engines in the timed search: listed (only when cuDNN's heuristics list them), all, none")
         ->check(CLI::IsMember({"listed", "all", "none"}));
     std::string policy_flags;
-    app.add_option("--policy-flags", policy_flags, "flags for the benchmark=True selector run (e.g. benchmark_limit=0)");
+    app.add_option("--policy-flags", policy_flags,
+                   "flags for the benchmark=True selector run (e.g. benchmark_limit=0)");
     bool probe = false;
-    app.add_flag("--probe", probe, "print every graph engine's plan (support, knobs, notes, build time) on a few layers, then exit");
+    app.add_flag("--probe", probe,
+                 "print every graph engine's plan (support, knobs, notes, build time) on a few layers, then exit");
     CLI11_PARSE(app, argc, argv);
 
     Backend& b = cudnn_backend();
@@ -211,7 +216,8 @@ int main(int argc, char** argv) {
     if (probe) {
         const std::vector<ShapeLine> lines = read_shape_file(shapes);
         std::vector<ConvProblem> probes;
-        for (const char* name : {"resnet_50_v1_5:res2a_branch2b", "resnet_50_v1_5:conv1", "resnet_50_v1_5:res4a_branch2b"})
+        for (const char* name :
+             {"resnet_50_v1_5:res2a_branch2b", "resnet_50_v1_5:conv1", "resnet_50_v1_5:res4a_branch2b"})
             for (const ShapeLine& l : lines)
                 if (l.name == name)
                     for (const Precision& pr : kPrecisions) {
@@ -234,21 +240,23 @@ int main(int argc, char** argv) {
                 if (!info) continue;
                 build += info->build_ms;
                 if (info->support) ++supported;
-                fmt::print("  {:<28} {:<4} knobs={:<8} rc={} rpr={} notes=[{}] listed=[{}] ws={} build={:.2f}ms {}\n", a->id(),
-                           info->support ? "yes" : "no", info->knobs, info->runtime_compiled, info->reduced_precision_reduction,
-                           info->reported.to_string(), a->notes().to_string(), info->workspace, info->build_ms,
-                           info->support ? "" : info->support.reason.substr(0, 120));
+                fmt::print("  {:<28} {:<4} knobs={:<8} rc={} rpr={} notes=[{}] listed=[{}] ws={} build={:.2f}ms {}\n",
+                           a->id(), info->support ? "yes" : "no", info->knobs, info->runtime_compiled,
+                           info->reduced_precision_reduction, info->reported.to_string(), a->notes().to_string(),
+                           info->workspace, info->build_ms, info->support ? "" : info->support.reason.substr(0, 120));
             }
             auto names = [](const std::vector<const Algorithm*>& v) {
                 std::string s;
                 for (const Algorithm* a : v) s += std::string(a->id()) + " ";
                 return s;
             };
-            fmt::print("{}\n  supported graph engines {} (plans built in {:.0f} ms, {:.0f} ms wall)\n  mode A: {}\n  mode B: {}\n  fallback: {}\n  "
-                       "legacy v7: {}\n",
-                       p.to_string(), supported, build, now_ms() - t0, names(cudnn_ranking(p, CudnnRanking::mode_a)),
-                       names(cudnn_ranking(p, CudnnRanking::mode_b)), names(cudnn_ranking(p, CudnnRanking::fallback)),
-                       names(cudnn_ranking(p, CudnnRanking::legacy_v7)));
+            fmt::print(
+                "{}\n  supported graph engines {} (plans built in {:.0f} ms, {:.0f} ms wall)\n  mode A: {}\n  mode B: "
+                "{}\n  fallback: {}\n  "
+                "legacy v7: {}\n",
+                p.to_string(), supported, build, now_ms() - t0, names(cudnn_ranking(p, CudnnRanking::mode_a)),
+                names(cudnn_ranking(p, CudnnRanking::mode_b)), names(cudnn_ranking(p, CudnnRanking::fallback)),
+                names(cudnn_ranking(p, CudnnRanking::legacy_v7)));
             std::fflush(stdout);
         }
         return 0;
@@ -266,8 +274,8 @@ int main(int argc, char** argv) {
         const json j = json::parse(in);
         torch_meta.push_back(j.value("meta", json::object()));
         for (const json& r : j["results"]) {
-            const std::string key = fmt::format("{}/{}/{}", r["precision"].get<std::string>(), r["dir"].get<std::string>(),
-                                                r["benchmark"].get<bool>() ? 1 : 0);
+            const std::string key = fmt::format("{}/{}/{}", r["precision"].get<std::string>(),
+                                                r["dir"].get<std::string>(), r["benchmark"].get<bool>() ? 1 : 0);
             torch[key][r["layer"].get<std::string>()] = {r["first_ms"].get<double>(), r["steady_ms"].get<double>()};
         }
     }
@@ -338,7 +346,8 @@ int main(int argc, char** argv) {
                     std::size_t need = 0;
                     const std::string legacy_prefix = fmt::format("cudnn.{}.", dname);
                     for (const Algorithm* a : b.algorithms())
-                        if (a->id().starts_with(legacy_prefix) && a->supports(p)) need = std::max(need, a->workspace_size(p));
+                        if (a->id().starts_with(legacy_prefix) && a->supports(p))
+                            need = std::max(need, a->workspace_size(p));
                     DeviceBuffer ws = need ? b.allocate(need) : DeviceBuffer{};
                     if (need && !ws) need = 0;
                     const double t0 = now_ms();
@@ -387,8 +396,12 @@ int main(int argc, char** argv) {
                         ++r.search.candidates;
                         const auto ms = time_algorithm(*a, p, *t, search_samples, 1, nullptr);
                         const auto w = where.count(a) ? where[a] : std::array<int, 3>{-1, -1, -1};
-                        r.exhaustive_times.push_back(json{{"rank", rank}, {"id", a->id()}, {"ms", ms ? json(*ms) : json(nullptr)},
-                                                          {"mode_a", w[0]}, {"fallback", w[1]}, {"mode_b", w[2]}});
+                        r.exhaustive_times.push_back(json{{"rank", rank},
+                                                          {"id", a->id()},
+                                                          {"ms", ms ? json(*ms) : json(nullptr)},
+                                                          {"mode_a", w[0]},
+                                                          {"fallback", w[1]},
+                                                          {"mode_b", w[2]}});
                         if (ms && (!r.search.ok || *ms < best)) {
                             best = *ms;
                             r.search.id = a->id();
@@ -414,26 +427,34 @@ int main(int argc, char** argv) {
                 };
                 std::tie(r.torch_off_first, r.torch_off) = tv(0);
                 std::tie(r.torch_on_first, r.torch_on) = tv(1);
-                fmt::print("{} {} {:<32} off {:<26} {:>8} ({:.0f} ms) | find {:<36} {:>8} | on {:<26} {:>8} ({:.0f} ms: {} timed, "
-                           "warm-ups {:.0f} ms, samples {:.0f} ms) | all {:<26} {:>8} ({:.0f} ms, {} cand) | torch {:>8} {:>8}\n",
-                           pr->name, dname, l.name, r.heuristic.id, fmt_ms(r.heuristic.steady_ms, r.heuristic.ok), r.heuristic.search_ms,
-                           r.finder.id, fmt_ms(r.finder.steady_ms, r.finder.ok), r.policy.id, fmt_ms(r.policy.steady_ms, r.policy.ok),
-                           r.policy.search_ms, r.policy.timed, r.policy.first_sum_ms, r.policy.samples_sum_ms, r.search.id,
-                           fmt_ms(r.search.steady_ms, r.search.ok), r.search.search_ms, r.search.candidates, fmt_opt(r.torch_off),
-                           fmt_opt(r.torch_on));
-                fmt::print("    bm=off parts: mode A {:.1f} ms, fallback {:.1f} ms, mode B {:.1f} ms, support of every algorithm {:.1f} ms; "
-                           "support decided for {} algorithms (bm=off) and {} (bm=on)\n",
-                           r.heuristics_ms[0], r.heuristics_ms[1], r.heuristics_ms[2], r.heuristics_ms[3], r.heuristic.checked,
-                           r.policy.checked);
+                fmt::print(
+                    "{} {} {:<32} off {:<26} {:>8} ({:.0f} ms) | find {:<36} {:>8} | on {:<26} {:>8} ({:.0f} ms: {} "
+                    "timed, "
+                    "warm-ups {:.0f} ms, samples {:.0f} ms) | all {:<26} {:>8} ({:.0f} ms, {} cand) | torch {:>8} "
+                    "{:>8}\n",
+                    pr->name, dname, l.name, r.heuristic.id, fmt_ms(r.heuristic.steady_ms, r.heuristic.ok),
+                    r.heuristic.search_ms, r.finder.id, fmt_ms(r.finder.steady_ms, r.finder.ok), r.policy.id,
+                    fmt_ms(r.policy.steady_ms, r.policy.ok), r.policy.search_ms, r.policy.timed, r.policy.first_sum_ms,
+                    r.policy.samples_sum_ms, r.search.id, fmt_ms(r.search.steady_ms, r.search.ok), r.search.search_ms,
+                    r.search.candidates, fmt_opt(r.torch_off), fmt_opt(r.torch_on));
+                fmt::print(
+                    "    bm=off parts: mode A {:.1f} ms, fallback {:.1f} ms, mode B {:.1f} ms, support of every "
+                    "algorithm {:.1f} ms; "
+                    "support decided for {} algorithms (bm=off) and {} (bm=on)\n",
+                    r.heuristics_ms[0], r.heuristics_ms[1], r.heuristics_ms[2], r.heuristics_ms[3], r.heuristic.checked,
+                    r.policy.checked);
                 std::fflush(stdout);
                 rows.push_back(r);
             }
 
             // Table
             md += fmt::format("\n### {} {} (batch {}, {})\n\n", pr->name, dname, batch, layout_name(pr->layout, 2));
-            md += "| layer | x | convtune bm=off pick | ms | first call ms | cuDNN finder pick | ms | search ms | convtune bm=on pick | ms | "
-                  "first call ms | exhaustive search winner | ms | search ms | PyTorch bm=False ms | first call ms | PyTorch bm=True ms | "
-                  "first call ms |\n";
+            md +=
+                "| layer | x | convtune bm=off pick | ms | first call ms | cuDNN finder pick | ms | search ms | "
+                "convtune bm=on pick | ms | "
+                "first call ms | exhaustive search winner | ms | search ms | PyTorch bm=False ms | first call ms | "
+                "PyTorch bm=True ms | "
+                "first call ms |\n";
             md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
             struct Sum {
                 double steady = 0, weighted = 0, search = 0;
@@ -447,17 +468,26 @@ int main(int argc, char** argv) {
                 ++s.n;
             };
             auto pick_json = [](const Pick& k) {
-                return json{{"id", k.id},       {"ok", k.ok},       {"steady_ms", k.steady_ms},         {"search_ms", k.search_ms},
-                            {"candidates", k.candidates}, {"checked", k.checked}, {"timed", k.timed}, {"warmups_ms", k.first_sum_ms}, {"samples_ms", k.samples_sum_ms}};
+                return json{{"id", k.id},
+                            {"ok", k.ok},
+                            {"steady_ms", k.steady_ms},
+                            {"search_ms", k.search_ms},
+                            {"candidates", k.candidates},
+                            {"checked", k.checked},
+                            {"timed", k.timed},
+                            {"warmups_ms", k.first_sum_ms},
+                            {"samples_ms", k.samples_sum_ms}};
             };
             json jt = json::array();
             for (const Row& r : rows) {
-                md += fmt::format("| {} | {} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {} | {} |\n",
-                                  r.layer, r.repeat, r.heuristic.id, fmt_ms(r.heuristic.steady_ms, r.heuristic.ok), r.heuristic.search_ms,
-                                  r.finder.id, fmt_ms(r.finder.steady_ms, r.finder.ok), r.finder.search_ms, r.policy.id,
-                                  fmt_ms(r.policy.steady_ms, r.policy.ok), r.policy.search_ms, r.search.id,
-                                  fmt_ms(r.search.steady_ms, r.search.ok), r.search.search_ms, fmt_opt(r.torch_off),
-                                  fmt_opt(r.torch_off_first, 1), fmt_opt(r.torch_on), fmt_opt(r.torch_on_first, 1));
+                md += fmt::format(
+                    "| {} | {} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} | {:.1f} | {} | {} "
+                    "| {} | {} |\n",
+                    r.layer, r.repeat, r.heuristic.id, fmt_ms(r.heuristic.steady_ms, r.heuristic.ok),
+                    r.heuristic.search_ms, r.finder.id, fmt_ms(r.finder.steady_ms, r.finder.ok), r.finder.search_ms,
+                    r.policy.id, fmt_ms(r.policy.steady_ms, r.policy.ok), r.policy.search_ms, r.search.id,
+                    fmt_ms(r.search.steady_ms, r.search.ok), r.search.search_ms, fmt_opt(r.torch_off),
+                    fmt_opt(r.torch_off_first, 1), fmt_opt(r.torch_on), fmt_opt(r.torch_on_first, 1));
                 if (r.heuristic.ok) acc(sh, r.heuristic.steady_ms, r.heuristic.search_ms, r.repeat);
                 if (r.finder.ok) acc(sf, r.finder.steady_ms, r.finder.search_ms, r.repeat);
                 if (r.policy.ok) acc(sp, r.policy.steady_ms, r.policy.search_ms, r.repeat);
@@ -468,8 +498,11 @@ int main(int argc, char** argv) {
                               {"repeat", r.repeat},
                               {"problem", r.problem.to_string()},
                               {"bm_off", pick_json(r.heuristic)},
-                              {"bm_off_parts_ms", {{"mode_a", r.heuristics_ms.at(0)}, {"fallback", r.heuristics_ms.at(1)},
-                                                   {"mode_b", r.heuristics_ms.at(2)}, {"support_all", r.heuristics_ms.at(3)}}},
+                              {"bm_off_parts_ms",
+                               {{"mode_a", r.heuristics_ms.at(0)},
+                                {"fallback", r.heuristics_ms.at(1)},
+                                {"mode_b", r.heuristics_ms.at(2)},
+                                {"support_all", r.heuristics_ms.at(3)}}},
                               {"finder", pick_json(r.finder)},
                               {"bm_on", pick_json(r.policy)},
                               {"exhaustive", pick_json(r.search)},
@@ -480,11 +513,14 @@ int main(int argc, char** argv) {
                               {"torch_bm_true_first_ms", r.torch_on_first ? json(*r.torch_on_first) : json(nullptr)}});
             }
             auto tot = [](const Sum& s, bool search = true) {
-                return s.n ? fmt::format("{:.3f} ({:.3f} weighted){}", s.steady, s.weighted, search ? "" : "") : std::string("-");
+                return s.n ? fmt::format("{:.3f} ({:.3f} weighted){}", s.steady, s.weighted, search ? "" : "")
+                           : std::string("-");
             };
-            md += fmt::format("| **total, {} layers** | | | {} | {:.0f} | | {} | {:.0f} | | {} | {:.0f} | | {} | {:.0f} | {} | {:.0f} | {} | {:.0f} |\n",
-                              rows.size(), tot(sh), sh.search, tot(sf), sf.search, tot(sp), sp.search, tot(ss), ss.search, tot(sto),
-                              sto.search, tot(stn), stn.search);
+            md += fmt::format(
+                "| **total, {} layers** | | | {} | {:.0f} | | {} | {:.0f} | | {} | {:.0f} | | {} | {:.0f} | {} | "
+                "{:.0f} | {} | {:.0f} |\n",
+                rows.size(), tot(sh), sh.search, tot(sf), sf.search, tot(sp), sp.search, tot(ss), ss.search, tot(sto),
+                sto.search, tot(stn), stn.search);
             all["tables"].push_back({{"precision", pr->name}, {"dir", dname}, {"rows", jt}});
             // Written after every table, so a run cut short keeps what it measured.
             if (!out_md.empty()) std::ofstream(out_md) << md;

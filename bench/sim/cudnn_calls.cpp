@@ -45,7 +45,9 @@ std::unordered_map<void*, int> heur_mode;  // engine heuristic descriptor -> its
 constexpr int kEngineHeur = 4, kAttrHeurMode = 200, kAttrHeurResults = 202;
 Counters c;
 
-double now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 void* real(const char* name, const char* const* libs) {
     if (void* f = dlsym(RTLD_NEXT, name)) return f;
@@ -81,11 +83,12 @@ void dump(const char* label, double wall_ms) {
     {
         std::lock_guard<std::mutex> g(mu);
         char buf[512];
-        std::snprintf(buf, sizeof buf,
-                      "{\"label\": \"%s\", \"wall_ms\": %.4f, \"execute\": [%ld, %.4f], \"execute_failed\": [%ld, %.4f], "
-                      "\"event_sync\": [%ld, %.4f], \"device_sync\": [%ld, %.4f]",
-                      label, wall_ms, c.exec_ok.n, c.exec_ok.ms, c.exec_fail.n, c.exec_fail.ms, c.event_sync.n, c.event_sync.ms,
-                      c.device_sync.n, c.device_sync.ms);
+        std::snprintf(
+            buf, sizeof buf,
+            "{\"label\": \"%s\", \"wall_ms\": %.4f, \"execute\": [%ld, %.4f], \"execute_failed\": [%ld, %.4f], "
+            "\"event_sync\": [%ld, %.4f], \"device_sync\": [%ld, %.4f]",
+            label, wall_ms, c.exec_ok.n, c.exec_ok.ms, c.exec_fail.n, c.exec_fail.ms, c.event_sync.n, c.event_sync.ms,
+            c.device_sync.n, c.device_sync.ms);
         s = buf;
         append(s, "create", c.create);
         append(s, "finalize", c.fin_ok);
@@ -94,8 +97,8 @@ void dump(const char* label, double wall_ms) {
         bool any = false;
         for (int m = 0; m < 4; ++m)
             if (c.heur[m].n) {
-                std::snprintf(buf, sizeof buf, "%s\"%d\": [%ld, %.4f, %.4f]", any ? ", " : ", \"heuristics\": {", m, c.heur[m].n,
-                              c.heur[m].ms, c.heur_max[m]);
+                std::snprintf(buf, sizeof buf, "%s\"%d\": [%ld, %.4f, %.4f]", any ? ", " : ", \"heuristics\": {", m,
+                              c.heur[m].n, c.heur[m].ms, c.heur_max[m]);
                 s += buf;
                 any = true;
             }
@@ -143,7 +146,8 @@ int cudnnBackendFinalize(void* d) {
 }
 
 int cudnnBackendGetAttribute(void* d, int name, int type, int64_t requested, int64_t* count, void* array) {
-    static auto f = reinterpret_cast<int (*)(void*, int, int, int64_t, int64_t*, void*)>(real("cudnnBackendGetAttribute", kCudnn));
+    static auto f =
+        reinterpret_cast<int (*)(void*, int, int, int64_t, int64_t*, void*)>(real("cudnnBackendGetAttribute", kCudnn));
     const double t0 = now_ms();
     const int s = f(d, name, type, requested, count, array);
     const double t = now_ms() - t0;
@@ -160,7 +164,8 @@ int cudnnBackendGetAttribute(void* d, int name, int type, int64_t requested, int
 }
 
 int cudnnBackendSetAttribute(void* d, int name, int type, int64_t count, const void* array) {
-    static auto f = reinterpret_cast<int (*)(void*, int, int, int64_t, const void*)>(real("cudnnBackendSetAttribute", kCudnn));
+    static auto f =
+        reinterpret_cast<int (*)(void*, int, int, int64_t, const void*)>(real("cudnnBackendSetAttribute", kCudnn));
     const int s = f(d, name, type, count, array);
     if (name == kAttrHeurMode && s == 0 && count >= 1 && array) {
         std::lock_guard<std::mutex> g(mu);

@@ -237,7 +237,8 @@ void Measurement::record(std::size_t i, double ms, const Status& st) {
             drop(
                 t,
                 fmt::format(
-                    "stopped after its first call: {:.4g} ms, over {:g}x the fastest call so far (its kernel was loaded)",
+                    "stopped after its first call: {:.4g} ms, over {:g}x the fastest call so far (its kernel was "
+                    "loaded)",
                     ms, s_.drop_ratio));
         return;
     }

@@ -33,7 +33,9 @@ std::vector<std::shared_ptr<const Decision>> agree(const std::vector<ConvProblem
     if (msg.contains("error")) throw Error("rank 0 could not decide: " + msg["error"].get<std::string>());
     if (rank == 0) return out;
     const nlohmann::json& ds = msg["decisions"];
-    if (ds.size() != problems.size()) throw Error("agree: rank 0 decided " + std::to_string(ds.size()) + " problems, this rank asked for " + std::to_string(problems.size()));
+    if (ds.size() != problems.size())
+        throw Error("agree: rank 0 decided " + std::to_string(ds.size()) + " problems, this rank asked for " +
+                    std::to_string(problems.size()));
     for (std::size_t i = 0; i < problems.size(); ++i) {
         Decision d = decision_from_json(ds[i]);
         d.key = cache_key(b, problems[i], f);

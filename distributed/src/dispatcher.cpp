@@ -86,7 +86,8 @@ void Dispatcher::give_up_orphans() {
             continue;
         }
         std::vector<std::string> why = reasons_[*it];
-        why.push_back(why.empty() ? "no rank left to decide it (every rank was retired)" : "no other rank left to retry it");
+        why.push_back(why.empty() ? "no rank left to decide it (every rank was retired)"
+                                  : "no other rank left to retry it");
         given_up_[*it] = std::move(why);
         reasons_.erase(*it);
         it = pending_.erase(it);

@@ -34,7 +34,9 @@ public:
         excluded_.insert(rank);
         give_up_orphans();
     }
-    bool retired(int rank) const { return retired_.count(rank) != 0 || excluded_.count(rank) != 0 || lost_.count(rank) != 0; }
+    bool retired(int rank) const {
+        return retired_.count(rank) != 0 || excluded_.count(rank) != 0 || lost_.count(rank) != 0;
+    }
     bool finished() const { return done_ + static_cast<int64_t>(given_up_.size()) == count_; }
     int64_t done() const { return done_; }
     int64_t count() const { return count_; }

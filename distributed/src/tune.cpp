@@ -59,7 +59,8 @@ std::string host_tag() {
     char h[256] = {0};
     if (::gethostname(h, sizeof h - 1) != 0) return "host";
     std::string out;
-    for (const char* c = h; *c; ++c) out += (std::isalnum(static_cast<unsigned char>(*c)) || *c == '.' || *c == '_') ? *c : '_';
+    for (const char* c = h; *c; ++c)
+        out += (std::isalnum(static_cast<unsigned char>(*c)) || *c == '.' || *c == '_') ? *c : '_';
     return out.empty() ? "host" : out;
 }
 
@@ -150,8 +151,10 @@ public:
     TempDir() {
         prepare_temp_dirs();
         std::string tmpl =
-            (fs::temp_directory_path() / ("convtune-dist-" + host_tag() + "-" + std::to_string(::getpid()) + "-XXXXXX")).string();
-        if (!::mkdtemp(tmpl.data())) throw Error("cannot create a temporary folder in " + fs::temp_directory_path().string());
+            (fs::temp_directory_path() / ("convtune-dist-" + host_tag() + "-" + std::to_string(::getpid()) + "-XXXXXX"))
+                .string();
+        if (!::mkdtemp(tmpl.data()))
+            throw Error("cannot create a temporary folder in " + fs::temp_directory_path().string());
         path_ = tmpl;
         static std::mutex slots;  // (the handler only reads: a slot is filled before it is marked used)
         std::lock_guard lk(slots);
@@ -245,7 +248,8 @@ json hello(const std::string& err) {
 }
 
 // Ranks other than 0: ask, decide, send, until told to stop.
-TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& seed, int rank, int size, const TuneOptions& o) {
+TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& seed, int rank, int size,
+                 const TuneOptions& o) {
     // While a problem is decided (on a thread of its own), the main thread tells rank 0 it is alive.
     const auto beat = std::chrono::duration<double>(o.rank_timeout_s > 0 ? std::min(1.0, o.rank_timeout_s / 4) : 0);
     TuneReport rep;
@@ -266,7 +270,8 @@ TuneReport serve(const app::TuneRequest& r, const std::optional<std::string>& se
             json m;
             if (beat.count() > 0) {
                 auto decided = std::async(std::launch::async, [&w, i] { return w->decide(i); });
-                while (decided.wait_for(beat) == std::future_status::timeout) detail::send_string("", 0, tag_heartbeat, MPI_COMM_WORLD);
+                while (decided.wait_for(beat) == std::future_status::timeout)
+                    detail::send_string("", 0, tag_heartbeat, MPI_COMM_WORLD);
                 m = decided.get();
             } else {
                 m = w->decide(i);
@@ -329,11 +334,21 @@ class Coordinator {
 public:
     using Clock = std::chrono::steady_clock;
 
-    Coordinator(const app::TuneRequest& r, app::TuneJob& job, std::optional<std::string> seed, int size, app::TuneSink* sink,
-                const TuneOptions& o, Clock::time_point t0)
-        : r_(r), job_(job), seed_(std::move(seed)), size_(size), sink_(sink), o_(o), t0_(t0), n_(job.size()),
-          works_(o.rank0_works || size == 1), disp_(n_, size, o.max_attempts, o.retire_after), out_(job.header().db),
-          local_done_(!works_), heard_(static_cast<std::size_t>(size), t0) {
+    Coordinator(const app::TuneRequest& r, app::TuneJob& job, std::optional<std::string> seed, int size,
+                app::TuneSink* sink, const TuneOptions& o, Clock::time_point t0)
+        : r_(r),
+          job_(job),
+          seed_(std::move(seed)),
+          size_(size),
+          sink_(sink),
+          o_(o),
+          t0_(t0),
+          n_(job.size()),
+          works_(o.rank0_works || size == 1),
+          disp_(n_, size, o.max_attempts, o.retire_after),
+          out_(job.header().db),
+          local_done_(!works_),
+          heard_(static_cast<std::size_t>(size), t0) {
         rep_.ranks = size;
         rep_.totals = job.header();
         if (!works_) disp_.exclude(0);
@@ -451,9 +466,10 @@ private:
             const std::vector<int64_t> back = disp_.lose(k);
             std::string what;
             for (int64_t i : back) what += (what.empty() ? "" : ", ") + job_.problem(i).problem;
-            lost_why_.push_back(fmt::format("rank {}: no word from it for {:.0f} s (--rank-timeout) while it decided {}; "
-                                            "retired (stopped, hung or gone), its problem handed to another rank",
-                                            k, silent, what.empty() ? "a problem" : what));
+            lost_why_.push_back(
+                fmt::format("rank {}: no word from it for {:.0f} s (--rank-timeout) while it decided {}; "
+                            "retired (stopped, hung or gone), its problem handed to another rank",
+                            k, silent, what.empty() ? "a problem" : what));
             std::fprintf(stderr, "convtune: %s\n", lost_why_.back().c_str());
             std::fflush(stderr);
         }
@@ -555,8 +571,8 @@ private:
         if (batch_.empty()) return;
         int64_t lost = 0;
         for (const DbSection& x : batch_) lost += static_cast<int64_t>(x.entries.size());
-        std::fprintf(stderr, "convtune: warning: %lld tuning results could not be saved to %s\n", static_cast<long long>(lost),
-                     out_.c_str());
+        std::fprintf(stderr, "convtune: warning: %lld tuning results could not be saved to %s\n",
+                     static_cast<long long>(lost), out_.c_str());
     }
 
     // Whether the job is over; shows the progress when results came (`any`).
@@ -577,7 +593,8 @@ private:
             const int64_t left = n_ - done - given_up;
             r_.progress(done + given_up, n_,
                         fmt::format("{} rank{}, {:.1f} problems/s, {}", size_, size_ == 1 ? "" : "s", rate,
-                                    rate > 0 ? "~" + format_duration(static_cast<double>(left) / rate) + " left" : "estimating"));
+                                    rate > 0 ? "~" + format_duration(static_cast<double>(left) / rate) + " left"
+                                             : "estimating"));
         }
         return finished;
     }
@@ -658,7 +675,8 @@ void end_job(int code) {
 }
 
 std::string to_text(const TuneReport& r) {
-    std::string s = fmt::format("distributed over {} rank{} in {:.2f} s; decided per rank:", r.ranks, r.ranks == 1 ? "" : "s", r.wall_s);
+    std::string s = fmt::format("distributed over {} rank{} in {:.2f} s; decided per rank:", r.ranks,
+                                r.ranks == 1 ? "" : "s", r.wall_s);
     for (std::size_t i = 0; i < r.decided.size(); ++i) s += fmt::format(" {}={}", i, r.decided[i]);
     s += fmt::format("; {} retried after a failure\n", r.retried);
     for (int k : r.retired) s += fmt::format("rank {} retired: it failed problems that other ranks decided\n", k);

@@ -63,14 +63,16 @@ py::dict flags_to_dict(const FlagValues& f) {
         if (const BoolFlag* b = find_bool_flag(key)) d[key] = f.*(b->field);
         else if (std::string_view(key) == "policy") d[key] = std::string(to_string(f.policy));
         else if (std::string_view(key) == "workspace_limit" && f.workspace_limit == kUnlimited) d[key] = py::none();
-        else if (const NumericFlag* n = find_numeric_flag(key)) std::visit([&](auto field) { d[key] = f.*field; }, n->field);
+        else if (const NumericFlag* n = find_numeric_flag(key))
+            std::visit([&](auto field) { d[key] = f.*field; }, n->field);
     }
     return d;
 }
 
 template <class T>
 T get_number(const std::string& key, py::handle v, T lo) {
-    if (py::isinstance<py::bool_>(v) || !(py::isinstance<py::int_>(v) || (std::is_floating_point_v<T> && py::isinstance<py::float_>(v))))
+    if (py::isinstance<py::bool_>(v) ||
+        !(py::isinstance<py::int_>(v) || (std::is_floating_point_v<T> && py::isinstance<py::float_>(v))))
         throw py::type_error(key + ": expected " + (std::is_floating_point_v<T> ? "a number" : "an int") + ", got " +
                              std::string(py::str(v.get_type().attr("__name__"))));
     if (!(v.cast<double>() >= static_cast<double>(lo)))
@@ -81,13 +83,16 @@ T get_number(const std::string& key, py::handle v, T lo) {
         const py::int_ hi(std::numeric_limits<T>::max());
         const int above = PyObject_RichCompareBool(v.ptr(), hi.ptr(), Py_GT);
         if (above < 0) throw py::error_already_set();
-        if (above) throw Error(key + ": must be <= " + fmt::format("{}", std::numeric_limits<T>::max()) + " (got " + py::str(v).cast<std::string>() + ")");
+        if (above)
+            throw Error(key + ": must be <= " + fmt::format("{}", std::numeric_limits<T>::max()) + " (got " +
+                        py::str(v).cast<std::string>() + ")");
     }
     return v.cast<T>();
 }
 
 bool get_bool(const std::string& key, py::handle v) {
-    if (!py::isinstance<py::bool_>(v)) throw py::type_error(key + ": expected a bool, got " + std::string(py::str(v.get_type().attr("__name__"))));
+    if (!py::isinstance<py::bool_>(v))
+        throw py::type_error(key + ": expected a bool, got " + std::string(py::str(v.get_type().attr("__name__"))));
     return v.cast<bool>();
 }
 
@@ -99,8 +104,11 @@ FlagValues apply_flags(FlagValues f, const py::dict& d) {
         else if (key == "policy") f.policy = parse_policy(py::str(v).cast<std::string>());
         else if (key == "workspace_limit" && v.is_none()) f.workspace_limit = kUnlimited;
         else if (const NumericFlag* n = find_numeric_flag(key))
-            std::visit([&](auto field) { f.*field = get_number(key, v, static_cast<std::remove_reference_t<decltype(f.*field)>>(n->lo)); },
-                       n->field);
+            std::visit(
+                [&](auto field) {
+                    f.*field = get_number(key, v, static_cast<std::remove_reference_t<decltype(f.*field)>>(n->lo));
+                },
+                n->field);
         else throw Error("flags: unknown flag " + quote_input(key));
     }
     if (f.max_samples < f.min_samples) throw Error("max_samples: must be >= min_samples");
@@ -111,15 +119,17 @@ FlagValues apply_flags(FlagValues f, const py::dict& d) {
 
 Dims dims_of(const std::string& name, const std::vector<int64_t>& v, std::size_t nd, int64_t neutral) {
     if (v.size() != nd)
-        throw Error(name + ": expected " + std::to_string(nd) + " values (one per spatial dim), got " + std::to_string(v.size()));
+        throw Error(name + ": expected " + std::to_string(nd) + " values (one per spatial dim), got " +
+                    std::to_string(v.size()));
     Dims d{neutral, neutral, neutral};
     for (std::size_t i = 0; i < nd; ++i) d[i] = v[i];
     return d;
 }
 
-ConvProblem make_problem(const std::string& direction, const std::string& dtype, const std::string& layout, int64_t n, int64_t c,
-                         int64_t k, int64_t groups, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
-                         const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation, const std::vector<int64_t>& pad,
+ConvProblem make_problem(const std::string& direction, const std::string& dtype, const std::string& layout, int64_t n,
+                         int64_t c, int64_t k, int64_t groups, const std::vector<int64_t>& in,
+                         const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                         const std::vector<int64_t>& dilation, const std::vector<int64_t>& pad,
                          const std::vector<int64_t>& pad_end) {
     const std::size_t nd = in.size();
     if (nd < 1 || nd > 3) throw Error("spatial_dims: must be 1, 2 or 3 (got " + std::to_string(nd) + ")");
@@ -186,7 +196,8 @@ char dtype_char(DataType t) {
 }
 
 // Checks one NumPy buffer against the tensor the problem expects and returns its view.
-TensorView view_of(const ConvProblem& p, const char* name, const py::array& a, const std::vector<int64_t>& dims, bool written) {
+TensorView view_of(const ConvProblem& p, const char* name, const py::array& a, const std::vector<int64_t>& dims,
+                   bool written) {
     if (a.dtype().kind() != 'f' || a.dtype().char_() != dtype_char(p.dtype))
         throw py::type_error(std::string(name) + ": expected " + std::string(to_string(p.dtype)) + " data, got " +
                              std::string(py::str(a.dtype())));
@@ -206,7 +217,8 @@ TensorView view_of(const ConvProblem& p, const char* name, const py::array& a, c
 
 // Runs the problem on the given arrays: x, w, y as the problem's direction reads and writes them
 // (fwd writes y, bwd_data writes x, bwd_filter writes w).
-void convolution_numpy(const std::string& problem, const py::array& x, const py::array& w, const py::array& y, const std::string& backend) {
+void convolution_numpy(const std::string& problem, const py::array& x, const py::array& w, const py::array& y,
+                       const std::string& backend) {
     const ConvProblem p = ConvProblem::parse(problem);
     if (p.layout != Layout::nchw) throw Error("layout: the Python module takes channels-first (NCHW) arrays");
     ConvTensors t{view_of(p, "x", x, p.x_dims(), p.direction == Direction::bwd_data),
@@ -229,7 +241,8 @@ void convolution_numpy(const std::string& problem, const py::array& x, const py:
             for (int i = 0; i < 3; ++i) {
                 bufs[i] = b.allocate(views[i]->bytes);
                 if (!bufs[i]) {
-                    s = Status::out_of_memory("cannot allocate " + std::to_string(views[i]->bytes) + " bytes on backend " + backend);
+                    s = Status::out_of_memory("cannot allocate " + std::to_string(views[i]->bytes) +
+                                              " bytes on backend " + backend);
                     break;
                 }
                 *dviews[i] = {bufs[i].data(), views[i]->bytes};
@@ -354,7 +367,8 @@ std::string report_json(std::string_view name, Op op, const py::kwargs& kw) {
 // (sizes, strides, data pointer, bytes) -> FrameworkTensor
 app::FrameworkTensor framework_tensor(const py::tuple& t) {
     if (t.size() != 4) throw py::type_error("tensor: expected (sizes, strides, data_ptr, bytes)");
-    return {t[0].cast<std::vector<int64_t>>(), t[1].cast<std::vector<int64_t>>(), t[2].cast<std::uintptr_t>(), t[3].cast<std::size_t>()};
+    return {t[0].cast<std::vector<int64_t>>(), t[1].cast<std::vector<int64_t>>(), t[2].cast<std::uintptr_t>(),
+            t[3].cast<std::size_t>()};
 }
 
 // Workspace from a Python callable: alloc(bytes) -> (owner, data_ptr); the owner (a framework
@@ -378,14 +392,24 @@ WorkspaceSource workspace_source(const py::object& alloc) {
     };
 }
 
-py::dict run_framework(Context& ctx, const std::string& direction, const std::string& dtype, const py::tuple& x, const py::tuple& w,
-                       const py::tuple& y, const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
-                       const std::vector<int64_t>& dilation, int64_t groups, const std::string& backend, const py::dict& flags,
-                       std::uintptr_t stream, const py::object& alloc) {
-    app::FrameworkCall c{.direction = direction, .dtype = dtype, .x = framework_tensor(x), .w = framework_tensor(w),
-                         .y = framework_tensor(y), .stride = stride, .padding = padding, .dilation = dilation, .groups = groups,
-                         .backend = backend, .flags = apply_flags(current_flags(), flags),
-                         .stream = reinterpret_cast<void*>(stream), .workspace = workspace_source(alloc)};
+py::dict run_framework(Context& ctx, const std::string& direction, const std::string& dtype, const py::tuple& x,
+                       const py::tuple& w, const py::tuple& y, const std::vector<int64_t>& stride,
+                       const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups,
+                       const std::string& backend, const py::dict& flags, std::uintptr_t stream,
+                       const py::object& alloc) {
+    app::FrameworkCall c{.direction = direction,
+                         .dtype = dtype,
+                         .x = framework_tensor(x),
+                         .w = framework_tensor(w),
+                         .y = framework_tensor(y),
+                         .stride = stride,
+                         .padding = padding,
+                         .dilation = dilation,
+                         .groups = groups,
+                         .backend = backend,
+                         .flags = apply_flags(current_flags(), flags),
+                         .stream = reinterpret_cast<void*>(stream),
+                         .workspace = workspace_source(alloc)};
     app::FrameworkResult r;
     {
         py::gil_scoped_release release;
@@ -416,8 +440,12 @@ FlagValues framework_flags(FlagValues f, const convtune_call& c) {
 }
 
 app::FrameworkTensor framework_tensor(const char* name, const convtune_tensor& t) {
-    if (t.rank < 0 || t.rank > 5) throw Error(std::string(name) + ": rank must be 0 to 5 (got " + std::to_string(t.rank) + ")");
-    return {{t.sizes, t.sizes + t.rank}, {t.strides, t.strides + t.rank}, reinterpret_cast<std::uintptr_t>(t.data), t.bytes};
+    if (t.rank < 0 || t.rank > 5)
+        throw Error(std::string(name) + ": rank must be 0 to 5 (got " + std::to_string(t.rank) + ")");
+    return {{t.sizes, t.sizes + t.rank},
+            {t.strides, t.strides + t.rank},
+            reinterpret_cast<std::uintptr_t>(t.data),
+            t.bytes};
 }
 
 template <std::size_t N>
@@ -458,11 +486,19 @@ int c_run(void* context, const convtune_call* c, convtune_result* r) noexcept {
                 });
             };
         }
-        app::FrameworkCall fc{.direction = c->direction ? c->direction : "", .dtype = c->dtype ? c->dtype : "",
-                              .x = framework_tensor("x", c->x), .w = framework_tensor("w", c->w), .y = framework_tensor("y", c->y),
-                              .stride = {c->stride, c->stride + nd}, .padding = {c->padding, c->padding + nd},
-                              .dilation = {c->dilation, c->dilation + nd}, .groups = c->groups, .backend = c->backend ? c->backend : "",
-                              .flags = framework_flags(current_flags(), *c), .stream = c->stream, .workspace = std::move(ws)};
+        app::FrameworkCall fc{.direction = c->direction ? c->direction : "",
+                              .dtype = c->dtype ? c->dtype : "",
+                              .x = framework_tensor("x", c->x),
+                              .w = framework_tensor("w", c->w),
+                              .y = framework_tensor("y", c->y),
+                              .stride = {c->stride, c->stride + nd},
+                              .padding = {c->padding, c->padding + nd},
+                              .dilation = {c->dilation, c->dilation + nd},
+                              .groups = c->groups,
+                              .backend = c->backend ? c->backend : "",
+                              .flags = framework_flags(current_flags(), *c),
+                              .stream = c->stream,
+                              .workspace = std::move(ws)};
         const app::FrameworkResult fr = app::run_framework(*static_cast<Context*>(context), fc);
         r->ran = fr.ran;
         copy_text(r->fallback, fr.fallback);
@@ -578,7 +614,8 @@ PYBIND11_MODULE(_convtune, m) {
             d["text"] = to_text(b);
             return d;
         },
-        "What this build is: version, arch (-march, '' = portable), isa, cpu_levels (the CPU algorithms' instruction-set "
+        "What this build is: version, arch (-march, '' = portable), isa, cpu_levels (the CPU algorithms' "
+        "instruction-set "
         "levels) and cpu_level (the one running), backends compiled in, compiler, and text "
         "(what `convtune --version` prints)");
     m.def("get_flags", [] { return flags_to_dict(global_flags()); }, "The process-wide flags as a dict");
@@ -601,7 +638,8 @@ PYBIND11_MODULE(_convtune, m) {
             set_thread_flags(apply_flags(current_flags(), d.cast<py::dict>()));
         },
         py::arg("flags"),
-        "Sets this thread's override to the flags in effect on it with the dict's entries applied (validated first); None "
+        "Sets this thread's override to the flags in effect on it with the dict's entries applied (validated first); "
+        "None "
         "clears it");
     m.def(
         "policies",
@@ -651,44 +689,57 @@ PYBIND11_MODULE(_convtune, m) {
           "The preparation work a backend has done in this process, by kind (Backend::work_counts: cuDNN's "
           "heuristic queries, engine and plan builds, ...; empty for a backend that prepares nothing)");
 
-    m.def("make_problem", [](const std::string& direction, const std::string& dtype, const std::string& layout, int64_t n, int64_t c, int64_t k,
-                             int64_t groups, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
-                             const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation, const std::vector<int64_t>& pad,
-                             const std::vector<int64_t>& pad_end) {
-        return problem_to_dict(make_problem(direction, dtype, layout, n, c, k, groups, in, kernel, stride, dilation, pad, pad_end));
-    },
-          py::arg("direction"), py::arg("dtype"), py::arg("layout"), py::arg("n"), py::arg("c"), py::arg("k"), py::arg("groups"),
-          py::arg("in_"), py::arg("kernel"), py::arg("stride"), py::arg("dilation"), py::arg("pad"), py::arg("pad_end"));
-    m.def("parse_problem", [](const std::string& text) { return problem_to_dict(ConvProblem::parse_any(text)); }, py::arg("text"));
+    m.def(
+        "make_problem",
+        [](const std::string& direction, const std::string& dtype, const std::string& layout, int64_t n, int64_t c,
+           int64_t k, int64_t groups, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
+           const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation, const std::vector<int64_t>& pad,
+           const std::vector<int64_t>& pad_end) {
+            return problem_to_dict(
+                make_problem(direction, dtype, layout, n, c, k, groups, in, kernel, stride, dilation, pad, pad_end));
+        },
+        py::arg("direction"), py::arg("dtype"), py::arg("layout"), py::arg("n"), py::arg("c"), py::arg("k"),
+        py::arg("groups"), py::arg("in_"), py::arg("kernel"), py::arg("stride"), py::arg("dilation"), py::arg("pad"),
+        py::arg("pad_end"));
+    m.def(
+        "parse_problem", [](const std::string& text) { return problem_to_dict(ConvProblem::parse_any(text)); },
+        py::arg("text"));
 
     m.def("check_memory_budget", [](const std::string& problem) { check_memory_budget(ConvProblem::parse(problem)); },
           py::arg("problem"),
           "Raises Error naming each tensor's size and the budget when the problem's x + w + y exceed memory_budget()");
-    m.def("memory_budget", [] { return memory_budget(); }, "The host memory budget in bytes (CONVTUNE_MAX_BYTES or the default)");
+    m.def(
+        "memory_budget", [] { return memory_budget(); },
+        "The host memory budget in bytes (CONVTUNE_MAX_BYTES or the default)");
 
     py::class_<Context>(m, "FrameworkContext",
                         "A tuning cache, the tuning database at `db` (\"\" = none) and one selector per backend")
         .def(py::init<const std::string&>(), py::arg("db"))
-        .def("run", &run_framework, py::arg("direction"), py::arg("dtype"), py::arg("x"), py::arg("w"), py::arg("y"),
-             py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("groups"), py::arg("backend"), py::arg("flags"),
-             py::arg("stream"), py::arg("alloc"),
-             "convtune::app::run_framework: x, w, y are (sizes, strides, data_ptr, bytes); flags a dict applied to the current "
-             "flags; stream an int (0: the default); alloc(bytes) -> (owner, data_ptr) or None. Returns a dict: ran, fallback, "
-             "detail, problem, algorithm, source, search_ms")
+        .def(
+            "run", &run_framework, py::arg("direction"), py::arg("dtype"), py::arg("x"), py::arg("w"), py::arg("y"),
+            py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("groups"), py::arg("backend"),
+            py::arg("flags"), py::arg("stream"), py::arg("alloc"),
+            "convtune::app::run_framework: x, w, y are (sizes, strides, data_ptr, bytes); flags a dict applied to the "
+            "current "
+            "flags; stream an int (0: the default); alloc(bytes) -> (owner, data_ptr) or None. Returns a dict: ran, "
+            "fallback, "
+            "detail, problem, algorithm, source, search_ms")
         .def(
             "_address", [](Context& c) { return reinterpret_cast<std::uintptr_t>(&c); },
             "The context's address for the C interface's run (valid while this object lives)");
 
     m.def(
         "framework_refusal", &framework_refusal, py::arg("device"), py::arg("x"), py::arg("w"), py::arg("transposed"),
-        py::arg("enabled"), py::arg("home"), py::arg("groups") = 1, py::arg("channels") = 0, py::arg("out_channels") = 0,
-        py::arg("channels_last") = false,
-        "convtune::app::framework_refusal: x and w are (device type, index, layout, dtype) in PyTorch's names; home the "
+        py::arg("enabled"), py::arg("home"), py::arg("groups") = 1, py::arg("channels") = 0,
+        py::arg("out_channels") = 0, py::arg("channels_last") = false,
+        "convtune::app::framework_refusal: x and w are (device type, index, layout, dtype) in PyTorch's names; home "
+        "the "
         "CUDA device convtune's handles live on (-1: none yet); groups, x's channels, w's output channels and whether "
         "the call is channels-last. Returns (category or None, detail, home)");
     m.def(
         "framework_flags", &framework_flag_values, py::arg("torch_flags"), py::arg("policy"),
-        "convtune::app::flags_from_torch: the convtune flags (a dict of only those it sets) that PyTorch's flags (a dict: "
+        "convtune::app::flags_from_torch: the convtune flags (a dict of only those it sets) that PyTorch's flags (a "
+        "dict: "
         "enabled, benchmark, deterministic, allow_tf32, benchmark_limit or None) and the policy mean");
     m.def(
         "framework_fallback_categories",
@@ -699,11 +750,13 @@ PYBIND11_MODULE(_convtune, m) {
         },
         "Every fallback category convtune::app names (framework_refusal's and run_framework's)");
     m.def(
-        "_framework_api", [] { return py::capsule(static_cast<const void*>(&kFrameworkApi), CONVTUNE_FRAMEWORK_API_NAME); },
+        "_framework_api",
+        [] { return py::capsule(static_cast<const void*>(&kFrameworkApi), CONVTUNE_FRAMEWORK_API_NAME); },
         "The C interface of convtune_framework_api.h (a PyCapsule named " CONVTUNE_FRAMEWORK_API_NAME
         "): run_framework for extensions built apart from convtune (convtune.torch's C++ override)");
 
-    m.def("convolution", &convolution_numpy, py::arg("problem"), py::arg("x"), py::arg("w"), py::arg("y"), py::arg("backend"));
+    m.def("convolution", &convolution_numpy, py::arg("problem"), py::arg("x"), py::arg("w"), py::arg("y"),
+          py::arg("backend"));
 
     m.def(
         "write_file_atomic",
@@ -713,7 +766,8 @@ PYBIND11_MODULE(_convtune, m) {
             write_file_atomic(path, bytes);
         },
         py::arg("path"), py::arg("data"),
-        "Writes data (bytes) to path as convtune's CLI writes its outputs: only where a regular file or nothing stands, "
+        "Writes data (bytes) to path as convtune's CLI writes its outputs: only where a regular file or nothing "
+        "stands, "
         "through a temporary file, fsync and rename; raises convtune.Error naming the path otherwise");
     // The application operations: keyword arguments are the request's fields (app::visit_fields),
     // the result is the JSON text `convtune <op> --json` prints.

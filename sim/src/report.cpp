@@ -185,18 +185,22 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
     }
     if (r.estimated_problems > 0) {
         o += fmt::format(
-            "estimated: {} problems were not in the recording; their times come from the performance model fitted on it "
-            "(docs/simulation.md), up to {:.1f}x the multiply-adds of the nearest recorded problem, with a range of +-{:g} "
+            "estimated: {} problems were not in the recording; their times come from the performance model fitted on "
+            "it "
+            "(docs/simulation.md), up to {:.1f}x the multiply-adds of the nearest recorded problem, with a range of "
+            "+-{:g} "
             "standard deviations.\n",
             r.estimated_problems, r.max_extrapolation, PerfModel::kSigmas);
         if (r.assumed_problems > 0)
             o += fmt::format(
-                "assumed: for {} of them the recording has no problem of the same layer; which algorithms run them and their "
+                "assumed: for {} of them the recording has no problem of the same layer; which algorithms run them "
+                "and their "
                 "workspace are assumed from the nearest recorded problem of the same direction.\n",
                 r.assumed_problems);
         if (r.floored_problems > 0)
             o += fmt::format(
-                "warning: for {} of them an algorithm's estimate fell below the fastest time the recording measured on the "
+                "warning: for {} of them an algorithm's estimate fell below the fastest time the recording measured "
+                "on the "
                 "device (its launch floor) and was raised to it.\n",
                 r.floored_problems);
     }

@@ -458,7 +458,8 @@ ScenarioResult median_run(std::vector<ScenarioResult> runs) {
 std::string StepTime::describe() const {
     if (!known) {
         if (!failure.empty()) return "totals are convolutions only: " + failure;
-        return "totals are convolutions only (no step wall times recorded for the simulated iterations; traces from convtune.capture have them)";
+        return "totals are convolutions only (no step wall times recorded for the simulated iterations; traces from "
+            "convtune.capture have them)";
     }
     const bool plain = timing.source == TraceTiming::Source::plain;
     const std::string how =
@@ -474,7 +475,8 @@ std::string StepTime::describe() const {
     if (!other_ms.empty()) t += fmt::format(" ({} in the first)", seconds(other_ms.front()));
     if (clamped > 0)
         t += fmt::format(
-            "; in {} iteration{} the simulated convolutions took longer than the recorded step (a trace from another machine?): "
+            "; in {} iteration{} the simulated convolutions took longer than the recorded step (a trace from another "
+            "machine?): "
             "0 there",
             clamped, clamped == 1 ? "" : "s");
     return t;
@@ -643,7 +645,8 @@ SimulationResult simulate_on(Backend& b, ReplayBackend* replay, const Stream& st
             "iterations",
             fmt::format(
                 "{} iterations of this stream make {} convolution calls per setting, {} for {} settings{}: above the "
-                "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations, settings or repeats",
+                "limit of {} calls per simulation (about {} minutes of bookkeeping alone); simulate fewer iterations, "
+                "settings or repeats",
                 o.iterations, calls, calls * n_runs, settings.size(),
                 repeats > 1 ? fmt::format(" x {} runs", repeats) : std::string(), kMaxSimulatedCalls,
                 kMaxSimulatedCalls / kSimulatedCallsPerMinute));
@@ -761,7 +764,8 @@ void analyze(SimulationResult& r, double min_saving) {
     if (!r.judgeable) {
         r.recommendation.setting = "";
         r.recommendation.text =
-            "no recommendation: a replay built from a tuning database knows only the winners' medians, not what benchmark off would run";
+            "no recommendation: a replay built from a tuning database knows only the winners' medians, not what "
+            "benchmark off would run";
         return;
     }
     // Choose among the settings that keep the baseline's constraints (deterministic, tf32).
@@ -814,7 +818,8 @@ void analyze(SimulationResult& r, double min_saving) {
         rec.setting = base.setting.name;
         rec.saving = 0;
         rec.text = fmt::format(
-            "keep benchmark {}: no difference beyond the noise over {} iterations: '{}' would save {} by the median of {} "
+            "keep benchmark {}: no difference beyond the noise over {} iterations: '{}' would save {} by the median "
+            "of {} "
             "runs, but its totals ({} to {}) overlap the baseline's ({} to {})",
             base.setting.flags.benchmark ? "as it is" : "off", n, ns.setting.name,
             percent(r.comparisons[static_cast<std::size_t>(noisy)].saving), ns.repeat_totals_ms.size(),
@@ -853,7 +858,8 @@ void analyze(SimulationResult& r, double min_saving) {
             rec.setting = base.setting.name;
             rec.saving = 0;
             rec.text = fmt::format(
-                "keep benchmark {}: the best, '{}', saves {} over {} iterations, but only {} with the {} estimated problems at "
+                "keep benchmark {}: the best, '{}', saves {} over {} iterations, but only {} with the {} estimated "
+                "problems at "
                 "either end of their range: the difference is inside the estimate's uncertainty",
                 base.setting.flags.benchmark ? "as it is" : "off", bs.setting.name, percent(bc.saving), n,
                 percent(worst), r.estimated_problems);

@@ -23,7 +23,9 @@ int main() {
     FlagValues f = global_flags();
     f.benchmark = true;
     set_global_flags(f);
-    const ConvTensors t{{x.data(), x.size() * sizeof(float)}, {w.data(), w.size() * sizeof(float)}, {y.data(), y.size() * sizeof(float)}};
+    const ConvTensors t{{x.data(), x.size() * sizeof(float)},
+                        {w.data(), w.size() * sizeof(float)},
+                        {y.data(), y.size() * sizeof(float)}};
     const Status s = convolution(p, t, "cpu");
     if (!s.ok()) {
         std::printf("consumer: convolution failed: %s\n", s.message.c_str());
@@ -45,19 +47,24 @@ int main() {
                     for (int64_t c = 0; c < cg; ++c)
                         for (int64_t r = 0; r < p.kernel[0]; ++r)
                             for (int64_t q = 0; q < p.kernel[1]; ++q) {
-                                const int64_t hi = i * p.stride[0] - p.pad_begin[0] + r, wi = j * p.stride[1] - p.pad_begin[1] + q;
+                                const int64_t hi = i * p.stride[0] - p.pad_begin[0] + r,
+                                              wi = j * p.stride[1] - p.pad_begin[1] + q;
                                 if (hi < 0 || hi >= p.in[0] || wi < 0 || wi >= p.in[1]) continue;
-                                const double a = x[static_cast<std::size_t>(((n * p.c + g * cg + c) * p.in[0] + hi) * p.in[1] + wi)];
-                                const double b = w[static_cast<std::size_t>(((k * cg + c) * p.kernel[0] + r) * p.kernel[1] + q)];
+                                const double a =
+                                    x[static_cast<std::size_t>(((n * p.c + g * cg + c) * p.in[0] + hi) * p.in[1] + wi)];
+                                const double b =
+                                    w[static_cast<std::size_t>(((k * cg + c) * p.kernel[0] + r) * p.kernel[1] + q)];
                                 acc += a * b;
                                 abs_acc += std::fabs(a * b);
                             }
                     const double got = y[static_cast<std::size_t>(((n * p.k + k) * oh + i) * ow + j)];
-                    const double rel = std::isnan(got) ? INFINITY : std::fabs(got - acc) / (abs_acc > 0 ? abs_acc : 1.0);
+                    const double rel =
+                        std::isnan(got) ? INFINITY : std::fabs(got - acc) / (abs_acc > 0 ? abs_acc : 1.0);
                     worst = std::fmax(worst, rel);
                 }
     if (!(worst <= bound)) {
-        std::printf("consumer: wrong result from %s: relative error %.3g above its bound %.3g\n", decision->algorithm.c_str(), worst, bound);
+        std::printf("consumer: wrong result from %s: relative error %.3g above its bound %.3g\n",
+                    decision->algorithm.c_str(), worst, bound);
         return 1;
     }
     const auto trace = sim::parse_trace(p.to_string() + " x2\n");
@@ -65,7 +72,7 @@ int main() {
         std::printf("consumer: trace round trip failed\n");
         return 1;
     }
-    std::printf("consumer: ok %s with %s (%s), relative error %.3g <= bound %.3g\n", p.to_string().c_str(), decision->algorithm.c_str(),
-                std::string(to_string(decision->source)).c_str(), worst, bound);
+    std::printf("consumer: ok %s with %s (%s), relative error %.3g <= bound %.3g\n", p.to_string().c_str(),
+                decision->algorithm.c_str(), std::string(to_string(decision->source)).c_str(), worst, bound);
     return 0;
 }

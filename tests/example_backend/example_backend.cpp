@@ -39,9 +39,14 @@ public:
                                             const int64_t i0 = o0 * p.stride[0] - p.pad_begin[0] + r0 * p.dilation[0];
                                             const int64_t i1 = o1 * p.stride[1] - p.pad_begin[1] + r1 * p.dilation[1];
                                             const int64_t i2 = o2 * p.stride[2] - p.pad_begin[2] + r2 * p.dilation[2];
-                                            if (i0 < 0 || i0 >= p.in[0] || i1 < 0 || i1 >= p.in[1] || i2 < 0 || i2 >= p.in[2]) continue;
-                                            const float xv = x[(((n * p.c + c) * p.in[0] + i0) * p.in[1] + i1) * p.in[2] + i2];
-                                            const float wv = w[(((k * p.c + c) * p.kernel[0] + r0) * p.kernel[1] + r1) * p.kernel[2] + r2];
+                                            if (i0 < 0 || i0 >= p.in[0] || i1 < 0 || i1 >= p.in[1] || i2 < 0 ||
+                                                i2 >= p.in[2])
+                                                continue;
+                                            const float xv =
+                                                x[(((n * p.c + c) * p.in[0] + i0) * p.in[1] + i1) * p.in[2] + i2];
+                                            const float wv = w[(((k * p.c + c) * p.kernel[0] + r0) * p.kernel[1] + r1) *
+                                                                   p.kernel[2] +
+                                                               r2];
                                             acc += static_cast<double>(xv) * wv;
                                         }
                             y[(((n * p.k + k) * O[0] + o0) * O[1] + o1) * O[2] + o2] = static_cast<float>(acc);

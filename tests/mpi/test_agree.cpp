@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
             differ = mine != theirs;
         }
         MPI_Bcast(&differ, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        if (!differ) throw Error("precondition: the ranks' own searches agree on every shape, so agree() would not be tested");
+        if (!differ)
+            throw Error("precondition: the ranks' own searches agree on every shape, so agree() would not be tested");
 
         // With agree: rank 0's decisions everywhere; a later select() returns them from memory.
         Context shared;
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
             other.assign(static_cast<std::size_t>(n), '\0');
             MPI_Recv(other.data(), n, MPI_CHAR, 1, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             same = chosen == other;
-            std::printf("%zu shapes: own searches differ between ranks; after agree(): %s\n", problems.size(), same ? "identical" : "DIFFERENT");
+            std::printf("%zu shapes: own searches differ between ranks; after agree(): %s\n", problems.size(),
+                        same ? "identical" : "DIFFERENT");
         }
         MPI_Bcast(&same, 1, MPI_INT, 0, MPI_COMM_WORLD);
         if (!same) throw Error("the ranks run different algorithms after agree()");

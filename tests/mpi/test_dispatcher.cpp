@@ -43,7 +43,8 @@ BOOST_AUTO_TEST_CASE(gives_up_after_max_attempts_with_every_reason) {
     BOOST_TEST(d.finished());
     BOOST_TEST(!d.take(2).has_value());
     BOOST_REQUIRE(d.is_given_up(0));
-    BOOST_TEST(d.given_up().at(0) == (std::vector<std::string>{"rank 0: first", "rank 1: second"}), boost::test_tools::per_element());
+    BOOST_TEST(d.given_up().at(0) == (std::vector<std::string>{"rank 0: first", "rank 1: second"}),
+               boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(gives_up_when_no_other_rank_is_left) {

@@ -13,8 +13,8 @@ namespace dist = convtune::dist;
 namespace {
 // Clears every variable these functions read, then sets the given ones.
 void environment(std::initializer_list<std::pair<const char*, const char*>> set) {
-    for (const char* n : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS", "SLURM_PROCID", "OMPI_COMM_WORLD_LOCAL_RANK",
-                          "MPI_LOCALRANKID", "SLURM_LOCALID", "CUDA_VISIBLE_DEVICES"})
+    for (const char* n : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS", "SLURM_PROCID",
+                          "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "CUDA_VISIBLE_DEVICES"})
         ::unsetenv(n);
     for (auto [k, v] : set) ::setenv(k, v, 1);
 }

@@ -56,10 +56,11 @@ bool parse_problem(const std::string& s, Problem& p) {
     p.text = s;
     std::stringstream ss(s);
     std::string kv;
-    std::map<std::string, int64_t*> ints{{"n", &p.n},         {"c", &p.c},           {"k", &p.k},   {"g", &p.g},
-                                         {"in", &p.in},       {"ker", &p.ker},       {"pad", &p.pad}, {"pad_end", &p.pad_end},
-                                         {"stride", &p.stride}, {"dil", &p.dil},     {"h", &p.h},   {"kh", &p.kh},
-                                         {"ph", &p.ph}};
+    std::map<std::string, int64_t*> ints{
+        {"n", &p.n},           {"c", &p.c},     {"k", &p.k},     {"g", &p.g},
+        {"in", &p.in},         {"ker", &p.ker}, {"pad", &p.pad}, {"pad_end", &p.pad_end},
+        {"stride", &p.stride}, {"dil", &p.dil}, {"h", &p.h},     {"kh", &p.kh},
+        {"ph", &p.ph}};
     while (std::getline(ss, kv, ',')) {
         const auto eq = kv.find('=');
         if (eq == std::string::npos) return false;
@@ -124,8 +125,8 @@ Result run(const Problem& p, const Options& o, int threads) {
     if (o.user_scratch) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::convolution_forward::primitive_desc pd;
     try {
-        const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_md, w_md,
-                                                   y_md, st, di, pl, pr);
+        const dnnl::convolution_forward::desc desc(
+            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, x_md, w_md, y_md, st, di, pl, pr);
         pd = dnnl::convolution_forward::primitive_desc(desc, attr, eng, true);
     } catch (const dnnl::error&) {
         return {};
@@ -139,12 +140,14 @@ Result run(const Problem& p, const Options& o, int threads) {
     Result r;
     r.impl = pd.impl_info_str();
 
-    const std::size_t xs = static_cast<std::size_t>(p.n * p.c * ih * p.in), ws = static_cast<std::size_t>(p.g * kg * cg * p.kh * p.ker),
+    const std::size_t xs = static_cast<std::size_t>(p.n * p.c * ih * p.in),
+                      ws = static_cast<std::size_t>(p.g * kg * cg * p.kh * p.ker),
                       ys = static_cast<std::size_t>(p.n * p.k * oh * ow);
     std::vector<double> x = random_values(xs, 1), w = random_values(ws, 2);
     std::vector<float> xf(x.begin(), x.end()), wf(w.begin(), w.end()), yf(ys, std::nanf(""));
     const tag wplain = d2 ? tag::goihw : tag::goiw;
-    memory xu({xd, memory::data_type::f32, plain}, eng, xf.data()), wu({wd, memory::data_type::f32, wplain}, eng, wf.data()),
+    memory xu({xd, memory::data_type::f32, plain}, eng, xf.data()),
+        wu({wd, memory::data_type::f32, wplain}, eng, wf.data()),
         yu({yd, memory::data_type::f32, plain}, eng, yf.data());
     memory xi(pd.src_desc(), eng), wi(pd.weights_desc(), eng), yi(pd.dst_desc(), eng);
     // Poison the implementation's output buffer: an output left unwritten shows as NaN.
@@ -180,12 +183,14 @@ Result run(const Problem& p, const Options& o, int threads) {
                         for (int64_t ci = 0; ci < cg; ++ci)
                             for (int64_t ty = 0; ty < p.kh; ++ty)
                                 for (int64_t tx = 0; tx < p.ker; ++tx) {
-                                    const int64_t iy = oy - (d2 ? p.ph : 0) + ty, ix = ox * p.stride - p.pad + tx * p.dil;
+                                    const int64_t iy = oy - (d2 ? p.ph : 0) + ty,
+                                                  ix = ox * p.stride - p.pad + tx * p.dil;
                                     if (iy < 0 || iy >= ih || ix < 0 || ix >= p.in) continue;
                                     const int64_t cch = gi * cg + ci;
-                                    const double a = x[static_cast<std::size_t>(((b * p.c + cch) * ih + iy) * p.in + ix)];
-                                    const double wv =
-                                        w[static_cast<std::size_t>((((gi * kg + ko) * cg + ci) * p.kh + ty) * p.ker + tx)];
+                                    const double a =
+                                        x[static_cast<std::size_t>(((b * p.c + cch) * ih + iy) * p.in + ix)];
+                                    const double wv = w[static_cast<std::size_t>(
+                                        (((gi * kg + ko) * cg + ci) * p.kh + ty) * p.ker + tx)];
                                     sum += a * wv;
                                     mag += std::fabs(a * wv);
                                 }
@@ -222,13 +227,15 @@ int main(int argc, char** argv) {
         for (std::string line; std::getline(std::cin, line);)
             if (!line.empty() && line[0] != '#') problems.push_back(line);
     if (problems.empty()) {
-        std::fprintf(stderr, "usage: %s PROBLEM... | - [threads=1,2] [impl=brgconv:avx512_core] [scratch=user|library]\n", argv[0]);
+        std::fprintf(stderr,
+                     "usage: %s PROBLEM... | - [threads=1,2] [impl=brgconv:avx512_core] [scratch=user|library]\n",
+                     argv[0]);
         return 2;
     }
     dnnl::set_primitive_cache_capacity(0);
     const dnnl_version_t* v = dnnl_version();
-    std::printf("# oneDNN %d.%d.%d (%s), effective ISA %d, omp_get_max_threads %d\n", v->major, v->minor, v->patch, v->hash,
-                static_cast<int>(dnnl::get_effective_cpu_isa()), omp_get_max_threads());
+    std::printf("# oneDNN %d.%d.%d (%s), effective ISA %d, omp_get_max_threads %d\n", v->major, v->minor, v->patch,
+                v->hash, static_cast<int>(dnnl::get_effective_cpu_isa()), omp_get_max_threads());
     bool failed = false;
     for (const std::string& s : problems) {
         Problem p;
@@ -251,8 +258,8 @@ int main(int argc, char** argv) {
                 continue;
             }
             failed |= bad_runs > 0;
-            std::printf("%s threads=%d %s err=%.3g %s %d/%d\n", s.c_str(), t, r.impl.c_str(), r.worst, bad_runs > 0 ? "FAIL" : "PASS",
-                        bad_runs, o.reps);
+            std::printf("%s threads=%d %s err=%.3g %s %d/%d\n", s.c_str(), t, r.impl.c_str(), r.worst,
+                        bad_runs > 0 ? "FAIL" : "PASS", bad_runs, o.reps);
         }
         std::fflush(stdout);
     }

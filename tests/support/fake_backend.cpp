@@ -28,7 +28,8 @@ public:
         return Support::yes();
     }
     std::size_t workspace_size(const ConvProblem&) const override {
-        if (spec_.plan_build_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(spec_.plan_build_ms));
+        if (spec_.plan_build_ms > 0)
+            std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(spec_.plan_build_ms));
         std::lock_guard lock(mutex_);
         ++ws_queries_;
         return spec_.workspace;
@@ -49,8 +50,10 @@ public:
         }
         if (spec_.mode == FakeSpec::Mode::fails) return Status::failure("scripted failure");
         if (spec_.mode == FakeSpec::Mode::out_of_memory) return Status::out_of_memory("scripted out of memory");
-        const double t = spec_.ms_per_gflop > 0 ? spec_.ms_per_gflop * p.flops() / 1e9
-                                                : spec_.times_ms[std::min<std::size_t>(static_cast<std::size_t>(i), spec_.times_ms.size() - 1)];
+        const double t =
+            spec_.ms_per_gflop > 0
+                ? spec_.ms_per_gflop * p.flops() / 1e9
+                : spec_.times_ms[std::min<std::size_t>(static_cast<std::size_t>(i), spec_.times_ms.size() - 1)];
         backend_.advance(backend_.load ? t * backend_.load(backend_.clock_ms()) : t);
         return Status::success();
     }
@@ -90,7 +93,9 @@ FakeBackend::FakeBackend(std::string name, std::vector<FakeSpec> specs, const Al
 FakeBackend::~FakeBackend() = default;
 
 const Algorithm* FakeBackend::native_fallback(const ConvProblem&) const { return find(fallback_id_); }
-const Algorithm* FakeBackend::fixed_default(const ConvProblem&) const { return fixed_id_.empty() ? nullptr : find(fixed_id_); }
+const Algorithm* FakeBackend::fixed_default(const ConvProblem&) const {
+    return fixed_id_.empty() ? nullptr : find(fixed_id_);
+}
 
 double FakeBackend::time_ms(const std::function<void()>& fn) const {
     const double t0 = clock_ms_;

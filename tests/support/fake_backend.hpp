@@ -39,7 +39,8 @@ struct FakeSpec {
 
 class FakeBackend : public HostBackend {
 public:
-    FakeBackend(std::string name, std::vector<FakeSpec> specs, const Algorithm* native = nullptr, std::string fixed = "");
+    FakeBackend(std::string name, std::vector<FakeSpec> specs, const Algorithm* native = nullptr,
+                std::string fixed = "");
     ~FakeBackend() override;
     std::string_view name() const override { return name_; }
     Availability availability() const override { return {}; }

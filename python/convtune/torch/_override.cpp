@@ -311,8 +311,8 @@ void* current_stream(State& s, const c10::Device& dev) {
 
 // One convtune::app::run_framework call through the C interface; counts what it did. True when it ran.
 bool run(State& s, const char* direction, const at::Tensor& x, const at::Tensor& w, const at::Tensor& y,
-         const std::vector<int64_t>& stride, const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups,
-         const TorchFlags& f) {
+         const std::vector<int64_t>& stride, const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
+         int64_t groups, const TorchFlags& f) {
     const c10::Device dev = x.device();
     convtune_call c{};
     c.direction = direction;
@@ -365,28 +365,30 @@ bool run(State& s, const char* direction, const at::Tensor& x, const at::Tensor&
 }
 
 // PyTorch's own convolution with its own derivative (aten::_convolution), under its flags.
-at::Tensor pytorch_convolution(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b, at::IntArrayRef stride,
-                               at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
-                               int64_t groups, const TorchFlags& f) {
-    return at::_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, f.benchmark, f.deterministic,
-                            f.enabled, f.allow_tf32);
+at::Tensor pytorch_convolution(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                               bool transposed, at::IntArrayRef output_padding, int64_t groups, const TorchFlags& f) {
+    return at::_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, f.benchmark,
+                            f.deterministic, f.enabled, f.allow_tf32);
 }
 
 std::vector<at::Tensor> pytorch_backward(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w,
                                          const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
-                                         const std::vector<int64_t>& dilation, int64_t groups, std::array<bool, 3> mask) {
+                                         const std::vector<int64_t>& dilation, int64_t groups,
+                                         std::array<bool, 3> mask) {
     const std::vector<int64_t> zeros(stride.size(), 0);
     const std::vector<int64_t> bias_sizes{w.size(0)};
-    auto r = at::convolution_backward(gy, x, w, mask[2] ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), stride,
-                                      padding, dilation, false, zeros, groups, mask);
+    auto r =
+        at::convolution_backward(gy, x, w, mask[2] ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(),
+                                 stride, padding, dilation, false, zeros, groups, mask);
     return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
 }
 
 // The forward through convtune (PyTorch's aten::_convolution when convtune cannot run it), in
 // PyTorch's memory format for x and w; no autograd.
 at::Tensor conv_forward(State& s, const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
-                   const std::vector<int64_t>& stride, const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation,
-                   int64_t groups, const TorchFlags& f) {
+                        const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                        const std::vector<int64_t>& dilation, int64_t groups, const TorchFlags& f) {
     const int64_t nd = x.dim() - 2;
     const at::MemoryFormat fmt = memory_format(x, w);
     std::vector<int64_t> out{x.size(0), w.size(0)};
@@ -410,16 +412,16 @@ at::Tensor conv_forward(State& s, const at::Tensor& x, const at::Tensor& w, cons
     } else {
         count_fallback(s, "problem", "output size " + list_text(out));
     }
-    return pytorch_convolution(x, w, b, stride, padding, dilation, false, std::vector<int64_t>(static_cast<std::size_t>(nd), 0),
-                               groups, f);
+    return pytorch_convolution(x, w, b, stride, padding, dilation, false,
+                               std::vector<int64_t>(static_cast<std::size_t>(nd), 0), groups, f);
 }
 
 class ConvFunction : public torch::autograd::Function<ConvFunction> {
 public:
     static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                              const c10::optional<at::Tensor>& b,
-                              State* s, std::vector<int64_t> stride, std::vector<int64_t> padding, std::vector<int64_t> dilation,
-                              int64_t groups, TorchFlags f) {
+                              const c10::optional<at::Tensor>& b, State* s, std::vector<int64_t> stride,
+                              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups,
+                              TorchFlags f) {
         // One saved entry (a map insert per entry): the state, groups, memory format, bias, then
         // stride, padding and dilation (nd values each).
         std::vector<int64_t> meta{static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(s)), groups,
@@ -432,7 +434,8 @@ public:
         return conv_forward(*s, x, w, b, stride, padding, dilation, groups, f);
     }
 
-    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grads) {
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
         const auto saved = ctx->get_saved_variables();
         const at::Tensor& x = saved[0];
         const at::Tensor& w = saved[1];
@@ -497,9 +500,9 @@ public:
 
 // The dispatch of both kernels: refusals and disabled cuDNN go to PyTorch (counted), the rest to `go`.
 template <class Go>
-at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b, at::IntArrayRef stride,
-                    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
-                    Go&& go) {
+at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                    at::IntArrayRef output_padding, int64_t groups, Go&& go) {
     State* const s = active();
     const TorchFlags f = torch_flags();
     Reason why;
@@ -513,33 +516,33 @@ at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const c10::optiona
 }
 
 // aten::convolution at the device's autograd key: forward and backward through convtune.
-at::Tensor autograd_kernel(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b, at::IntArrayRef stride,
-                           at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
-                           int64_t groups) {
-    return dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups,
-                    [&](State& s, std::vector<int64_t> st, std::vector<int64_t> pa, std::vector<int64_t> di, const TorchFlags& f) {
-                        // Nothing to differentiate (no input requires grad, or grad mode is off): the
-                        // forward below autograd, no graph node, as PyTorch's own autograd kernels do.
-                        const bool bias_grad = b && b->defined() && b->requires_grad();
-                        if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad() || bias_grad)) {
-                            at::AutoDispatchBelowADInplaceOrView below;
-                            return conv_forward(s, x, w, b, st, pa, di, groups, f);
-                        }
-                        // An undefined tensor is no input of a C++ autograd Function: no bias is nullopt.
-                        const c10::optional<at::Tensor> bias = b && b->defined() ? b : c10::nullopt;
-                        return ConvFunction::apply(x, w, bias, &s, std::move(st), std::move(pa), std::move(di), groups, f);
-                    });
+at::Tensor autograd_kernel(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                           at::IntArrayRef output_padding, int64_t groups) {
+    return dispatch(
+        x, w, b, stride, padding, dilation, transposed, output_padding, groups,
+        [&](State& s, std::vector<int64_t> st, std::vector<int64_t> pa, std::vector<int64_t> di, const TorchFlags& f) {
+            // Nothing to differentiate (no input requires grad, or grad mode is off): the
+            // forward below autograd, no graph node, as PyTorch's own autograd kernels do.
+            const bool bias_grad = b && b->defined() && b->requires_grad();
+            if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad() || bias_grad)) {
+                at::AutoDispatchBelowADInplaceOrView below;
+                return conv_forward(s, x, w, b, st, pa, di, groups, f);
+            }
+            // An undefined tensor is no input of a C++ autograd Function: no bias is nullopt.
+            const c10::optional<at::Tensor> bias = b && b->defined() ? b : c10::nullopt;
+            return ConvFunction::apply(x, w, bias, &s, std::move(st), std::move(pa), std::move(di), groups, f);
+        });
 }
 
 // aten::convolution at the device's own key: what reaches it bypassed autograd (torch.inference_mode(),
 // graphs that AOTAutograd compiled), so a forward only.
-at::Tensor device_kernel(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b, at::IntArrayRef stride,
-                         at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
-                         int64_t groups) {
+at::Tensor device_kernel(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                         at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                         at::IntArrayRef output_padding, int64_t groups) {
     return dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups,
-                    [&](State& s, std::vector<int64_t> st, std::vector<int64_t> pa, std::vector<int64_t> di, const TorchFlags& f) {
-                        return conv_forward(s, x, w, b, st, pa, di, groups, f);
-                    });
+                    [&](State& s, std::vector<int64_t> st, std::vector<int64_t> pa, std::vector<int64_t> di,
+                        const TorchFlags& f) { return conv_forward(s, x, w, b, st, pa, di, groups, f); });
 }
 
 // Registering over aten's kernels warns "Overriding a previously registered kernel": that is the point.
@@ -557,9 +560,10 @@ int64_t enable(py::capsule api, std::uintptr_t context, const std::string& devic
     auto* a = static_cast<const convtune_framework_api*>(PyCapsule_GetPointer(api.ptr(), CONVTUNE_FRAMEWORK_API_NAME));
     if (!a) throw py::error_already_set();
     if (a->version != CONVTUNE_FRAMEWORK_API_VERSION || a->struct_size < sizeof(convtune_framework_api))
-        throw std::runtime_error("convtune's framework interface is version " + std::to_string(a->version) + ", this override needs " +
-                                 std::to_string(CONVTUNE_FRAMEWORK_API_VERSION));
-    if (device != "cpu" && device != "cuda") throw std::runtime_error("device: must be cpu or cuda (got '" + device + "')");
+        throw std::runtime_error("convtune's framework interface is version " + std::to_string(a->version) +
+                                 ", this override needs " + std::to_string(CONVTUNE_FRAMEWORK_API_VERSION));
+    if (device != "cpu" && device != "cuda")
+        throw std::runtime_error("device: must be cpu or cuda (got '" + device + "')");
     auto owned = std::make_unique<State>();
     State* const s = owned.get();
     s->api = a;
@@ -577,13 +581,14 @@ int64_t enable(py::capsule api, std::uintptr_t context, const std::string& devic
 #else
         c10::Warning::WarningHandlerGuard guard(&quiet);
 #endif
-        s->library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::optional<c10::DispatchKey>(), __FILE__,
-                                                      __LINE__);
+        s->library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::optional<c10::DispatchKey>(),
+                                                      __FILE__, __LINE__);
         const bool cuda = s->device == c10::DeviceType::CUDA;
-        s->library->impl("convolution", torch::dispatch(cuda ? c10::DispatchKey::AutogradCUDA : c10::DispatchKey::AutogradCPU,
-                                                         TORCH_FN(autograd_kernel)));
         s->library->impl("convolution",
-                         torch::dispatch(cuda ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU, TORCH_FN(device_kernel)));
+                         torch::dispatch(cuda ? c10::DispatchKey::AutogradCUDA : c10::DispatchKey::AutogradCPU,
+                                         TORCH_FN(autograd_kernel)));
+        s->library->impl("convolution", torch::dispatch(cuda ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU,
+                                                        TORCH_FN(device_kernel)));
     }
     {
         std::lock_guard<std::mutex> lock(g_mutex);
@@ -638,8 +643,8 @@ PYBIND11_MODULE(_override, m) {
     m.attr("torch_version") = py::str(TORCH_VERSION);
     m.attr("api_version") = CONVTUNE_FRAMEWORK_API_VERSION;
     m.attr("native_stream_handle") = kNativeStreamHandle;  // else the CUDA stream comes from Python
-    m.def("enable", &enable, py::arg("api"), py::arg("context"), py::arg("device"), py::arg("backend"), py::arg("policy"),
-          py::arg("classify"), py::arg("raw_stream"));
+    m.def("enable", &enable, py::arg("api"), py::arg("context"), py::arg("device"), py::arg("backend"),
+          py::arg("policy"), py::arg("classify"), py::arg("raw_stream"));
     m.def("disable", &disable);
     m.def("stats", &stats, py::arg("handle"));
     m.def("reset_stats", &reset_stats, py::arg("handle"));

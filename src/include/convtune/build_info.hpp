@@ -11,9 +11,11 @@ namespace convtune {
 
 struct BuildInfo {
     std::string version;                // convtune_version(), e.g. "0.1.0"
-    std::string arch;                   // CONVTUNE_ARCH, the -march value ("" = the compiler's default: portable x86-64)
-    std::vector<std::string> isa;       // the vector instruction sets the compiler could use (sse2, avx, fma, avx2, avx512f, ...)
-    std::vector<std::string> cpu_levels;  // the levels the CPU algorithms are compiled for (baseline, x86-64-v3, x86-64-v4)
+    std::string arch;  // CONVTUNE_ARCH, the -march value ("" = the compiler's default: portable x86-64)
+    std::vector<std::string>
+        isa;  // the vector instruction sets the compiler could use (sse2, avx, fma, avx2, avx512f, ...)
+    std::vector<std::string>
+        cpu_levels;  // the levels the CPU algorithms are compiled for (baseline, x86-64-v3, x86-64-v4)
     std::string cpu_level;              // the one they run at here (the highest this CPU has, or CONVTUNE_CPU_ISA's)
     std::vector<std::string> backends;  // compiled in, available here or not (cpu, onednn, cudnn)
     std::string compiler;               // e.g. "GCC 12.2.0"

@@ -28,7 +28,8 @@ std::size_t oracle_bytes(const ConvProblem& p);
 struct ErrorStats {
     double max_abs = 0;     // max |out - ref|
     double rel_l2 = 0;      // ||out - ref||_2 / ||ref||_2 (0 when ref is 0)
-    double max_scaled = 0;  // max of (|out - ref| - error_floor, at least 0) / (magnitude + tiny): compared with error_bound()
+    double max_scaled =
+        0;  // max of (|out - ref| - error_floor, at least 0) / (magnitude + tiny): compared with error_bound()
     bool finite = true;     // every output element finite (NaN marks an unwritten element)
     std::size_t worst_index = 0;
 };
