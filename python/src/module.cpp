@@ -69,12 +69,15 @@ py::dict flags_to_dict(const FlagValues& f) {
     return d;
 }
 
+// The name of v's Python type, for an error.
+std::string type_name(py::handle v) { return py::str(py::type::handle_of(v).attr("__name__")); }
+
 template <class T>
 T get_number(const std::string& key, py::handle v, T lo) {
     if (py::isinstance<py::bool_>(v) ||
         !(py::isinstance<py::int_>(v) || (std::is_floating_point_v<T> && py::isinstance<py::float_>(v))))
         throw py::type_error(key + ": expected " + (std::is_floating_point_v<T> ? "a number" : "an int") + ", got " +
-                             std::string(py::str(v.get_type().attr("__name__"))));
+                             type_name(v));
     if (!(v.cast<double>() >= static_cast<double>(lo)))
         throw Error(key + ": must be >= " + fmt::format("{}", lo) + " (got " + py::str(v).cast<std::string>() + ")");
     if constexpr (std::is_integral_v<T>) {
@@ -92,7 +95,7 @@ T get_number(const std::string& key, py::handle v, T lo) {
 
 bool get_bool(const std::string& key, py::handle v) {
     if (!py::isinstance<py::bool_>(v))
-        throw py::type_error(key + ": expected a bool, got " + std::string(py::str(v.get_type().attr("__name__"))));
+        throw py::type_error(key + ": expected a bool, got " + type_name(v));
     return v.cast<bool>();
 }
 
@@ -271,7 +274,7 @@ void convolution_numpy(const std::string& problem, const py::array& x, const py:
 // each keyword names a field, None leaves it at its default; an unknown keyword, or a value of the
 // wrong type, is an error naming it.
 
-std::string type_name(py::handle v) { return py::str(v.get_type().attr("__name__")); }
+
 
 [[noreturn]] void wrong_type(std::string_view key, std::string_view expected, py::handle v) {
     throw py::type_error(fmt::format("{}: expected {}, got {}", key, expected, type_name(v)));
