@@ -208,6 +208,11 @@ BOOST_AUTO_TEST_CASE(issue_35_reproductions) {
         "dir=bwd_filter,dtype=bf16,layout=ncdhw,n=1,c=16,k=16,in=3x6x6,ker=2x3x3,stride=2x2x2,pad=0x1x1",
         // jit_bf16_1x1:avx512_core_bf16 forward: wrong values (odd C on channels-last data).
         "dir=fwd,dtype=bf16,layout=nwc,n=1,c=3,k=32,in=118,ker=1",
+        // jit_1x1:avx512_core_amx_bf16 forward: SIGABRT on 1-D and 3-D problems (an AMX machine, seed 43).
+        "dir=fwd,dtype=bf16,layout=nwc,n=3,c=128,k=16,in=45,ker=1",
+        "dir=fwd,dtype=bf16,layout=ncw,n=1,c=128,k=64,in=39,ker=1",
+        "dir=fwd,dtype=bf16,layout=ndhwc,n=1,c=48,k=64,in=3x3x3,ker=1x1x1",
+        "dir=fwd,dtype=bf16,layout=ndhwc,n=3,c=64,k=32,in=3x3x3,ker=1x1x1",
         // jit:avx2 backward weights, f32: garbage / SIGSEGV with negative end padding.
         "dir=bwd_filter,dtype=f32,n=1,c=48,k=48,in=8x4,ker=7x7,stride=2x2,pad=3x3,pad_end=-1x3",
         // brgconv:avx512_core forward, f32: wrong values, the brgemm kernel reading past the end of the

@@ -280,6 +280,16 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
             return named(impl, "backward-weights kernel returns garbage in 3-D with negative end padding");
     }
 
+    // Issue 35, on a Xeon with AMX (2026-12-07, tests/test_random_differential, seed 43): the
+    // jit_1x1:avx512_core_amx_bf16 forward aborts the process (SIGABRT) on 1-D and 3-D problems,
+    // channels-first and channels-last alike: nwc n=3 c=128 k=16 in=45; ncw n=1 c=128 k=64 in=39;
+    // ndhwc n=1 c=48 k=64 in=3x3x3 and n=3 c=64 k=32 in=3x3x3 (1x1 kernel, stride 1, no padding).
+    // Every crash seen was 1-D or 3-D; the 2-D problems the sweep ran before each crash did not
+    // crash (how many reached this implementation was not recorded). Withheld for 1-D and 3-D;
+    // not reproducible without AMX.
+    if (p.direction == Direction::fwd && starts_with(impl, "jit_1x1:") && contains(impl, "amx") && p.spatial_dims != 2)
+        return named(impl, "forward kernel aborts the process (SIGABRT) on 1-D and 3-D problems");
+
     // Issue 35. jit_bf16_1x1:avx512_core_bf16 forward: wrong values (2 of 53; reproduced) on
     // channels-last data with an odd number of input channels per group, e.g. nwc, c=3, k=32,
     // in=118; backward data likewise with an odd number of output channels per group (its
