@@ -79,7 +79,9 @@ def simulate(cli, trace, source, cache, n):
         how = ["--replay", source[1]]
         if source[2]:
             env["CONVTUNE_RECORDINGS_DIR"] = source[2]
-    cmd = [cli, "simulate", "--stream", "trace:" + trace] + how + ["--kernel-cache", cache, "--iterations", str(n), "--json"]
+    # Only PyTorch's own two settings are checked (a library's recording may add convtune's).
+    cmd = [cli, "simulate", "--stream", "trace:" + trace] + how + ["--kernel-cache", cache, "--iterations", str(n),
+                                                                   "--flags", "off", "--flags", "pytorch", "--json"]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if p.returncode not in (0,):
         sys.exit(f"pytorch_fidelity: {' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
