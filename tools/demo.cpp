@@ -27,8 +27,8 @@ struct DemoOptions {
 int demo(const DemoOptions& o) {
     const ConvProblem p = o.over.apply(ConvProblem::parse_any(o.problem));
     fmt::print(
-        "convtune demo: {}\n  {:.2f} GFLOP per run; error = max |out - f64 oracle| / sum|a*b|, bound = the "
-        "algorithm's documented bound\n",
+        "convtune demo: {}\n  {:.2f} GFLOP per run; error = max |out - f64 oracle| / sum|a*b|, bound = the algorithm's "
+        "documented bound\n",
         p.to_string(), p.flops() / 1e9);
     fmt::print("  {}\n\n", app::to_text(app::cpu_levels()));
     HostTensors in = make_host_tensors(p, 1);

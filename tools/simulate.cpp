@@ -85,14 +85,12 @@ void add_simulate(CLI::App& app, Action& action) {
     cmd->add_option(
            "--replay", o->r.replay,
            "Recording (from `convtune record`) to replay instead of running a backend, or a name in the recording "
-           "library "
-           "(`convtune list recordings`), e.g. h200, or auto: the name of this machine's GPU (h100 on an H100)")
+           "library (`convtune list recordings`), e.g. h200, or auto: the name of this machine's GPU (h100 on an H100)")
         ->check(non_empty());
     cmd->add_option(
            "--pytorch-measured", o->r.measured,
            "PyTorch's own measurements (python/convtune/pytorch_measure.py grid): the off and pytorch settings replay "
-           "them; "
-           "alone (no --replay or --backend), only those two settings are simulated")
+           "them; alone (no --replay or --backend), only those two settings are simulated")
         ->check(non_empty());
     cmd->add_option("--kernel-cache", o->r.kernel_cache,
                     "With PyTorch's measurements (--pytorch-measured, or a --replay name whose library holds them): "

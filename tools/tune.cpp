@@ -239,8 +239,7 @@ void add_tune(CLI::App& app, Action& action) {
     cmd->add_option(
            "--db-flush", o->db_flush_s,
            "Seconds between the database's writes (default 1; 0 = every result), and one at the end; a killed run "
-           "loses "
-           "what was decided since the last write (under mpirun: rank 0's merges)")
+           "loses what was decided since the last write (under mpirun: rank 0's merges)")
         ->check(CLI::Range(0.0, 3600.0));
     o->over.add_to(*cmd);
     cmd->get_option("--dtype")->description(

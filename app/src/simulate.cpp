@@ -123,8 +123,8 @@ SimulateReport simulate(const SimulateRequest& r) {
     if (!r.kernel_cache.empty() && !measured)
         throw InvalidRequest(
             "kernel_cache",
-            "applies where PyTorch's measurements back it: with {pytorch_measured}, or a {replay} name whose "
-            "library holds them (`convtune list recordings`); a recording holds the one state it was made in");
+            "applies where PyTorch's measurements back it: with {pytorch_measured}, or a {replay} name whose library "
+            "holds them (`convtune list recordings`); a recording holds the one state it was made in");
     bool measured_only = measured && (r.replay.empty() || (entry && entry->files.empty())) && r.backend.empty();
     if (measured_only && r.repeats > 0)
         throw InvalidRequest("repeats",
@@ -158,8 +158,8 @@ SimulateReport simulate(const SimulateRequest& r) {
         }
         if (unserved > 0) {
             left_out = fmt::format(
-                "the settings other than off and pytorch are left out: the recordings of '{}' cannot time "
-                "{} of the stream's {} problems (e.g. {}; record them with `convtune record`)",
+                "the settings other than off and pytorch are left out: the recordings of '{}' cannot time {} of the "
+                "stream's {} problems (e.g. {}; record them with `convtune record`)",
                 r.replay, unserved, n, example);
             replay.reset();
             backend = nullptr;
@@ -186,8 +186,8 @@ SimulateReport simulate(const SimulateRequest& r) {
                           rep.result.environment + ")";
     if (measured && !measured->library.empty())
         rep.context.details += fmt::format(
-            "; off and pytorch from PyTorch's measured library '{}' ({} kernel cache), {} of {} problems "
-            "predicted by its model",
+            "; off and pytorch from PyTorch's measured library '{}' ({} kernel cache), {} of {} problems predicted by "
+            "its model",
             measured->library, so.kernel_cache, measured->estimated.size(), library_problems);
     if (measured && !measured->library.empty())
         rep.pytorch_library = {measured->library, so.kernel_cache, measured->estimated, library_problems};

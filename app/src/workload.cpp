@@ -35,8 +35,7 @@ Stream WorkloadRequest::make_stream() const {
                 throw InvalidRequest(
                     field,
                     "does not apply to a trace stream: its problems are written out whole (direction, batch, data "
-                    "type, "
-                    "layout, sizes); leave {" +
+                    "type, layout, sizes); leave {" +
                         std::string(field) + "} out");
     }
     // The lists a stream draws from apply to the streams that draw them, and only there.

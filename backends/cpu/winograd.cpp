@@ -631,8 +631,7 @@ public:
                 "an output is the sum of only " + std::to_string(l) + " products (fewer than " +
                 std::to_string(kMinProducts) +
                 ": e.g. depthwise, or a corner in the padding); the error bound assumes many comparable terms per "
-                "output "
-                "and does not hold there");
+                "output and does not hold there");
         return Support::yes();
     }
 

@@ -110,8 +110,7 @@ double cudnn_error_bound(const ConvProblem& p, Notes notes);
 bool padding_reaches_kernel(const ConvProblem& p);
 inline constexpr const char* kWinogradPadding =
     "padding: cuDNN 9.19's non-fused Winograd forward returned garbage when the padding is as wide as the kernel "
-    "(measured on an "
-    "H200), so convtune refuses it there";
+    "(measured on an H200), so convtune refuses it there";
 
 // The last error message cuDNN recorded on this thread (empty when none).
 std::string last_error_message();

@@ -571,8 +571,7 @@ std::string measured_wrong(Direction d, int64_t engine, const ConvProblem& p) {
         return "asymmetric padding: cuDNN 9.19 backward engines accept pre != post padding but several return wrong "
             "gradients or "
                "leave elements unwritten (measured: bwd_data eng50, bwd_filter eng1/eng18/eng20), so convtune refuses "
-               "it for "
-               "every backward engine";
+               "it for every backward engine";
     if (d == Direction::fwd && engine == 6 && padding_reaches_kernel(p)) return kWinogradPadding;
     // fwd eng72 and bwd_filter eng69/eng70 (TF32 engines) in f32: wrong results (scaled errors
     // 0.4-1.8) on 6 of the 39 probed pairs whose input or output channels per group are not a
@@ -583,8 +582,8 @@ std::string measured_wrong(Direction d, int64_t engine, const ConvProblem& p) {
     if (f32 && !channels_by_8 &&
         ((d == Direction::fwd && engine == 72) || (d == Direction::bwd_filter && (engine == 69 || engine == 70))))
         return "engine " + std::to_string(engine) +
-               " returned wrong f32 results with channels per group not a multiple of 8 "
-               "(cuDNN 9.19.0, measured on an H200), so convtune refuses it for such f32 problems";
+               " returned wrong f32 results with channels per group not a multiple of 8 (cuDNN 9.19.0, measured on an "
+               "H200), so convtune refuses it for such f32 problems";
     return {};
 }
 

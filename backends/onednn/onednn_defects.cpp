@@ -314,8 +314,8 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
         (any_dim(p, every_output_reads_padding) || any_dim(p, has_tap_reading_only_padding)))
         return named(
             impl,
-            "backward-weights kernel crashes (SIGSEGV) or returns garbage with negative end padding where every "
-            "output of a dim reads padding");
+            "backward-weights kernel crashes (SIGSEGV) or returns garbage with negative end padding where every output "
+            "of a dim reads padding");
 
     return std::nullopt;
 }

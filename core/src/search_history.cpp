@@ -46,8 +46,7 @@ std::string SearchHistory::demoted(std::string_view id, std::string_view kind, c
     if (it == standing_.end() || it->second.competitive || it->second.losses < d.after) return {};
     return fmt::format(
         "demoted: over {:g}x slower than the winner in {} earlier searches of this process (up to {:.0f}x) and never "
-        "within "
-        "{:g}x of one",
+        "within {:g}x of one",
         d.ratio, it->second.losses, it->second.worst, d.competitive);
 }
 

@@ -6,8 +6,8 @@ namespace convtune::dist {
 namespace {
 [[noreturn]] void unavailable() {
     throw Error(
-        "this convtune was built without MPI (CONVTUNE_WITH_MPI=OFF: install libopenmpi-dev and configure again); "
-        "it cannot share a tune over the ranks of mpirun");
+        "this convtune was built without MPI (CONVTUNE_WITH_MPI=OFF: install libopenmpi-dev and configure again); it "
+        "cannot share a tune over the ranks of mpirun");
 }
 }  // namespace
 

@@ -618,9 +618,8 @@ PYBIND11_MODULE(_convtune, m) {
             return d;
         },
         "What this build is: version, arch (-march, '' = portable), isa, cpu_levels (the CPU algorithms' "
-        "instruction-set "
-        "levels) and cpu_level (the one running), backends compiled in, compiler, and text "
-        "(what `convtune --version` prints)");
+        "instruction-set levels) and cpu_level (the one running), backends compiled in, compiler, and text (what "
+        "`convtune --version` prints)");
     m.def("get_flags", [] { return flags_to_dict(global_flags()); }, "The process-wide flags as a dict");
     m.def("set_flags", [](const py::dict& d) { set_global_flags(apply_flags(global_flags(), d)); },
           "Sets the process-wide flags named in the dict (validated first: nothing changes on an error)");
@@ -642,8 +641,7 @@ PYBIND11_MODULE(_convtune, m) {
         },
         py::arg("flags"),
         "Sets this thread's override to the flags in effect on it with the dict's entries applied (validated first); "
-        "None "
-        "clears it");
+        "None clears it");
     m.def(
         "policies",
         [] {
@@ -689,8 +687,8 @@ PYBIND11_MODULE(_convtune, m) {
         "available), the ids of the algorithms");
 
     m.def("backend_work", [](const std::string& name) { return find_backend(name).work_counts(); }, py::arg("name"),
-          "The preparation work a backend has done in this process, by kind (Backend::work_counts: cuDNN's "
-          "heuristic queries, engine and plan builds, ...; empty for a backend that prepares nothing)");
+          "The preparation work a backend has done in this process, by kind (Backend::work_counts: cuDNN's heuristic "
+          "queries, engine and plan builds, ...; empty for a backend that prepares nothing)");
 
     m.def(
         "make_problem",
@@ -723,10 +721,8 @@ PYBIND11_MODULE(_convtune, m) {
             py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("groups"), py::arg("backend"),
             py::arg("flags"), py::arg("stream"), py::arg("alloc"),
             "convtune::app::run_framework: x, w, y are (sizes, strides, data_ptr, bytes); flags a dict applied to the "
-            "current "
-            "flags; stream an int (0: the default); alloc(bytes) -> (owner, data_ptr) or None. Returns a dict: ran, "
-            "fallback, "
-            "detail, problem, algorithm, source, search_ms")
+            "current flags; stream an int (0: the default); alloc(bytes) -> (owner, data_ptr) or None. Returns a dict: "
+            "ran, fallback, detail, problem, algorithm, source, search_ms")
         .def(
             "_address", [](Context& c) { return reinterpret_cast<std::uintptr_t>(&c); },
             "The context's address for the C interface's run (valid while this object lives)");
@@ -736,14 +732,12 @@ PYBIND11_MODULE(_convtune, m) {
         py::arg("enabled"), py::arg("home"), py::arg("groups") = 1, py::arg("channels") = 0,
         py::arg("out_channels") = 0, py::arg("channels_last") = false,
         "convtune::app::framework_refusal: x and w are (device type, index, layout, dtype) in PyTorch's names; home "
-        "the "
-        "CUDA device convtune's handles live on (-1: none yet); groups, x's channels, w's output channels and whether "
-        "the call is channels-last. Returns (category or None, detail, home)");
+        "the CUDA device convtune's handles live on (-1: none yet); groups, x's channels, w's output channels and "
+        "whether the call is channels-last. Returns (category or None, detail, home)");
     m.def(
         "framework_flags", &framework_flag_values, py::arg("torch_flags"), py::arg("policy"),
         "convtune::app::flags_from_torch: the convtune flags (a dict of only those it sets) that PyTorch's flags (a "
-        "dict: "
-        "enabled, benchmark, deterministic, allow_tf32, benchmark_limit or None) and the policy mean");
+        "dict: enabled, benchmark, deterministic, allow_tf32, benchmark_limit or None) and the policy mean");
     m.def(
         "framework_fallback_categories",
         [] {
@@ -770,8 +764,7 @@ PYBIND11_MODULE(_convtune, m) {
         },
         py::arg("path"), py::arg("data"),
         "Writes data (bytes) to path as convtune's CLI writes its outputs: only where a regular file or nothing "
-        "stands, "
-        "through a temporary file, fsync and rename; raises convtune.Error naming the path otherwise");
+        "stands, through a temporary file, fsync and rename; raises convtune.Error naming the path otherwise");
     // The application operations: keyword arguments are the request's fields (app::visit_fields),
     // the result is the JSON text `convtune <op> --json` prints.
     m.def("tune", &tune_json, "convtune::app::tune: its request's fields as keyword arguments, its JSON text");

@@ -124,9 +124,9 @@ std::vector<std::string> notes(const SimulationResult& r) {
         for (const std::string& s : r.builds_missing) names += (names.empty() ? "'" : ", '") + s + "'";
         n.push_back(fmt::format(
             "warning: {} emulate{} PyTorch's search in TF32 or fp16, which builds a plan (compiling runtime-compiled "
-            "kernels) for every configuration cuDNN lists, but this recording's support decisions do not include "
-            "plan builds: the search is charged too little (10-15x in TF32 on the H200, docs/simulation.md); "
-            "give PyTorch's own measurement (--pytorch-measured) or a recording made since",
+            "kernels) for every configuration cuDNN lists, but this recording's support decisions do not include plan "
+            "builds: the search is charged too little (10-15x in TF32 on the H200, docs/simulation.md); give PyTorch's "
+            "own measurement (--pytorch-measured) or a recording made since",
             names, r.builds_missing.size() == 1 ? "s" : ""));
     }
     return n;
@@ -179,29 +179,25 @@ std::string format_table(const SimulationResult& r, const ReportContext& c) {
         double wall = 0, timed = 0;
         for (const ScenarioResult& s : r.scenarios) wall += s.sum().wall_ms, timed += s.sum().conv_ms();
         o += fmt::format(
-            "live run: times are on the backend's clock; the host wall clock of the calls was {} for {} timed "
-            "(the rest is the selector's bookkeeping and scratch data).\n",
+            "live run: times are on the backend's clock; the host wall clock of the calls was {} for {} timed (the "
+            "rest is the selector's bookkeeping and scratch data).\n",
             ms_text(wall), ms_text(timed));
     }
     if (r.estimated_problems > 0) {
         o += fmt::format(
             "estimated: {} problems were not in the recording; their times come from the performance model fitted on "
-            "it "
-            "(docs/simulation.md), up to {:.1f}x the multiply-adds of the nearest recorded problem, with a range of "
-            "+-{:g} "
-            "standard deviations.\n",
+            "it (docs/simulation.md), up to {:.1f}x the multiply-adds of the nearest recorded problem, with a range of "
+            "+-{:g} standard deviations.\n",
             r.estimated_problems, r.max_extrapolation, PerfModel::kSigmas);
         if (r.assumed_problems > 0)
             o += fmt::format(
-                "assumed: for {} of them the recording has no problem of the same layer; which algorithms run them "
-                "and their "
-                "workspace are assumed from the nearest recorded problem of the same direction.\n",
+                "assumed: for {} of them the recording has no problem of the same layer; which algorithms run them and "
+                "their workspace are assumed from the nearest recorded problem of the same direction.\n",
                 r.assumed_problems);
         if (r.floored_problems > 0)
             o += fmt::format(
-                "warning: for {} of them an algorithm's estimate fell below the fastest time the recording measured "
-                "on the "
-                "device (its launch floor) and was raised to it.\n",
+                "warning: for {} of them an algorithm's estimate fell below the fastest time the recording measured on "
+                "the device (its launch floor) and was raised to it.\n",
                 r.floored_problems);
     }
     o += "\nrecommendation: " + r.recommendation.text + "\n";

@@ -476,8 +476,7 @@ std::string StepTime::describe() const {
     if (clamped > 0)
         t += fmt::format(
             "; in {} iteration{} the simulated convolutions took longer than the recorded step (a trace from another "
-            "machine?): "
-            "0 there",
+            "machine?): 0 there",
             clamped, clamped == 1 ? "" : "s");
     return t;
 }
@@ -818,9 +817,8 @@ void analyze(SimulationResult& r, double min_saving) {
         rec.setting = base.setting.name;
         rec.saving = 0;
         rec.text = fmt::format(
-            "keep benchmark {}: no difference beyond the noise over {} iterations: '{}' would save {} by the median "
-            "of {} "
-            "runs, but its totals ({} to {}) overlap the baseline's ({} to {})",
+            "keep benchmark {}: no difference beyond the noise over {} iterations: '{}' would save {} by the median of "
+            "{} runs, but its totals ({} to {}) overlap the baseline's ({} to {})",
             base.setting.flags.benchmark ? "as it is" : "off", n, ns.setting.name,
             percent(r.comparisons[static_cast<std::size_t>(noisy)].saving), ns.repeat_totals_ms.size(),
             seconds(ns.range_lo_ms), seconds(ns.range_hi_ms), seconds(base.range_lo_ms), seconds(base.range_hi_ms));
@@ -859,8 +857,7 @@ void analyze(SimulationResult& r, double min_saving) {
             rec.saving = 0;
             rec.text = fmt::format(
                 "keep benchmark {}: the best, '{}', saves {} over {} iterations, but only {} with the {} estimated "
-                "problems at "
-                "either end of their range: the difference is inside the estimate's uncertainty",
+                "problems at either end of their range: the difference is inside the estimate's uncertainty",
                 base.setting.flags.benchmark ? "as it is" : "off", bs.setting.name, percent(bc.saving), n,
                 percent(worst), r.estimated_problems);
             return;

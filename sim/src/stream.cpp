@@ -129,8 +129,8 @@ FlagValues parse_trace_flags(const std::string& text, int line_no) {
         const std::string key = item.substr(0, item.find('='));
         if (std::find(std::begin(keys), std::end(keys), key) == std::end(keys))
             throw ParseError("trace line " + std::to_string(line_no) +
-                             ": '# flags' records PyTorch's flags only (enabled, benchmark, "
-                             "benchmark_limit, deterministic, allow_tf32), not '" +
+                             ": '# flags' records PyTorch's flags only (enabled, benchmark, benchmark_limit, "
+                             "deterministic, allow_tf32), not '" +
                              key + "'");
     }
     try {
