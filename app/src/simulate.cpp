@@ -101,7 +101,7 @@ SimulateReport simulate(const SimulateRequest& r) {
     // PyTorch's own measurements: a file given, else the measured library of a --replay name.
     std::optional<sim::PyTorchMeasurements> measured;
     std::optional<sim::LibraryEntry> entry;
-    std::size_t library_problems = 0;
+    std::vector<ConvProblem> library_problems;  // the stream's distinct problems, where a library measured them
     if (r.measured.empty() && !r.replay.empty() && !sim::names_recording_file(r.replay))
         entry = sim::library_entry(r.replay);
     if (!r.measured.empty()) {
@@ -116,9 +116,8 @@ SimulateReport simulate(const SimulateRequest& r) {
                 if (st.name == name)
                     tf32 = (stream.trace_flags().empty() ? st : sim::over(st, stream.trace_flags().front()))
                                .flags.allow_tf32;
-        const std::vector<ConvProblem> problems = sim::distinct_problems(stream, iterations);
-        measured = lib.for_problems(problems, tf32);
-        library_problems = problems.size();
+        library_problems = sim::distinct_problems(stream, iterations);
+        measured = lib.for_problems(library_problems, tf32);
     }
     if (!r.kernel_cache.empty() && !measured)
         throw InvalidRequest(
@@ -145,13 +144,13 @@ SimulateReport simulate(const SimulateRequest& r) {
     }
     // A library name whose recording cannot time every problem of the stream (an inference
     // recording under a training stream, say) still has PyTorch's measured rows: those are
-    // simulated alone, saying why, instead of the whole replay being refused.
+    // simulated alone, saying why, instead of the whole replay being refused. (With `entry` and
+    // `measured`, the measured rows are that name's library's: `library_problems` is filled.)
     std::string left_out;
     if (replay && entry && measured && r.backend.empty() && r.repeats == 0 && !r.strict) {
-        std::size_t unserved = 0, n = 0;
+        std::size_t unserved = 0;
         std::string example;
-        for (const ConvProblem& p : sim::distinct_problems(stream, iterations)) {
-            ++n;
+        for (const ConvProblem& p : library_problems) {
             if (replay->is_recorded(p)) continue;
             if (const sim::ReplayBackend::Estimate* e = replay->estimate(p); e && e->record) continue;
             if (unserved++ == 0) example = p.to_string();
@@ -160,7 +159,7 @@ SimulateReport simulate(const SimulateRequest& r) {
             left_out = fmt::format(
                 "the settings other than off and pytorch are left out: the recordings of '{}' cannot time {} of the "
                 "stream's {} problems (e.g. {}; record them with `convtune record`)",
-                r.replay, unserved, n, example);
+                r.replay, unserved, library_problems.size(), example);
             replay.reset();
             backend = nullptr;
             measured_only = true;
@@ -188,9 +187,9 @@ SimulateReport simulate(const SimulateRequest& r) {
         rep.context.details += fmt::format(
             "; off and pytorch from PyTorch's measured library '{}' ({} kernel cache), {} of {} problems predicted by "
             "its model",
-            measured->library, so.kernel_cache, measured->estimated.size(), library_problems);
+            measured->library, so.kernel_cache, measured->estimated.size(), library_problems.size());
     if (measured && !measured->library.empty())
-        rep.pytorch_library = {measured->library, so.kernel_cache, measured->estimated, library_problems};
+        rep.pytorch_library = {measured->library, so.kernel_cache, measured->estimated, library_problems.size()};
     if (!left_out.empty()) rep.context.details += "; " + left_out;
     if (!r.plot.empty()) write_file_atomic(r.plot, sim::to_svg(rep.result, rep.context));
     return rep;

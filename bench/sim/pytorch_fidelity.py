@@ -213,7 +213,7 @@ def main():
             # The warm state's steps from the plain run on a warm kernel cache where the capture
             # timed one (capture.py --warm-out: <w>-warm.trace), as advise does.
             timed = os.path.join(a.results, w + "-warm.trace")
-            timed = timed if cache == "warm" and other == [0.0] * cycle and os.path.exists(timed) else trace
+            timed = timed if cache == "warm" and w in plain_timed and os.path.exists(timed) else trace
             if timed != trace:
                 warm_timed.add(w)
             sims = {n: simulate(a.cli, timed, source, cache, n) for n in ns}
