@@ -667,6 +667,35 @@ BOOST_AUTO_TEST_CASE(a_ranking_without_unsuggested_candidates_is_walked_no_furth
     for (const char* id : {"h4", "h5"}) BOOST_TEST(b.support_queries(id) == 0, id);
 }
 
+BOOST_AUTO_TEST_CASE(a_demoted_unsuggested_candidate_is_passed_over_before_its_support_is_asked) {
+    // s1 wins every search; u1..u3, which the heuristics do not suggest, are 100x slower. Two
+    // searches (benchmark_limit 4) time s1, s2, u1 and u2, which the convtune policy then
+    // demotes: a third search of the same kind of problem asks no support of them (on cuDNN
+    // each ask builds an engine and its plan) and explores u3, never timed before, instead.
+    std::vector<FakeSpec> v{{"s1", {1}}, {"s2", {2}}, {"u1", {100}}, {"u2", {100}}, {"u3", {100}}};
+    for (std::size_t i = 2; i < v.size(); ++i) v[i].suggested = false;
+    FakeBackend b("fake", v);
+    TuningCache cache;
+    Selector s(b, cache);
+    const FlagValues f = flags("benchmark=1,benchmark_limit=4,explore_slots=2");
+    for (const char* p : {"n=1,c=4,k=4,in=6x6,ker=3x3,pad=1x1", "n=3,c=4,k=4,in=6x6,ker=3x3,pad=1x1"})
+        BOOST_TEST(s.select(ConvProblem::parse(p), f)->algorithm == "s1");
+    b.reset_counters();
+    auto d = s.select(ConvProblem::parse("n=5,c=4,k=4,in=6x6,ker=3x3,pad=1x1"), f);
+    BOOST_TEST(d->algorithm == "s1");
+    BOOST_TEST(timed_ids(*d) == (std::vector<std::string>{"s1", "s2", "u3"}), boost::test_tools::per_element());
+    BOOST_TEST(b.support_queries("u3") == 1);
+    for (const char* id : {"u1", "u2"}) {
+        BOOST_TEST(b.support_queries(id) == 0, id);
+        BOOST_TEST((cand(*d, id).state == Candidate::State::not_checked), id);
+        BOOST_TEST(cand(*d, id).reason.find("demoted") != std::string::npos, cand(*d, id).reason);
+    }
+    // Another kind of problem (f16) has no history: they are asked and timed again.
+    auto h = s.select(ConvProblem::parse("n=5,c=4,k=4,in=6x6,ker=3x3,pad=1x1,dtype=f16"), f);
+    for (const char* id : {"u1", "u2"}) BOOST_TEST(b.support_queries(id) == 1, id);
+    BOOST_TEST(timed_ids(*h).size() == 4u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(database)

@@ -192,10 +192,10 @@ private:
     private:
         static constexpr int kStages = 7, kByIndex = 3;
         static constexpr bool kSuggests[kStages] = {true, true, true, false, true, false, false};
-        bool runtime_compiled(const Algorithm& a) const {
-            const auto info = cudnn_plan_info(a, p_);
-            return info && info->support && info->runtime_compiled;
-        }
+        // From the engine's note probes, not from p's plan: reading p's would build the engine
+        // (and a precompiled engine's plan) for every engine the walk passes, most of which the
+        // search never times.
+        static bool runtime_compiled(const Algorithm& a) { return graph_engine_compiles(a); }
         std::vector<const Algorithm*> load(int stage) {
             std::vector<const Algorithm*> v;
             switch (stage) {

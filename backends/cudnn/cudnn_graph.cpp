@@ -549,6 +549,7 @@ struct EngineNotes {
     Notes f32;      // union over the f32 probes
     bool any_f32 = false;
     bool any = false;
+    bool runtime_compiled = false;  // some probe reports CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION
 };
 
 // TENSOR_CORE and DOWN_CONVERT_INPUTS describe what happens to f32 inputs (TF32, or conversion
@@ -626,6 +627,7 @@ public:
     std::string_view id() const override { return id_; }
     const Backend& backend() const override { return backend_; }
     Direction direction() const { return dir_; }
+    int64_t engine() const { return engine_; }
 
     Notes notes() const override { return listed(registry().engine_notes(dir_, engine_)); }
 
@@ -925,6 +927,7 @@ EngineNotes GraphRegistry::engine_notes(Direction d, int64_t engine) {
         const EngineReport rep = read_report(e.get());
         en.any = true;
         en.all = en.all | rep.notes;
+        en.runtime_compiled = en.runtime_compiled || rep.runtime_compiled;
         if (dtype == DataType::f32) {
             en.any_f32 = true;
             en.f32 = en.f32 | rep.notes;
@@ -939,6 +942,11 @@ std::optional<CudnnPlanInfo> graph_plan_info(const Algorithm& a, const ConvProbl
     const auto* g = dynamic_cast<const GraphAlgorithm*>(&a);
     if (!g) return std::nullopt;
     return g->info(p);
+}
+
+bool graph_engine_compiles(const Algorithm& a) {
+    const auto* g = dynamic_cast<const GraphAlgorithm*>(&a);
+    return g && registry().engine_notes(g->direction(), g->engine()).runtime_compiled;
 }
 
 std::vector<const Algorithm*> graph_algorithms(const Backend& b) {

@@ -38,6 +38,9 @@ std::vector<const Algorithm*> graph_algorithms(const Backend& b);
 std::vector<const Algorithm*> graph_ranking(const ConvProblem& p, CudnnRanking r, bool repeats = false);
 std::optional<Notes> graph_reported_notes(const Algorithm& a, const ConvProblem& p);
 std::optional<CudnnPlanInfo> graph_plan_info(const Algorithm& a, const ConvProblem& p);
+// Whether a graph engine compiles its kernel at run time, as its note probes report (the
+// engine's, not a problem's: one probe per engine per process, no engine build per problem).
+bool graph_engine_compiles(const Algorithm& a);
 // A graph engine (of direction d, when given).
 bool is_graph(const Algorithm& a, std::optional<Direction> d = {});
 void graph_forget_plans();

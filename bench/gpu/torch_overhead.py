@@ -12,7 +12,9 @@ call (the host time of the loop; median of --repeats repeats, with their min and
             the same calls: what the C++ override's convtune call costs, plus ctypes' own
 
 torch.backends.cudnn.benchmark is on and every decision is in convtune's memory after the
-warm-up calls, so no call searches. Prints a table and writes JSON (--out).
+warm-up calls, so no call searches. Prints a table and writes JSON (--out). With --profile N,
+also prints where the host time of N forward + backward calls goes, per operation (torch.profiler,
+CPU activity; the profiler's own cost inflates each operation alike), for pytorch and cpp.
 
   python3 bench/gpu/torch_overhead.py --device cpu --out overhead.json
   python3 bench/gpu/torch_overhead.py --device cuda --out overhead.json
@@ -142,6 +144,23 @@ def c_api_loops(device, backend, calls):
     return _loops(run, calls, (x, w, y, ctx))  # keeps the tensors and the context the structs point at
 
 
+def profile(device, calls):
+    """Host time per operation over `calls` forward + backward calls (torch.profiler, CPU activity):
+    printed as a table, returned as {operation: [calls, self us per fwd+bwd, total us per fwd+bwd]}."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    _, fwd_bwd = conv_loops(device, calls)
+    fwd_bwd()
+    sync(device)
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        fwd_bwd()
+        sync(device)
+    events = prof.key_averages()
+    print(events.table(sort_by="self_cpu_time_total", row_limit=30))
+    return {e.key: [e.count, e.self_cpu_time_total / calls, e.cpu_time_total / calls] for e in events}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
@@ -149,6 +168,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7, help="repeats; the median is reported (default 7)")
     ap.add_argument("--modes", default="pytorch,python,cpp,bare,c_api")
     ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also profile N forward + backward calls of pytorch and cpp per operation")
     a = ap.parse_args(argv)
     if a.calls < 1 or a.repeats < 1:
         ap.error("--calls and --repeats must be >= 1")
@@ -169,6 +190,8 @@ def main(argv=None):
         else:
             fwd, fwd_bwd = conv_loops(a.device, a.calls)
         results[mode] = {"fwd": timed(fwd, a.calls, a.repeats, a.device), "fwd_bwd": timed(fwd_bwd, a.calls, a.repeats, a.device)}
+        if a.profile > 0 and mode in ("pytorch", "cpp"):
+            results[mode]["profile"] = profile(a.device, a.profile)
         if mode in ("python", "cpp"):
             st = ct.stats()
             ct.disable()

@@ -156,6 +156,17 @@ bool CandidateList::extend(bool decide_all) {
             items_.push_back(std::move(c));
             return true;
         }
+        if (skip_ && !ranking_->suggested(*a))
+            if (std::string why = skip_(a->id()); !why.empty()) {
+                Candidate c;
+                c.id = std::string(a->id());
+                c.notes = a->notes();
+                c.state = Candidate::State::not_checked;
+                c.reason = std::move(why);
+                c.listings = listings;
+                items_.push_back(std::move(c));
+                return true;
+            }
         Candidate c = evaluate(*a, p_, f_);
         c.suggested = ranking_->suggested(*a);
         c.listings = listings;

@@ -6,10 +6,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "convtune/device_tensors.hpp"
@@ -84,6 +86,10 @@ public:
     // undecided (not_checked, their support not asked). Each candidate's listings are those the
     // ended ranking reports.
     void decide_drawn();
+    // From now on, a candidate the heuristics do not suggest whose id `skip` gives a reason for
+    // (a demotion, say) is appended not checked with that reason, its support not asked (on
+    // cuDNN, asking builds the engine and its plan). An empty function ends the skipping.
+    void skip_unsuggested(std::function<std::string(std::string_view id)> skip) { skip_ = std::move(skip); }
     // Whether items()[i] is listed undecided.
     bool undecided(std::size_t i) const { return undecided_.count(i) > 0; }
     // The candidates as reported (complete()), the undecided and unreached ones explained where
@@ -108,6 +114,7 @@ private:
     int eligible_ = 0;
     std::vector<Candidate> items_, held_;
     std::map<std::size_t, const Algorithm*> undecided_;  // items_ position -> its algorithm
+    std::function<std::string(std::string_view)> skip_;  // skip_unsuggested
 };
 
 // One fresh decision of the selector's (enabled): its problem, flags, key and candidates, the

@@ -49,6 +49,12 @@ Decision SelectionPolicy::search(SearchContext& ctx) const {
     // Earlier searches of this process may have demoted some candidates (search_history.hpp).
     const Demotion demotion = this->demotion();
     const std::string kind = history_kind(ctx.p, f);
+    // A demoted candidate the heuristics do not suggest is passed over before its support is
+    // asked (the walk past the heuristics' lists reaches every engine of the backend, and on
+    // cuDNN asking builds one); the heuristic's pick, the first to run, is timed whatever its history.
+    ctx.list.skip_unsuggested([&](std::string_view id) {
+        return succeeded > 0 ? ctx.history().demoted(id, kind, demotion) : std::string();
+    });
     // Candidates in heuristic order, the list extended as the search reaches its end, until
     // `limit` have been timed or the ranking has ended.
     for (std::size_t i = 0; i < cands.size() || ((limit < 0 || succeeded < limit) && ctx.list.extend()); ++i) {
@@ -86,6 +92,7 @@ Decision SelectionPolicy::search(SearchContext& ctx) const {
         }
         succeeded += timer.time(i, m);
     }
+    ctx.list.skip_unsuggested({});  // it refers to this frame
     return timer.finish(m);
 }
 
