@@ -13,9 +13,11 @@ One measurement is one fresh process with one setting of torch.backends.cudnn (b
 allow_tf32, deterministic). In it, for the problems in the order given (the order of a
 network's first iteration):
   * `context_ms`: the CUDA context (paid by any CUDA program, whatever its flags);
-  * `startup_ms`: the cuDNN handle and a first 3x3 convolution of a shape outside the list
-    (what the first convolution of a process pays once; files written before `context_ms`
-    existed include the context in it);
+  * `startup_ms`: the cuDNN handle and a first 3x3 convolution of a shape outside the list,
+    always with benchmark off (what the first convolution of a process pays once; files written
+    before `context_ms` existed include the context in it, and files written before this probe
+    ran with benchmark off searched its shape under benchmark=True: convtune reads every run's
+    start-up from the benchmark-off runs);
   * per problem `first_ms`: the first call of the problem, synchronised (heuristics, plan
     builds, runtime kernel compiles and, with benchmark=True, PyTorch's timed search);
   * per problem `steady_ms`: median of `samples` timings (CUDA events) of `inner` back-to-back
@@ -87,7 +89,9 @@ def measure(problems, benchmark, allow_tf32=True, deterministic=False, samples=7
     import torch
 
     t0 = time.perf_counter()
-    torch.backends.cudnn.benchmark = bool(benchmark)
+    # The probe runs with benchmark off in every setting: under benchmark=True it would search
+    # its own shape (in f32, with TF32 when allowed), whose kernels no problem of the list needs.
+    torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.allow_tf32 = bool(allow_tf32)
     torch.backends.cudnn.deterministic = bool(deterministic)
     cuda = device == "cuda"
@@ -101,6 +105,7 @@ def measure(problems, benchmark, allow_tf32=True, deterministic=False, samples=7
     torch.nn.functional.conv2d(probe, torch.ones(7, 5, 3, 3, device=device))
     sync()
     startup_ms = (time.perf_counter() - t0) * 1e3
+    torch.backends.cudnn.benchmark = bool(benchmark)
 
     seen, order = set(), []
     for p in problems:

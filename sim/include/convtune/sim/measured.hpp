@@ -19,7 +19,13 @@ namespace convtune::sim {
 struct MeasuredRun {
     std::string setting;  // "bm0" (benchmark off) or "bm1" (benchmark on)
     std::string cache;    // "cold" or "warm" kernel cache
-    double startup_ms = 0;  // the process's first convolution (CUDA context, cuDNN handle)
+    // The process's first convolution (CUDA context, cuDNN handle, libraries): a probe shape outside
+    // the list. As loaded, every run of a cache state has the median of that state's benchmark-off
+    // probes (PyTorchMeasurements::load): a probe under benchmark=True searches its own shape, in
+    // f32, and with TF32 allowed compiles kernels on an empty kernel cache that no f16/bf16 network
+    // needs (about 0.8 s on the H100, where benchmark off's probe took 0.07 s), a cost of the probe
+    // and not of the workload.
+    double startup_ms = 0;
     struct Problem {
         double first_ms = 0, steady_ms = 0;
     };
