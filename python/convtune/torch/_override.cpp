@@ -7,10 +7,11 @@
 // The same semantics as the Python kernels of convtune/torch/__init__.py, reason for reason: which
 // calls convtune takes and what PyTorch's flags mean are convtune's (the C interface's refuse() and
 // run(): convtune::app::framework_refusal, flags_from_torch), called by both; this file is glue:
-//   enable(...)   a torch::Library (IMPL, "aten") with kernels for `convolution` at the device's
-//                 autograd key (AutogradCPU / AutogradCUDA: a torch::autograd::Function, forward,
-//                 backward data and backward filter through convtune) and at the device's key (CPU /
-//                 CUDA: the forward of calls that bypassed autograd)
+//   enable(...)   a torch::Library (IMPL, "aten") with kernels at the device's key (CPU / CUDA) for
+//                 `convolution` (the forward through convtune) and `convolution_backward` (backward
+//                 data and backward filter through convtune): PyTorch's own autograd kernels stay,
+//                 so a convolution's graph node is PyTorch's ConvolutionBackward0, whose backward
+//                 (and double backward) calls convolution_backward at the device's key
 //   disable()     destroys the library: its registrations go, PyTorch's kernels run again
 //   stats(h) / reset_stats(h)
 // Tensors that carry the Python dispatch key (FakeTensor, tensor subclasses) are classified by the
@@ -19,7 +20,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
-#include <torch/csrc/autograd/custom_function.h>
+#include <ATen/ops/convolution_backward_native.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/library.h>
 #include <torch/version.h>
@@ -83,8 +84,8 @@ struct State {
     std::unique_ptr<torch::Library> library;
 };
 
-// Every state made lives as long as the process (autograd nodes refer to theirs by address, and
-// a state is small); the enabled one, read at each call without a lock, is one of them or null.
+// Every state made lives as long as the process (a state is small, and a call in flight on another
+// thread may hold one while it is disabled); the enabled one, read at each call without a lock, is one of them or null.
 std::mutex g_mutex;                           // guards g_states
 std::vector<std::unique_ptr<State>> g_states;
 std::atomic<State*> g_active{nullptr};
@@ -372,18 +373,6 @@ at::Tensor pytorch_convolution(const at::Tensor& x, const at::Tensor& w, const c
                             f.deterministic, f.enabled, f.allow_tf32);
 }
 
-std::vector<at::Tensor> pytorch_backward(const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w,
-                                         const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
-                                         const std::vector<int64_t>& dilation, int64_t groups,
-                                         std::array<bool, 3> mask) {
-    const std::vector<int64_t> zeros(stride.size(), 0);
-    const std::vector<int64_t> bias_sizes{w.size(0)};
-    auto r =
-        at::convolution_backward(gy, x, w, mask[2] ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(),
-                                 stride, padding, dilation, false, zeros, groups, mask);
-    return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
-}
-
 // The forward through convtune (PyTorch's aten::_convolution when convtune cannot run it), in
 // PyTorch's memory format for x and w; no autograd.
 at::Tensor conv_forward(State& s, const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
@@ -416,88 +405,6 @@ at::Tensor conv_forward(State& s, const at::Tensor& x, const at::Tensor& w, cons
                                std::vector<int64_t>(static_cast<std::size_t>(nd), 0), groups, f);
 }
 
-class ConvFunction : public torch::autograd::Function<ConvFunction> {
-public:
-    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
-                              const c10::optional<at::Tensor>& b, State* s, std::vector<int64_t> stride,
-                              std::vector<int64_t> padding, std::vector<int64_t> dilation, int64_t groups,
-                              TorchFlags f) {
-        // One saved entry (a map insert per entry): the state, groups, memory format, bias, then
-        // stride, padding and dilation (nd values each).
-        std::vector<int64_t> meta{static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(s)), groups,
-                                  static_cast<int64_t>(memory_format(x, w)), b.has_value() && b->defined()};
-        meta.insert(meta.end(), stride.begin(), stride.end());
-        meta.insert(meta.end(), padding.begin(), padding.end());
-        meta.insert(meta.end(), dilation.begin(), dilation.end());
-        ctx->saved_data["meta"] = std::move(meta);
-        ctx->save_for_backward({x, w});
-        return conv_forward(*s, x, w, b, stride, padding, dilation, groups, f);
-    }
-
-    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                   torch::autograd::variable_list grads) {
-        const auto saved = ctx->get_saved_variables();
-        const at::Tensor& x = saved[0];
-        const at::Tensor& w = saved[1];
-        const at::Tensor& gy = grads[0];
-        const std::vector<int64_t> meta = ctx->saved_data["meta"].toIntVector();
-        const int64_t nd = x.dim() - 2;
-        State& s = *reinterpret_cast<State*>(static_cast<std::uintptr_t>(meta[0]));
-        const int64_t groups = meta[1];
-        const auto fmt = static_cast<at::MemoryFormat>(meta[2]);
-        const bool has_bias = meta[3] != 0;
-        const std::vector<int64_t> stride(meta.begin() + 4, meta.begin() + 4 + nd);
-        const std::vector<int64_t> padding(meta.begin() + 4 + nd, meta.begin() + 4 + 2 * nd);
-        const std::vector<int64_t> dilation(meta.begin() + 4 + 2 * nd, meta.begin() + 4 + 3 * nd);
-        const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
-        // needs_input_grad counts the Function's tensor inputs: no bias, no index 2.
-        const bool need_b = has_bias && ctx->needs_input_grad(2);
-        torch::autograd::variable_list out(9);
-        if (at::GradMode::is_enabled()) {
-            // create_graph=True: PyTorch's differentiable backward, so that a second derivative exists.
-            count_fallback(s, "double_backward", "a backward with create_graph=True runs aten::convolution_backward");
-            auto r = pytorch_backward(gy, x, w, stride, padding, dilation, groups, {need_x, need_w, need_b});
-            out[0] = r[0];
-            out[1] = r[1];
-            out[2] = r[2];
-            return out;
-        }
-        const bool live = is_active(&s);
-        const TorchFlags f = live ? torch_flags() : TorchFlags{};
-        // The forward took x and w: what could refuse them now is PyTorch's flags (cudnn_disabled).
-        const Reason why = live ? convtune_rules(s, x, w, false, groups, f) : std::nullopt;
-        const at::Tensor gyc = gy.contiguous(fmt);
-        at::Tensor g[2];
-        bool todo[2] = {false, false};
-        const bool need[2] = {need_x, need_w};
-        const char* directions[2] = {"bwd_data", "bwd_filter"};
-        for (int i = 0; i < 2; ++i) {
-            if (!need[i]) continue;
-            const at::Tensor& like = i == 0 ? x : w;
-            at::Tensor xw[2];
-            xw[i] = at::empty(like.sizes(), like.options().memory_format(fmt));
-            xw[1 - i] = (i == 0 ? w : x).contiguous(fmt);
-            if (live && !why && run(s, directions[i], xw[0], xw[1], gyc, stride, padding, dilation, groups, f))
-                g[i] = xw[i];
-            else todo[i] = true;
-        }
-        if (todo[0] || todo[1]) {
-            if (why) count_fallback(s, why->first, why->second);
-            auto r = pytorch_backward(gy, x, w, stride, padding, dilation, groups, {todo[0], todo[1], false});
-            if (todo[0]) g[0] = r[0];
-            if (todo[1]) g[1] = r[1];
-        }
-        out[0] = g[0];
-        out[1] = g[1];
-        if (need_b) {
-            std::vector<int64_t> dims{0};
-            for (int64_t i = 2; i < 2 + nd; ++i) dims.push_back(i);
-            out[2] = gy.sum(dims);
-        }
-        return out;
-    }
-};
-
 // The dispatch of both kernels: refusals and disabled cuDNN go to PyTorch (counted), the rest to `go`.
 template <class Go>
 at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
@@ -515,28 +422,55 @@ at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const c10::optiona
     return go(*s, spatial(stride, nd), spatial(padding, nd), spatial(dilation, nd), f);
 }
 
-// aten::convolution at the device's autograd key: forward and backward through convtune.
-at::Tensor autograd_kernel(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
-                           at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-                           at::IntArrayRef output_padding, int64_t groups) {
-    return dispatch(
-        x, w, b, stride, padding, dilation, transposed, output_padding, groups,
-        [&](State& s, std::vector<int64_t> st, std::vector<int64_t> pa, std::vector<int64_t> di, const TorchFlags& f) {
-            // Nothing to differentiate (no input requires grad, or grad mode is off): the
-            // forward below autograd, no graph node, as PyTorch's own autograd kernels do.
-            const bool bias_grad = b && b->defined() && b->requires_grad();
-            if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad() || bias_grad)) {
-                at::AutoDispatchBelowADInplaceOrView below;
-                return conv_forward(s, x, w, b, st, pa, di, groups, f);
-            }
-            // An undefined tensor is no input of a C++ autograd Function: no bias is nullopt.
-            const c10::optional<at::Tensor> bias = b && b->defined() ? b : c10::nullopt;
-            return ConvFunction::apply(x, w, bias, &s, std::move(st), std::move(pa), std::move(di), groups, f);
-        });
+// aten::convolution_backward at the device's key, which PyTorch's own autograd node of a
+// convolution (ConvolutionBackward0) calls, and its double backward (create_graph=True) too: the
+// data and filter gradients through convtune, PyTorch's own kernel for what convtune does not take
+// (transposed convolutions, refused problems, a direction convtune could not run), counted.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_kernel(
+    const at::Tensor& gy, const at::Tensor& x, const at::Tensor& w, at::OptionalIntArrayRef bias_sizes,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> mask) {
+    State* const s = active();
+    const TorchFlags f = torch_flags();
+    Reason why;
+    if (s && (mask[0] || mask[1])) why = refusal(*s, x, w, transposed, groups, f);
+    if (!s || transposed || why) {  // a transposed call is refused above (why is set) while enabled
+        if (s && why) count_fallback(*s, why->first, why->second);
+        return at::native::convolution_backward(gy, x, w, bias_sizes, stride, padding, dilation, transposed,
+                                                output_padding, groups, mask);
+    }
+    const int64_t nd = x.dim() - 2;
+    const std::vector<int64_t> st = spatial(stride, nd), pa = spatial(padding, nd), di = spatial(dilation, nd);
+    const at::MemoryFormat fmt = memory_format(x, w);
+    const at::Tensor gyc = gy.contiguous(fmt);
+    at::Tensor g[3];
+    std::array<bool, 3> todo{false, false, false};
+    const char* directions[2] = {"bwd_data", "bwd_filter"};
+    for (int i = 0; i < 2; ++i) {
+        if (!mask[i]) continue;
+        const at::Tensor& like = i == 0 ? x : w;
+        at::Tensor xw[2];
+        xw[i] = at::empty(like.sizes(), like.options().memory_format(fmt));
+        xw[1 - i] = (i == 0 ? w : x).contiguous(fmt);
+        if (run(*s, directions[i], xw[0], xw[1], gyc, st, pa, di, groups, f)) g[i] = xw[i];
+        else todo[i] = true;
+    }
+    if (todo[0] || todo[1]) {
+        auto r = at::native::convolution_backward(gy, x, w, at::OptionalIntArrayRef(), stride, padding, dilation,
+                                                  false, output_padding, groups, todo);
+        if (todo[0]) g[0] = std::get<0>(r);
+        if (todo[1]) g[1] = std::get<1>(r);
+    }
+    if (mask[2]) {
+        std::vector<int64_t> dims{0};
+        for (int64_t i = 2; i < 2 + nd; ++i) dims.push_back(i);
+        g[2] = gy.sum(dims);
+    }
+    return {g[0], g[1], g[2]};
 }
 
-// aten::convolution at the device's own key: what reaches it bypassed autograd (torch.inference_mode(),
-// graphs that AOTAutograd compiled), so a forward only.
+// aten::convolution at the device's own key: every forward, below PyTorch's autograd kernel (which
+// recorded the graph node, if any) or without it (torch.inference_mode(), graphs that AOTAutograd compiled).
 at::Tensor device_kernel(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                          at::IntArrayRef output_padding, int64_t groups) {
@@ -584,11 +518,11 @@ int64_t enable(py::capsule api, std::uintptr_t context, const std::string& devic
         s->library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::optional<c10::DispatchKey>(),
                                                       __FILE__, __LINE__);
         const bool cuda = s->device == c10::DeviceType::CUDA;
-        s->library->impl("convolution",
-                         torch::dispatch(cuda ? c10::DispatchKey::AutogradCUDA : c10::DispatchKey::AutogradCPU,
-                                         TORCH_FN(autograd_kernel)));
-        s->library->impl("convolution", torch::dispatch(cuda ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU,
-                                                        TORCH_FN(device_kernel)));
+        // At the device's key only: PyTorch's own autograd kernel of aten::convolution (at
+        // AutogradCUDA / AutogradCPU) records its own node, ConvolutionBackward0, and calls these.
+        const c10::DispatchKey key = cuda ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU;
+        s->library->impl("convolution", torch::dispatch(key, TORCH_FN(device_kernel)));
+        s->library->impl("convolution_backward", torch::dispatch(key, TORCH_FN(backward_kernel)));
     }
     {
         std::lock_guard<std::mutex> lock(g_mutex);
