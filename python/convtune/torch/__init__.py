@@ -10,11 +10,15 @@
     with convtune.torch.enabled(device="cpu"):     # CPU convolutions -> convtune's CPU backend
         ...
 
-How: an override of ``aten::convolution`` at the autograd key of the device (AutogradCUDA,
-AutogradCPU), whose kernel is an autograd Function (and a forward-only one at the device's key,
-CUDA or CPU, for calls that skip autograd: torch.inference_mode()): the forward and both backward
-directions run through ``convtune::app::run_framework`` (one C++ entry point) on PyTorch's
-tensors, on PyTorch's current stream, with workspace from PyTorch's allocator. The flags are read
+How: kernels of ``aten::convolution`` whose forward and both backward directions run through
+``convtune::app::run_framework`` (one C++ entry point) on PyTorch's tensors, on PyTorch's current
+stream, with workspace from PyTorch's allocator. The C++ override (below) registers
+``convolution`` and ``convolution_backward`` at the device's key (CUDA, CPU), under PyTorch's own
+autograd kernel: a convolution's graph node is PyTorch's ``ConvolutionBackward0``, whose backward
+(and double backward) calls convtune's ``convolution_backward``. The Python override registers
+``convolution`` at the device's autograd key (AutogradCUDA, AutogradCPU) as an autograd Function,
+and a forward-only kernel at the device's key for calls that skip autograd
+(torch.inference_mode()). The flags are read
 at each call from ``torch.backends.cudnn`` (enabled, benchmark, deterministic, allow_tf32,
 benchmark_limit where PyTorch has it) and ``torch.are_deterministic_algorithms_enabled()``
 (:func:`flag_values`); the policy comes from ``enable(policy=...)``.
@@ -33,7 +37,8 @@ Anything convtune cannot run falls through to PyTorch's own path (``aten::_convo
 has PyTorch's own derivative, or ``aten::convolution_backward`` for one backward direction),
 counted per reason in :func:`stats`: ``dtype``, ``device``, ``layout``, ``transposed``,
 ``fake_tensor`` (torch.compile's tracing), ``tensor_subclass``, ``cudnn_disabled``
-(torch.backends.cudnn.enabled is False), ``double_backward`` (a backward with create_graph=True),
+(torch.backends.cudnn.enabled is False), ``double_backward`` (Python override: a backward with
+create_graph=True),
 ``problem``, ``unsupported``, ``failed``. ``disable()`` unregisters the override (PyTorch's kernel
 runs again, nothing is counted any more).
 
