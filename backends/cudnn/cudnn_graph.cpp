@@ -798,7 +798,6 @@ private:
     }
 
     void build_engine(ProblemEntry& e, const ConvProblem& p, EnginePlan& ep) const {
-        ++work_counters().engine_builds;
         if (!ensure_graph(e, p)) {
             ep.support = Support::no(e.graph_error);
             return;
@@ -817,6 +816,9 @@ private:
                                      " configurations of engine " + std::to_string(engine_) + " for this problem");
             return;
         }
+        // Counted from here: an engine read from a listed configuration or made by index (the
+        // configurations the heuristics list fewer of than nth_ cost no cuDNN call).
+        ++work_counters().engine_builds;
         if (listed_cfg) {
             ep.cfg = listed_cfg;
             int64_t idx = -1;
