@@ -5,7 +5,8 @@ call (the host time of the loop; median of --repeats repeats, with their min and
 
   pytorch   PyTorch alone (convtune.torch disabled)
   python    convtune.torch with the Python override (torch.library kernels + autograd.Function)
-  cpp       convtune.torch with the C++ override (torch::Library kernels + torch::autograd::Function)
+  cpp       convtune.torch with the C++ override (torch::Library kernels at the device's key, under
+            PyTorch's own autograd node)
   bare      convtune._convtune.FrameworkContext.run itself on prepared tensors (forward: one call;
             forward + backward: fwd, bwd_data and bwd_filter): the Python override's convtune call
   c_api     the C interface's run (convtune_framework_api.h, through ctypes) on prepared structs,
