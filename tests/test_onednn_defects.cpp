@@ -204,7 +204,8 @@ BOOST_AUTO_TEST_CASE(ordinary_layers_keep_their_kernels) {
                                 const auto why = known_defect(p, impl, l == Layout::nhwc);
                                 // By design: the odd reduction channel counts of jit_bf16_1x1 (MobileNet's
                                 // 5-class conv11 in backward data, channels-last).
-                                const int64_t reduction = d == Direction::bwd_data ? p.k_per_group() : p.c_per_group();
+                                const int64_t reduction =
+                                    d == Direction::bwd_data ? p.k_per_group() : p.c_per_group();
                                 if (why && impl == std::string_view("jit_bf16_1x1:avx512_core_bf16") &&
                                     reduction % 2 != 0) {
                                     BOOST_TEST_MESSAGE("withheld as intended: " << impl << " on " << p.to_string());

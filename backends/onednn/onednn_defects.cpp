@@ -287,11 +287,9 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // dilation > 1 and C=33) was dilated too. Not reproducible without AMX (the same problem passes
     // on AVX-512 with avx512_bf16). Withheld for every real dilation (> 1 along a dim whose kernel
     // size is > 1); undilated layers keep it.
-    if (p.direction == Direction::bwd_filter && bf16 && starts_with(impl, "jit:") && contains(impl, "amx")) {
-        for (int d = 0; d < p.spatial_dims; ++d)
-            if (p.dilation[d] > 1 && p.kernel[d] > 1)
-                return named(impl, "backward-weights kernel returns garbage on dilated convolutions (seen on AMX)");
-    }
+    if (p.direction == Direction::bwd_filter && bf16 && starts_with(impl, "jit:") && contains(impl, "amx") &&
+        any_dim(p, [](const ConvProblem& q, int d) { return q.dilation[d] > 1 && q.kernel[d] > 1; }))
+        return named(impl, "backward-weights kernel returns garbage on dilated convolutions (seen on AMX)");
 
     // Issue 35, the same AMX sweep (case 15865): jit_bf16_1x1:avx512_core_bf16 backward weights
     // returned wrong values (scaled error 0.23) on nwc n=2 c=13 k=8 in=42 stride=2: an odd number of
@@ -325,7 +323,7 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // Withheld for 3-D problems with a stride > 1; 2-D strided 1x1 layers (ResNet's downsampling)
     // keep it (none failed in 60,000 random cases).
     if (p.direction == Direction::fwd && starts_with(impl, "brgconv_1x1:") && contains(impl, "amx") &&
-        p.spatial_dims == 3 && std::any_of(p.stride.begin(), p.stride.begin() + 3, [](int64_t s) { return s > 1; }))
+        p.spatial_dims == 3 && any_dim(p, [](const ConvProblem& q, int d) { return q.stride[d] > 1; }))
         return named(impl, "forward kernel returns infinities on strided 3-D problems (seen on AMX)");
 
     // Issue 35. jit_bf16_1x1:avx512_core_bf16 forward: wrong values (2 of 53; reproduced) on

@@ -405,23 +405,6 @@ at::Tensor conv_forward(State& s, const at::Tensor& x, const at::Tensor& w, cons
                                std::vector<int64_t>(static_cast<std::size_t>(nd), 0), groups, f);
 }
 
-// The dispatch of both kernels: refusals and disabled cuDNN go to PyTorch (counted), the rest to `go`.
-template <class Go>
-at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
-                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-                    at::IntArrayRef output_padding, int64_t groups, Go&& go) {
-    State* const s = active();
-    const TorchFlags f = torch_flags();
-    Reason why;
-    if (s) why = refusal(*s, x, w, transposed, groups, f);
-    if (!s || why) {
-        if (why) count_fallback(*s, why->first, why->second);
-        return pytorch_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, f);
-    }
-    const int64_t nd = x.dim() - 2;
-    return go(*s, spatial(stride, nd), spatial(padding, nd), spatial(dilation, nd), f);
-}
-
 // aten::convolution_backward at the device's key, which PyTorch's own autograd node of a
 // convolution (ConvolutionBackward0) calls, and its double backward (create_graph=True) too: the
 // data and filter gradients through convtune, PyTorch's own kernel for what convtune does not take
@@ -474,9 +457,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_kernel(
 at::Tensor device_kernel(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                          at::IntArrayRef output_padding, int64_t groups) {
-    return dispatch(x, w, b, stride, padding, dilation, transposed, output_padding, groups,
-                    [&](State& s, std::vector<int64_t> st, std::vector<int64_t> pa, std::vector<int64_t> di,
-                        const TorchFlags& f) { return conv_forward(s, x, w, b, st, pa, di, groups, f); });
+    State* const s = active();
+    const TorchFlags f = torch_flags();
+    Reason why;
+    if (s) why = refusal(*s, x, w, transposed, groups, f);
+    if (!s || why) {  // refusals and disabled cuDNN go to PyTorch, counted
+        if (why) count_fallback(*s, why->first, why->second);
+        return pytorch_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, f);
+    }
+    const int64_t nd = x.dim() - 2;
+    return conv_forward(*s, x, w, b, spatial(stride, nd), spatial(padding, nd), spatial(dilation, nd), groups, f);
 }
 
 // Registering over aten's kernels warns "Overriding a previously registered kernel": that is the point.
