@@ -170,6 +170,18 @@ BOOST_AUTO_TEST_CASE(issue_35_classes_are_withheld) {
                          "brgconv:avx512_core_amx_bf16", true));
     BOOST_TEST(!withheld("dir=bwd_data,dtype=f32,layout=nwc,n=1,c=96,k=192,g=3,in=19,ker=11,pad=5",
                          "brgconv:avx512_core", true));
+    // brgconv:avx512_core_bf16 forward, heap corruption: negative end padding along a dilated dim (seed 44).
+    BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=nwc,n=2,c=99,k=192,g=3,in=10,ker=3,stride=3,dil=3,pad=3,pad_end=-2",
+                        "brgconv:avx512_core_bf16", true));
+    BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=nhwc,n=2,c=99,k=192,g=3,in=4x10,ker=1x3,stride=1x3,dil=1x3,pad=0x3,"
+                        "pad_end=0x-2",
+                        "brgconv:avx512_core_bf16", true));
+    BOOST_TEST(!withheld("dir=fwd,dtype=bf16,layout=nwc,n=2,c=99,k=192,g=3,in=10,ker=3,stride=3,dil=3,pad=3,pad_end=0",
+                         "brgconv:avx512_core_bf16", true));
+    BOOST_TEST(!withheld("dir=fwd,dtype=bf16,layout=nwc,n=2,c=64,k=64,in=10,ker=3,stride=2,pad=1,pad_end=-1",
+                         "brgconv:avx512_core_bf16", true));
+    BOOST_TEST(!withheld("dir=fwd,dtype=f32,layout=nwc,n=2,c=99,k=192,g=3,in=10,ker=3,stride=3,dil=3,pad=3,pad_end=-2",
+                         "brgconv:avx512_core", true));
     // Winograd where an output is a sum of few products (the bound's assumption).
     BOOST_TEST(withheld("dir=bwd_filter,n=1,c=16,k=32,in=2x2,ker=3x3,pad=1x1", "jit_wino_4x3:avx512_core", false));
     BOOST_TEST(!withheld("dir=bwd_filter,n=1,c=16,k=32,in=7x7,ker=3x3,pad=1x1", "jit_wino_4x3:avx512_core", false));
