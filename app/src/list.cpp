@@ -24,9 +24,7 @@ std::string to_text(const CpuLevels& l) {
     return l.note.empty() ? s : s + "; " + l.note;
 }
 
-namespace {
-
-std::vector<BackendListing> list_backends() {
+std::vector<BackendListing> list_backends(bool notes) {
     std::vector<BackendListing> out;
     for (Backend* b : backends()) {
         const Availability av = b->availability();
@@ -41,14 +39,19 @@ std::vector<BackendListing> list_backends() {
                          .algorithms = {}};
         if (l.name == "cpu") l.cpu_levels = cpu_levels();
         for (const Algorithm* a : b->algorithms()) {
-            BackendListing::Algo algo{.id = std::string(a->id()), .notes = {}, .notes_text = a->notes().to_string()};
-            for (std::string_view n : a->notes().names()) algo.notes.emplace_back(n);
+            BackendListing::Algo algo{.id = std::string(a->id()), .notes = {}, .notes_text = {}};
+            if (notes) {  // cuDNN's graph engines: a note probe each (engine builds on small graphs)
+                algo.notes_text = a->notes().to_string();
+                for (std::string_view n : a->notes().names()) algo.notes.emplace_back(n);
+            }
             l.algorithms.push_back(std::move(algo));
         }
         out.push_back(std::move(l));
     }
     return out;
 }
+
+namespace {
 
 std::vector<LibraryListing> list_recordings(const std::string& dir) {
     std::vector<LibraryListing> out;
@@ -72,7 +75,7 @@ std::vector<LibraryListing> list_recordings(const std::string& dir) {
 ListReport list(const ListRequest& r) {
     ListReport rep{.what = r.what, .backends = {}, .folder = {}, .recordings = {}};
     if (r.what == "backends") {
-        rep.backends = list_backends();
+        rep.backends = list_backends(true);
     } else if (r.what == "recordings") {
         rep.folder = sim::recordings_dir();
         rep.recordings = list_recordings(rep.folder);

@@ -666,7 +666,7 @@ PYBIND11_MODULE(_convtune, m) {
         "backends",
         [] {
             py::list out;
-            for (const app::BackendListing& b : app::list({.what = "backends"}).backends) {
+            for (const app::BackendListing& b : app::list_backends(false)) {
                 py::dict d;
                 d["name"] = b.name;
                 d["available"] = b.available;

@@ -75,6 +75,10 @@ struct ListReport {
 
 // Errors name the request's fields (an unknown `what`); a recording that cannot be read throws.
 ListReport list(const ListRequest& r);
+// list()'s backends; without `notes` the algorithms' notes stay empty, which saves cuDNN's note
+// probes (an engine build on each of its small probe graphs per graph engine, about 0.2 s in all on
+// an H100): what a caller that only needs names, availability and ids (convtune.torch.enable) asks.
+std::vector<BackendListing> list_backends(bool notes);
 // {"format", "backends": [{"name", "available", "library", "device", "driver", "reason" (when
 //  unavailable), "isa_levels": {"compiled", "active"} (cpu), "algorithms": [{"id", "notes"}]}]}, or
 // {"format", "folder", "recordings": [{"name", "recordings": [{"file", "environment", "problems",
