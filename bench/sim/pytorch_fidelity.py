@@ -87,7 +87,8 @@ def simulate(cli, trace, source, cache, n):
         sys.exit(f"pytorch_fidelity: {' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
     doc = json.loads(p.stdout)
     out = {"predicted": len(doc.get("pytorch_library", {}).get("predicted", [])),
-           "problems": doc.get("pytorch_library", {}).get("problems", 0)}
+           "problems": doc.get("pytorch_library", {}).get("problems", 0),
+           "recommendation": doc["recommendation"]["setting"]}
     for s in doc["settings"]:
         if s.get("failure"):
             sys.exit(f"pytorch_fidelity: {s['name']} failed: {s['failure']}")
@@ -153,6 +154,9 @@ def main():
     be_lines = ["| workload | cache | predicted break-even | measured break-even (medians) | over the pairs of runs | "
                 "determined | error |", "|---|---|---:|---:|---:|---|---:|"]
     diff_lines = ["| workload | cache | N | predicted on-off | measured on-off | ratio |", "|---|---|---:|---:|---:|---:|"]
+    rec_lines = ["| workload | cache | N | recommended | measured faster (medians) | measured runs separate | right way | "
+                 "made inside the spread |", "|---|---|---:|---|---|---|---|---|"]
+    rec_right, rec_inside, rec_changes = 0, 0, 0
     plain_timed, ratios, be_errors, warm_timed, be_determined = [], [], [], set(), []
     worst, outside, off_runs, cases, same, decided = 0.0, 0, 0, 0, 0, 0
     tmp = tempfile.mkdtemp()
@@ -247,6 +251,19 @@ def main():
                 ratios.append(ratio)
                 diff_lines.append(f"| {w} | {cache} | {n} | {pd / 1e3:+.2f} s | {md / 1e3:+.2f} s | {ratio:.2f} |")
                 decided += 1
+                # The recommendation: 'off' keeps PyTorch's default; 'pytorch' asks the user to turn
+                # benchmark on, which the measured runs must bear out beyond their spread.
+                runs_of = {bm: [measured_total(r, n) for r in sel[bm]] for bm in (0, 1)}
+                separate = max(runs_of[1]) < min(runs_of[0]) or max(runs_of[0]) < min(runs_of[1])
+                faster = "pytorch" if med_of[1] < med_of[0] else "off"
+                rec = sim["recommendation"]
+                right = rec == faster or (rec == "off" and not separate)
+                inside = rec != "off" and not separate
+                rec_right += right
+                rec_inside += inside
+                rec_changes += rec != "off"
+                rec_lines.append(f"| {w} | {cache} | {n} | {rec} | {faster} | {'yes' if separate else 'no'} | "
+                                 f"{'yes' if right else 'NO'} | {'YES' if inside else 'no'} |")
             n = max(ns)
             sim = sims[n]
             pbe = break_even(sim["off"]["per"], sim["pytorch"]["per"], other)
@@ -283,10 +300,15 @@ def main():
             "\n\nBenchmark on minus off (the cost or gain of the flag), predicted against measured medians:\n\n" +
             "\n".join(diff_lines) +
             "\n\nBreak-even of benchmark=True against benchmark=False:\n\n" + "\n".join(be_lines) +
+            "\n\nThe recommendation (simulate's, between off and pytorch) against the measured runs: right where it names the "
+            "faster median, or keeps benchmark off where the runs do not separate; no recommendation to change may rest on a "
+            "difference inside the runs' spread:\n\n" + "\n".join(rec_lines) +
             f"\n\nworst error {100 * worst:.1f}% (tolerance {100 * a.tolerance:.0f}%); measured runs outside the predicted range: {outside}; "
             f"predictions outside the span of the measured runs: {off_runs} of {cases}; "
             f"the faster setting predicted is the faster one measured (medians) in {same} of {decided} (workload, cache, N) cases; "
             f"on-off ratio in [0.67, 1.5] in {sum(0.67 <= r <= 1.5 for r in ratios)} of {len(ratios)}; "
+            f"the recommendation right in {rec_right} of {decided}, to turn benchmark on in {rec_changes}, inside the measured "
+            f"spread in {rec_inside}; "
             f"break-even within 25% in {sum(e <= 0.25 for e in be_errors)} of {len(be_errors)} where both exist, "
             f"{sum(e <= 0.25 for e in be_determined)} of {len(be_determined)} where every pair of runs breaks even\n")
     if a.out:
