@@ -103,23 +103,98 @@ constexpr int kPreferNV = 2;
 constexpr int kMaxNV = 4;
 constexpr int kMaxBAll = 12;
 
+// ---- Transposes (layout conversions) ----------------------------------------------------------
+// transpose_tile: row(j)[i] = src[i * ss + j] for i < rows, j < cols (rows, cols <= kTile; row(j):
+// a float* for column j of src); nothing else is written. AVX-512: 16x16 in registers (masked loads and stores for
+// partial tiles); AVX2: 8x8; otherwise element by element.
+#if defined(__AVX512F__)
+constexpr int kTile = 16;
+template <class Row>
+inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
+    const __mmask16 cm = static_cast<__mmask16>((1u << cols) - 1), rm = static_cast<__mmask16>((1u << rows) - 1);
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + i * ss) : _mm512_setzero_ps();
+    // Pairs of rows interleaved, then 4x4 blocks within each 128-bit lane: r[4m + c] lane L holds
+    // column 4L + c of rows 4m .. 4m+3.
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int m = 0; m < 4; ++m) {
+        r[4 * m] = _mm512_shuffle_ps(t[4 * m], t[4 * m + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * m + 1] = _mm512_shuffle_ps(t[4 * m], t[4 * m + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * m + 2] = _mm512_shuffle_ps(t[4 * m + 1], t[4 * m + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * m + 3] = _mm512_shuffle_ps(t[4 * m + 1], t[4 * m + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    // 4x4 transpose of the 128-bit lanes of r[c], r[4 + c], r[8 + c], r[12 + c]: column 4L + c.
+    for (int c = 0; c < 4; ++c) {
+        const __m512 v0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
+        const __m512 v2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44),
+                     v3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
+        const __m512 o[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v0, v2, 0xDD),
+                             _mm512_shuffle_f32x4(v1, v3, 0x88), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
+        for (int L = 0; L < 4; ++L)
+            if (4 * L + c < cols) _mm512_mask_storeu_ps(row(4 * L + c), rm, o[L]);
+    }
+}
+#elif defined(__AVX2__)
+constexpr int kTile = 8;
+inline __m256i lane_mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+template <class Row>
+inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
+    const __m256i cm = lane_mask(cols), rm = lane_mask(rows);
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_maskload_ps(src + i * ss, cm) : _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int m = 0; m < 2; ++m) {
+        r[4 * m] = _mm256_shuffle_ps(t[4 * m], t[4 * m + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * m + 1] = _mm256_shuffle_ps(t[4 * m], t[4 * m + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * m + 2] = _mm256_shuffle_ps(t[4 * m + 1], t[4 * m + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * m + 3] = _mm256_shuffle_ps(t[4 * m + 1], t[4 * m + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    // r[4m + c] lane L holds column 4L + c of rows 4m .. 4m+3.
+    for (int c = 0; c < 4; ++c) {
+        if (c < cols) _mm256_maskstore_ps(row(c), rm, _mm256_permute2f128_ps(r[c], r[4 + c], 0x20));
+        if (4 + c < cols) _mm256_maskstore_ps(row(4 + c), rm, _mm256_permute2f128_ps(r[c], r[4 + c], 0x31));
+    }
+}
+#else
+constexpr int kTile = 16;
+template <class Row>
+inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
+    for (int j = 0; j < cols; ++j) {
+        float* d = row(j);
+        for (int i = 0; i < rows; ++i) d[i] = src[i * ss + j];
+    }
+}
+#endif
+
+// dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols, tile by tile.
+inline void transpose(const float* src, int64_t ss, int64_t rows, int64_t cols, float* dst, int64_t ds) {
+    for (int64_t i = 0; i < rows; i += kTile)
+        for (int64_t j = 0; j < cols; j += kTile)
+            transpose_tile(src + i * ss + j, ss, static_cast<int>(std::min<int64_t>(kTile, rows - i)),
+                           static_cast<int>(std::min<int64_t>(kTile, cols - j)),
+                           [=](int64_t jj) { return dst + (j + jj) * ds + i; });
+}
+
 // ---- Micro-kernels ----------------------------------------------------------------------------
-// One reduction segment: `count` steps; step i loads NV vectors at v + i*vstep and broadcasts
-// B scalars at b + i*bstep + j*bj.
-struct Seg {
+// fwd / bwd_data: one reduction segment per tap: `count` input channels, NV weight vectors at
+// v + i*NV*VL and B broadcasts at x + (xoff + off[j]) + i (off: the B positions' offsets into the
+// read tensor x, xoff: the tap's offset; their sum is in range, xoff alone need not be). The
+// accumulators are stored to out[j] (B pointers, NV*VL floats each).
+struct ChanSeg {
     const float* v;
-    const float* b;
+    int64_t xoff;
     int64_t count;
 };
-
-// fwd / bwd_data: step i of a segment is input channel i: NV weight vectors at v + i*NV*VL and
-// B broadcasts at b + off[j] + i (off: the B positions' offsets into the read tensor). The
-// accumulators are stored to out[j] (B pointers, NV*VL floats each).
 template <int NV, int B>
-void kernel_chan(const Seg* segs, int nseg, const int64_t* off, float* const* out) {
-    int64_t o[B];
-#pragma GCC unroll 16
-    for (int j = 0; j < B; ++j) o[j] = off[j];
+void kernel_chan(const ChanSeg* segs, int nseg, const float* x, const int64_t* off, float* const* out) {
     V acc[B][NV];
 #pragma GCC unroll 16
     for (int j = 0; j < B; ++j)
@@ -127,7 +202,9 @@ void kernel_chan(const Seg* segs, int nseg, const int64_t* off, float* const* ou
         for (int v = 0; v < NV; ++v) acc[j][v] = vzero();
     for (int s = 0; s < nseg; ++s) {
         const float* __restrict wp = segs[s].v;
-        const float* __restrict xp = segs[s].b;
+        const float* __restrict xp[B];
+#pragma GCC unroll 16
+        for (int j = 0; j < B; ++j) xp[j] = x + (segs[s].xoff + off[j]);
         const int64_t n = segs[s].count;
         for (int64_t i = 0; i < n; ++i) {
             V w[NV];
@@ -135,7 +212,7 @@ void kernel_chan(const Seg* segs, int nseg, const int64_t* off, float* const* ou
             for (int v = 0; v < NV; ++v) w[v] = vload(wp + i * (NV * VL) + v * VL);
 #pragma GCC unroll 16
             for (int j = 0; j < B; ++j) {
-                const V b = vbcast(xp + o[j] + i);
+                const V b = vbcast(xp[j] + i);
 #pragma GCC unroll 16
                 for (int v = 0; v < NV; ++v) acc[j][v] = vfma(b, w[v], acc[j][v]);
             }
@@ -147,7 +224,13 @@ void kernel_chan(const Seg* segs, int nseg, const int64_t* off, float* const* ou
         for (int v = 0; v < NV; ++v) vstore(out[j] + v * VL, acc[j][v]);
 }
 
-// bwd_filter: step i of a segment is one position: NV dy vectors at v + i*vstep and B
+// bwd_filter: one reduction segment: `count` positions.
+struct Seg {
+    const float* v;
+    const float* b;
+    int64_t count;
+};
+// Step i of a segment is one position: NV dy vectors at v + i*vstep and B
 // broadcasts of consecutive input channels at b + i*bstep + j. Accumulates into acc (B rows of
 // NV*VL floats, read first unless `zero`), so a long reduction can be split into chunks of
 // positions without changing its order.
@@ -182,34 +265,33 @@ void kernel_pos(const Seg* segs, int nseg, int64_t vstep, int64_t bstep, float* 
 }
 
 // Depthwise fwd / bwd_data: NV vectors of channels, B positions; per tap the weights are NV
-// vectors at w[t] and the inputs NV vectors at x[t] + off[j] (no broadcast: channel c of the
-// output only reads channel c).
+// vectors at w[t] and the inputs NV vectors at x + (xoff[t] + off[j]) (no broadcast: channel c of
+// the output only reads channel c).
 template <int NV, int B>
-void kernel_dw(const float* const* x, const float* const* w, int ntaps, const int64_t* off, float* const* out) {
-    int64_t o[B];
-#pragma GCC unroll 16
-    for (int j = 0; j < B; ++j) o[j] = off[j];
+void kernel_dw(const float* x, const int64_t* xoff, const float* const* w, int ntaps, const int64_t* off,
+               float* const* out) {
     V acc[B][NV];
 #pragma GCC unroll 16
     for (int j = 0; j < B; ++j)
 #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) acc[j][v] = vzero();
     for (int t = 0; t < ntaps; ++t) {
-        const float* __restrict xp = x[t];
         V wv[NV];
 #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) wv[v] = vload(w[t] + v * VL);
 #pragma GCC unroll 16
-        for (int j = 0; j < B; ++j)
+        for (int j = 0; j < B; ++j) {
+            const float* xp = x + (xoff[t] + off[j]);
 #pragma GCC unroll 16
-            for (int v = 0; v < NV; ++v) acc[j][v] = vfma(vload(xp + o[j] + v * VL), wv[v], acc[j][v]);
+            for (int v = 0; v < NV; ++v) acc[j][v] = vfma(vload(xp + v * VL), wv[v], acc[j][v]);
+        }
     }
 #pragma GCC unroll 16
     for (int j = 0; j < B; ++j)
 #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) vstore(out[j] + v * VL, acc[j][v]);
 }
-using DwFn = void (*)(const float* const*, const float* const*, int, const int64_t*, float* const*);
+using DwFn = void (*)(const float*, const int64_t*, const float* const*, int, const int64_t*, float* const*);
 // Depthwise blocks: kDwNV vectors of channels, up to kDwB positions (accumulators + weights + one load).
 constexpr int kDwNV = 2;
 constexpr int kDwB = VL == 16 ? 8 : 6;
@@ -225,7 +307,7 @@ const std::array<std::array<DwFn, kDwB + 1>, 3> kDw = {std::array<DwFn, kDwB + 1
                                                        dw_row1(std::make_integer_sequence<int, kDwB>{}),
                                                        dw_row2(std::make_integer_sequence<int, kDwB>{})};
 
-using ChanFn = void (*)(const Seg*, int, const int64_t*, float* const*);
+using ChanFn = void (*)(const ChanSeg*, int, const float*, const int64_t*, float* const*);
 using PosFn = void (*)(const Seg*, int, int64_t, int64_t, float*, bool);
 
 // Dispatch tables [NV][B] (null where B exceeds the register budget of NV).
@@ -300,30 +382,35 @@ bool is_f32_cl(const ConvProblem& p) { return p.dtype == DataType::f32 && p.layo
 
 // ---- fwd / bwd_data plan ----------------------------------------------------------------
 // Both directions are written as: for every written position, a sum over taps of the read
-// tensor at (read0 + q * in_step) times packed weights, where the read tensor is a zero-padded
-// f32 channels-last copy, so that every tap of every position is in range and any B positions
-// form a block (no border special cases; the zero taps are the ones macs() counts anyway).
+// tensor (an f32 channels-last view, unpadded) at (read0 + q * in_step) times packed weights:
 //   fwd:      written y at o = q, read x at q*s + r*d - pb                  (one phase)
 //   bwd_data: written dx at i = phi + q*s, read dy at q + (phi + pb - r*d)/s for the taps r with
 //             r*d = phi + pb (mod s)                                          (s phases)
+// Per dim, the q range of a phase is split into segments with a constant set of in-range taps
+// (the border positions read fewer taps): a position's class is its segment in every dim, and
+// any B positions of one class form a block. No tap of the padding is multiplied.
+struct QSeg {
+    int64_t end = 0;        // q in [previous end, end)
+    std::vector<int> taps;  // indices into DimPhase::taps read by these q
+};
 struct DimPhase {
     int64_t first = 0, count = 0;                   // written coordinate first + q*out_step, q < count
     std::vector<std::pair<int64_t, int64_t>> taps;  // (kernel index, read index at q = 0)
+    std::vector<QSeg> segs;
 };
 struct DimPlan {
     int64_t out_step = 1, in_step = 1;
     std::vector<DimPhase> phases;
-    int64_t P = 0, Lp = 1;  // begin padding and length of the padded read tensor
 };
 struct DataPlan {
     std::array<DimPlan, 3> dim;
     bool copy = true;                       // false: the read tensor is used in place
     std::array<int64_t, 3> rdims{}, wdims{};  // read / written tensor spatial dims
     int64_t read_ch = 1, write_ch = 1, red = 1, och = 1;
-    int64_t cstride = 1;     // channel stride of the padded read tensor (read_ch, or rounded up to VL for depthwise)
+    int64_t cstride = 1;     // channel stride of the read view (read_ch, or rounded up to VL for depthwise)
     bool depthwise = false;  // C/g = K/g = 1: vectorised over channels instead
-    std::size_t padded_floats(int64_t n) const {
-        return static_cast<std::size_t>(n * dim[0].Lp * dim[1].Lp * dim[2].Lp * cstride);
+    std::size_t read_floats(int64_t n) const {
+        return static_cast<std::size_t>(n * rdims[0] * rdims[1] * rdims[2] * cstride);
     }
 };
 
@@ -339,10 +426,10 @@ DataPlan data_plan(const ConvProblem& p, const Canon& c) {
     dp.depthwise = p.groups > 1 && p.c_per_group() == 1 && p.k_per_group() == 1;
     // Depthwise loads whole vectors of channels: the copy is padded to a multiple of VL channels.
     dp.cstride = dp.depthwise ? (dp.read_ch + VL - 1) / VL * VL : dp.read_ch;
-    bool in_place = is_f32_cl(p) && dp.cstride == dp.read_ch;
+    dp.copy = !(is_f32_cl(p) && dp.cstride == dp.read_ch);
     for (std::size_t d = 0; d < 3; ++d) {
         DimPlan& dm = dp.dim[d];
-        const int64_t s = c.st[d], dl = c.dil[d], pb = c.pb[d], kn = c.ker[d];
+        const int64_t s = c.st[d], dl = c.dil[d], pb = c.pb[d], kn = c.ker[d], R = dp.rdims[d];
         if (fwd) {
             dm.out_step = 1;
             dm.in_step = s;
@@ -364,22 +451,28 @@ DataPlan data_plan(const ConvProblem& p, const Canon& c) {
                 dm.phases.push_back(std::move(ph));
             }
         }
-        int64_t lo = 0, hi = -1;
-        bool any = false;
-        for (const DimPhase& ph : dm.phases)
-            for (auto [r, r0] : ph.taps) {
-                const int64_t last = r0 + (ph.count - 1) * dm.in_step;
-                lo = any ? std::min(lo, r0) : r0;
-                hi = any ? std::max(hi, last) : last;
-                any = true;
+        // Tap (r, a) is in range for a + q*in_step in [0, R): q in [lo, hi) below.
+        const int64_t is = dm.in_step;
+        auto lo_of = [&](int64_t a) { return a >= 0 ? int64_t{0} : (-a + is - 1) / is; };
+        auto hi_of = [&](int64_t a) { return a > R - 1 ? int64_t{0} : (R - 1 - a) / is + 1; };
+        for (DimPhase& ph : dm.phases) {
+            std::vector<int64_t> cuts{0, ph.count};
+            for (auto [r, a] : ph.taps)
+                for (int64_t q : {lo_of(a), hi_of(a)}) cuts.push_back(std::clamp<int64_t>(q, 0, ph.count));
+            std::sort(cuts.begin(), cuts.end());
+            cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+            for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+                QSeg sg;
+                sg.end = cuts[i + 1];
+                for (std::size_t t = 0; t < ph.taps.size(); ++t)
+                    if (cuts[i] >= lo_of(ph.taps[t].second) && cuts[i] < hi_of(ph.taps[t].second))
+                        sg.taps.push_back(static_cast<int>(t));
+                if (!ph.segs.empty() && ph.segs.back().taps == sg.taps)
+                    ph.segs.back().end = sg.end;
+                else
+                    ph.segs.push_back(std::move(sg));
             }
-        dm.P = any ? std::max<int64_t>(0, -lo) : 0;
-        dm.Lp = any ? dm.P + hi + 1 : 1;
-        if (dm.P != 0 || dm.Lp > dp.rdims[d]) in_place = false;
-    }
-    if (in_place) {
-        dp.copy = false;
-        for (std::size_t d = 0; d < 3; ++d) dp.dim[d].Lp = dp.rdims[d];
+        }
     }
     return dp;
 }
@@ -414,8 +507,8 @@ Sizes sizes(const ConvProblem& p) {
         const Blocking bl = blocking(dp.och);
         s.wpack = dp.depthwise ? round_up(4u * static_cast<std::size_t>(c.ks() * dp.cstride))
                                : round_up(4u * static_cast<std::size_t>(c.ks() * dp.red * bl.nvec * VL * p.groups));
-        // The padded copy of the read tensor (x for fwd, dy for bwd_data).
-        if (dp.copy) (p.direction == Direction::fwd ? s.xconv : s.yconv) = round_up(4u * dp.padded_floats(p.n));
+        // The channels-last copy of the read tensor (x for fwd, dy for bwd_data).
+        if (dp.copy) (p.direction == Direction::fwd ? s.xconv : s.yconv) = round_up(4u * dp.read_floats(p.n));
         return s;
     }
     if (!is_f32_cl(p)) {
@@ -464,80 +557,92 @@ private:
         return off;
     }
 
-    // f32 channels-last view of x (or dy): the user's buffer when it already is one.
-    const float* channels_last(bool is_x, float* buf) const {
+    // f32 channels-last view of x (or dy) with channel stride cs >= its channels (the lanes
+    // past them zero): the user's buffer when it already is one. f32 channels-first data is
+    // transposed per image ([channel][position] -> [position][channel]) in tiles.
+    const float* channels_last(bool is_x, float* buf, int64_t cs) const {
         const T* src = static_cast<const T*>(is_x ? t_.x.data : t_.y.data);
-        if constexpr (std::is_same_v<T, float>)
-            if (p_.layout == Layout::nhwc) return src;
         const int64_t ch = is_x ? p_.c : p_.k;
+        if constexpr (std::is_same_v<T, float>)
+            if (p_.layout == Layout::nhwc && cs == ch) return src;
         const std::array<int64_t, 3>& dims = is_x ? c_.in : c_.out;
         const Strides st = is_x ? x_strides(p_) : y_strides(p_);
+        const int64_t sp = dims[0] * dims[1] * dims[2];
+        if constexpr (std::is_same_v<T, float>)
+            if (p_.layout == Layout::nchw) {
+                // Channels-first: image n is a [ch][sp] matrix (canonical positions in memory order).
+                const int64_t tiles = (sp + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static)
+                for (int64_t it = 0; it < p_.n * tiles; ++it) {
+                    const int64_t n = it / tiles, s0 = it % tiles * kTile, sn = std::min<int64_t>(kTile, sp - s0);
+                    float* dp = buf + (n * sp + s0) * cs;
+                    transpose(src + st.at(n, 0, 0) + s0, st.channel, ch, sn, dp, cs);
+                    if (cs > ch)
+                        for (int64_t j = 0; j < sn; ++j) std::fill(dp + j * cs + ch, dp + (j + 1) * cs, 0.0f);
+                }
+                return buf;
+            }
         const int64_t rows = p_.n * dims[0] * dims[1];
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; ++row) {
             const int64_t n = row / (dims[0] * dims[1]), d = row / dims[1] % dims[0], h = row % dims[1];
             for (int64_t w = 0; w < dims[2]; ++w) {
                 const auto sl = slots(c_, d, h, w);
-                const T* sp = src + st.at(n, 0, sl[0], sl[1], sl[2]);
-                float* dp = buf + (row * dims[2] + w) * ch;
-                for (int64_t k = 0; k < ch; ++k) dp[k] = E::load(sp[k * st.channel]);
+                const T* sp_ = src + st.at(n, 0, sl[0], sl[1], sl[2]);
+                float* dp = buf + (row * dims[2] + w) * cs;
+                for (int64_t k = 0; k < ch; ++k) dp[k] = E::load(sp_[k * st.channel]);
+                std::fill(dp + ch, dp + cs, 0.0f);
             }
         }
         return buf;
     }
 
-    // The zero-padded f32 channels-last copy of the read tensor described by dp.
-    const float* padded_copy(const DataPlan& dp, bool is_x, float* buf) const {
-        if (!dp.copy) return static_cast<const float*>(is_x ? t_.x.data : t_.y.data);
-        const T* src = static_cast<const T*>(is_x ? t_.x.data : t_.y.data);
-        const Strides st = is_x ? x_strides(p_) : y_strides(p_);
-        const int64_t ch = dp.read_ch, cs = dp.cstride, L0 = dp.dim[0].Lp, L1 = dp.dim[1].Lp, L2 = dp.dim[2].Lp;
-        const int64_t rows = p_.n * L0 * L1;
-#pragma omp parallel for schedule(static)
-        for (int64_t row = 0; row < rows; ++row) {
-            const int64_t n = row / (L0 * L1), i0 = row / L1 % L0 - dp.dim[0].P, i1 = row % L1 - dp.dim[1].P;
-            float* out = buf + row * L2 * cs;
-            const bool row_ok = i0 >= 0 && i0 < dp.rdims[0] && i1 >= 0 && i1 < dp.rdims[1];
-            for (int64_t l2 = 0; l2 < L2; ++l2) {
-                const int64_t i2 = l2 - dp.dim[2].P;
-                float* o = out + l2 * cs;
-                if (!row_ok || i2 < 0 || i2 >= dp.rdims[2]) {
-                    std::fill(o, o + cs, 0.0f);
-                    continue;
-                }
-                const auto sl = slots(c_, i0, i1, i2);
-                const T* sp = src + st.at(n, 0, sl[0], sl[1], sl[2]);
-                for (int64_t k = 0; k < ch; ++k) o[k] = E::load(sp[k * st.channel]);
-                std::fill(o + ch, o + cs, 0.0f);
-            }
-        }
-        return buf;
-    }
-
-    // fwd and bwd_data: the same blocked kernel over the plan's phases.
-    void run_fwd_or_bwd_data(bool fwd) {
-        const DataPlan dp = data_plan(p_, c_);
-        if (dp.depthwise) return run_depthwise(dp, fwd);
-        const int64_t kpg = p_.k_per_group(), red = dp.red, och = dp.och, in_ch = dp.read_ch, out_ch = dp.write_ch;
-        const Blocking bl = blocking(och);
-        const int64_t ks = c_.ks();
+    // Packed weights of fwd / bwd_data: [group][block][tap][red][nv_b*VL] (blocks of a group
+    // contiguous, zero lanes past the group's written channels); depthwise: [tap][channel].
+    void pack_weights(const DataPlan& dp, bool fwd, const Blocking& bl) {
+        const int64_t kpg = p_.k_per_group(), red = dp.red, och = dp.och, ks = c_.ks();
         const T* w = static_cast<const T*>(t_.w.data);
         const Strides wst = w_strides(p_);
-        // Packed weights: [group][block][tap][red][nv_b*VL], blocks of a group are contiguous.
-        const int64_t group_floats = ks * red * bl.nvec * VL;
-        auto block_base = [&](int64_t g, int64_t b) { return wpack_ + g * group_floats + ks * red * b * bl.nv * VL; };
         const std::vector<int64_t> tap_off = tap_offsets(wst);
+        if (dp.depthwise) {
+            const int64_t cs = dp.cstride;
+#pragma omp parallel for schedule(static)
+            for (int64_t tap = 0; tap < ks; ++tap)
+                for (int64_t c = 0; c < cs; ++c)
+                    wpack_[tap * cs + c] = c < p_.c ? E::load(w[wst.at(c, 0, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)]]) : 0.0f;
+            return;
+        }
+        // fwd: filter k's weights of its group (red * ks values) are contiguous; element m of them
+        // goes to row col[m] = tap * red + c of the packed block.
+        std::vector<int64_t> col(fwd ? static_cast<std::size_t>(red * ks) : 0);
+        for (int64_t c = 0; c < (fwd ? red : 0); ++c)
+            for (int64_t tap = 0; tap < ks; ++tap)
+                col[static_cast<std::size_t>(wst.at(0, c, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)])] =
+                    tap * red + c;
 #pragma omp parallel for collapse(2) schedule(static)
         for (int64_t g = 0; g < p_.groups; ++g)
             for (int64_t b = 0; b < bl.blocks; ++b) {
                 const int64_t nvl = bl.nv_of(b) * VL;
-                float* dst = block_base(g, b);
+                float* dst = wpack_ + g * ks * red * bl.nvec * VL + ks * red * b * bl.nv * VL;
                 const int64_t o0 = b * bl.nv * VL, ovalid = std::min<int64_t>(nvl, och - o0);  // written channels
                 if (ovalid < nvl) std::fill(dst, dst + ks * red * nvl, 0.0f);
+                if constexpr (std::is_same_v<T, float>)
+                    if (fwd) {
+                        // Tiles of kTile filters x kTile of their weights, transposed.
+                        for (int64_t l0 = 0; l0 < ovalid; l0 += kTile) {
+                            const int rows = static_cast<int>(std::min<int64_t>(kTile, ovalid - l0));
+                            const float* wr = w + wst.at(g * kpg + o0 + l0, 0, 0, 0, 0);
+                            for (int64_t m0 = 0; m0 < red * ks; m0 += kTile)
+                                transpose_tile(wr + m0, wst.outer, rows,
+                                               static_cast<int>(std::min<int64_t>(kTile, red * ks - m0)), [&](int j) {
+                                                   return dst + col[static_cast<std::size_t>(m0 + j)] * nvl + l0;
+                                               });
+                        }
+                        continue;
+                    }
                 // Tiles of VL written channels (fwd: VL rows of the weight tensor, read a few
                 // consecutive elements each while their lines stay in cache) x one reduction
-                // channel x every tap: each store run fills whole lines of dst, instead of one
-                // element per line with the taps' lines a power of two apart.
+                // channel x every tap: each store run fills whole lines of dst.
                 const int64_t lstep = fwd ? VL : std::max<int64_t>(ovalid, 1);
                 for (int64_t lb = 0; lb < ovalid; lb += lstep)
                     for (int64_t i = 0; i < red; ++i)
@@ -550,12 +655,33 @@ private:
                             }
                         }
             }
+    }
 
-        const float* src = padded_copy(dp, fwd, fwd ? xconv_ : yconv_);
+    // fwd and bwd_data: blocked kernels over the plan's phases. Work items are (channel block,
+    // chunk of positions of one phase combination); a chunk's positions are sorted into their
+    // classes (the in-range taps), blocks of B positions of one class go to the kernel, whose
+    // outputs land in the written tensor (f32 channels-last, whole block) or in a staging tile of
+    // the chunk ([position][channel]), stored afterwards (transposed in tiles where positions
+    // are consecutive in memory: channels-first f32).
+    void run_fwd_or_bwd_data(bool fwd) {
+        const DataPlan dp = data_plan(p_, c_);
+        const bool dw = dp.depthwise;
+        const int64_t red = dp.red, och = dp.och, cs = dp.cstride, out_ch = dp.write_ch, ks = c_.ks();
+        const Blocking bl = blocking(och);
+        pack_weights(dp, fwd, bl);
+        const float* src = dp.copy ? channels_last(fwd, fwd ? xconv_ : yconv_, cs)
+                                   : static_cast<const float*>(fwd ? t_.x.data : t_.y.data);
         T* dst = static_cast<T*>(fwd ? t_.y.data : t_.x.data);
         const Strides dst_st = fwd ? y_strides(p_) : x_strides(p_);
-        const bool direct = is_f32_cl(p_);
-        const int64_t L0 = dp.dim[0].Lp, L1 = dp.dim[1].Lp, L2 = dp.dim[2].Lp;
+        const bool f32_cl = is_f32_cl(p_);
+        const int64_t R0 = dp.rdims[0], R1 = dp.rdims[1], R2 = dp.rdims[2];
+
+        // Channel blocks: general: (group, block of bl.nv vectors of its written channels);
+        // depthwise: kDwNV vectors of channels.
+        const int64_t dw_vec = cs / VL;
+        const int64_t nblocks = dw ? (dw_vec + kDwNV - 1) / kDwNV : p_.groups * bl.blocks;
+        const int bmax = dw ? kDwB : kMaxB[bl.nv];
+        const int64_t group_floats = ks * red * bl.nvec * VL;
 
         // Phase combinations and position chunks (positions: n, q0, q1, q2 flattened).
         struct Combo {
@@ -569,179 +695,67 @@ private:
                     const int64_t np = p_.n * a.count * b.count * e.count;
                     if (np > 0) combos.push_back({{&a, &b, &e}, np});
                 }
-        const int bmax = kMaxB[bl.nv];
-        // Work items: (group, channel block, chunk of positions). Two loop orders, chosen by the
+        // Work items: (channel block, chunk of positions). Two loop orders, chosen by the
         // estimated traffic beyond L2:
         //  - blocks innermost: a chunk's read window (~64 KiB) stays in cache while every block
-        //    of the group's weights passes over it: the weights are re-read once per chunk;
+        //    of the weights passes over it: the weights are re-read once per chunk;
         //  - positions innermost: one block's weights stay in L2 while the whole read tensor
         //    streams past: the read tensor is re-read once per block (and per phase), and each
         //    output cache line is fetched and written back once per block.
-        const int64_t chunk = std::clamp<int64_t>(65536 / (4 * in_ch) / bmax * bmax, bmax, 1024);
+        // Chunks: about 64 KiB of the read tensor's positions; whole rows (q2 runs) where rows
+        // are shorter, and at least bmax rows, so that the classes of the row borders fill blocks.
+        const int64_t target = std::clamp<int64_t>(65536 / (4 * cs) / bmax * bmax, bmax, 1024);
         struct Chunk {
             int64_t combo, begin, end;
         };
         std::vector<Chunk> chunks;
-        for (std::size_t ci = 0; ci < combos.size(); ++ci)
-            for (int64_t b0 = 0; b0 < combos[ci].positions; b0 += chunk)
-                chunks.push_back({static_cast<int64_t>(ci), b0, std::min(b0 + chunk, combos[ci].positions)});
-        const int64_t nchunks = static_cast<int64_t>(chunks.size()), items = nchunks * p_.groups * bl.blocks;
-        const double weight_bytes = 4.0 * static_cast<double>(group_floats * p_.groups);
-        const double read_bytes = 4.0 * static_cast<double>(dp.padded_floats(p_.n));
+        int64_t chunk = 1;  // the largest
+        for (std::size_t ci = 0; ci < combos.size(); ++ci) {
+            const int64_t row = combos[ci].ph[2]->count, nrows = combos[ci].positions / row;
+            const int64_t len = row >= target ? target : std::max(target / row, std::min<int64_t>(bmax, nrows)) * row;
+            chunk = std::max(chunk, len);
+            for (int64_t b0 = 0; b0 < combos[ci].positions; b0 += len)
+                chunks.push_back({static_cast<int64_t>(ci), b0, std::min(b0 + len, combos[ci].positions)});
+        }
+        const int64_t nchunks = static_cast<int64_t>(chunks.size()), items = nchunks * nblocks;
+        const double weight_bytes = 4.0 * static_cast<double>(dw ? ks * cs : group_floats * p_.groups);
+        const double read_bytes = 4.0 * static_cast<double>(dp.read_floats(p_.n));
         const double write_bytes = 4.0 * static_cast<double>(p_.n * dp.wdims[0] * dp.wdims[1] * dp.wdims[2] * out_ch);
         const bool blocks_inner =
             static_cast<double>(nchunks) * weight_bytes <=
-            static_cast<double>(bl.blocks) * (static_cast<double>(combos.size()) * read_bytes + 2 * write_bytes);
+            static_cast<double>(nblocks) * (static_cast<double>(combos.size()) * read_bytes + 2 * write_bytes);
 
 #pragma omp parallel
         {
-            std::vector<Seg> segs;
-            alignas(64) float tile[kMaxBAll * kMaxNV * VL];
+            const std::size_t cu = static_cast<std::size_t>(chunk);
+            std::vector<float> stage(cu * kMaxNV * VL);
+            std::vector<int64_t> base(cu), doff(cu), order(cu);
+            std::vector<int> cls(cu);
+            std::vector<int64_t> first, next;
+            std::vector<ChanSeg> segs;
+            std::vector<int64_t> xoffs;
+            std::vector<const float*> wptrs;
             int64_t off[kMaxBAll];
             float* outp[kMaxBAll];
-            std::array<int64_t, kMaxBAll> pn{}, pq0{}, pq1{}, pq2{};
 #pragma omp for schedule(static)
             for (int64_t it = 0; it < items; ++it) {
-                int64_t ch, g, b;
-                if (blocks_inner) {
-                    b = it % bl.blocks;
-                    g = it / bl.blocks % p_.groups;
-                    ch = it / bl.blocks / p_.groups;
-                } else {
-                    ch = it % nchunks;
-                    b = it / nchunks % bl.blocks;
-                    g = it / nchunks / bl.blocks;
-                }
-                const Chunk& ck = chunks[static_cast<std::size_t>(ch)];
+                const int64_t blk = blocks_inner ? it % nblocks : it / nchunks;
+                const Chunk& ck = chunks[static_cast<std::size_t>(blocks_inner ? it / nblocks : it % nchunks)];
                 const Combo& co = combos[static_cast<std::size_t>(ck.combo)];
                 const DimPhase &f0 = *co.ph[0], &f1 = *co.ph[1], &f2 = *co.ph[2];
-                const int nv = static_cast<int>(bl.nv_of(b));
-                const int64_t nvl = nv * VL;
-                const int64_t ch0 = b * bl.nv * VL;  // first written channel (within group) of the block
-                const int64_t valid = std::min<int64_t>(nvl, och - ch0);
-                const float* wblk = block_base(g, b);
-                segs.clear();
-                for (auto [k0, a0] : f0.taps)
-                    for (auto [k1, a1] : f1.taps)
-                        for (auto [k2, a2] : f2.taps) {
-                            const int64_t tap = (k0 * c_.ker[1] + k1) * c_.ker[2] + k2;
-                            const int64_t toff =
-                                (((dp.dim[0].P + a0) * L1 + dp.dim[1].P + a1) * L2 + dp.dim[2].P + a2) * in_ch;
-                            segs.push_back({wblk + tap * red * nvl, src + toff + g * red, red});
-                        }
-                // Position counters (n, q0, q1, q2) of ck.begin, then advanced one by one (no
-                // divisions in the block loop).
-                int64_t cn, c0, c1, c2;
-                {
-                    int64_t r = ck.begin;
-                    c2 = r % f2.count, r /= f2.count;
-                    c1 = r % f1.count, r /= f1.count;
-                    c0 = r % f0.count, cn = r / f0.count;
-                }
-                for (int64_t q = ck.begin; q < ck.end; q += bmax) {
-                    const int bn = static_cast<int>(std::min<int64_t>(bmax, ck.end - q));
-                    for (int j = 0; j < bn; ++j) {
-                        const std::size_t u = static_cast<std::size_t>(j);
-                        pn[u] = cn, pq0[u] = c0, pq1[u] = c1, pq2[u] = c2;
-                        if (++c2 == f2.count) {
-                            c2 = 0;
-                            if (++c1 == f1.count) {
-                                c1 = 0;
-                                if (++c0 == f0.count) c0 = 0, ++cn;
-                            }
-                        }
-                        off[j] = (((pn[u] * L0 + pq0[u] * dp.dim[0].in_step) * L1 + pq1[u] * dp.dim[1].in_step) * L2 +
-                                  pq2[u] * dp.dim[2].in_step) *
-                                 in_ch;
-                        const int64_t o0 = f0.first + pq0[u] * dp.dim[0].out_step,
-                                      o1 = f1.first + pq1[u] * dp.dim[1].out_step,
-                                      o2 = f2.first + pq2[u] * dp.dim[2].out_step;
-                        if (direct && valid == nvl)
-                            outp[j] = reinterpret_cast<float*>(dst) +
-                                      (((pn[u] * dp.wdims[0] + o0) * dp.wdims[1] + o1) * dp.wdims[2] + o2) * out_ch +
-                                      g * och + ch0;
-                        else
-                            outp[j] = tile + j * nvl;
-                    }
-                    kChan[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
-                        segs.data(), static_cast<int>(segs.size()), off, outp);
-                    if (!(direct && valid == nvl))
-                        for (int j = 0; j < bn; ++j) {
-                            const std::size_t u = static_cast<std::size_t>(j);
-                            const auto sl =
-                                slots(c_, f0.first + pq0[u] * dp.dim[0].out_step,
-                                      f1.first + pq1[u] * dp.dim[1].out_step, f2.first + pq2[u] * dp.dim[2].out_step);
-                            T* o = dst + dst_st.at(pn[u], g * och + ch0, sl[0], sl[1], sl[2]);
-                            for (int64_t l = 0; l < valid; ++l) o[l * dst_st.channel] = E::store(tile[j * nvl + l]);
-                        }
-                }
-            }
-        }
-    }
+                // The block: its vectors, first written channel (in the written tensor), valid lanes.
+                const int64_t g = dw ? 0 : blk / bl.blocks, b = dw ? blk : blk % bl.blocks;
+                const int nv = static_cast<int>(dw ? std::min<int64_t>(kDwNV, dw_vec - b * kDwNV) : bl.nv_of(b));
+                const int64_t nvl = nv * VL, wc0 = dw ? b * kDwNV * VL : b * bl.nv * VL;
+                const int64_t valid = std::min<int64_t>(nvl, (dw ? p_.c : och) - wc0);
+                const int64_t wch0 = dw ? wc0 : g * och + wc0;
+                const bool direct = f32_cl && valid == nvl;
+                const float* wblk = wpack_ + g * group_floats + ks * red * b * bl.nv * VL;
 
-    // Depthwise fwd / bwd_data (C/g = K/g = 1): vectors run over channels of the padded copy,
-    // the packed weights are [tap][channel]; same phases, positions and chunks as above.
-    void run_depthwise(const DataPlan& dp, bool fwd) {
-        const int64_t ks = c_.ks(), C = p_.c, cs = dp.cstride;
-        const T* w = static_cast<const T*>(t_.w.data);
-        const Strides wst = w_strides(p_);
-#pragma omp parallel for schedule(static)
-        for (int64_t tap = 0; tap < ks; ++tap) {
-            const auto rs = slots(c_, tap / (c_.ker[1] * c_.ker[2]), tap / c_.ker[2] % c_.ker[1], tap % c_.ker[2]);
-            for (int64_t c = 0; c < cs; ++c)
-                wpack_[tap * cs + c] = c < C ? E::load(w[wst.at(c, 0, rs[0], rs[1], rs[2])]) : 0.0f;
-        }
-        const float* src = padded_copy(dp, fwd, fwd ? xconv_ : yconv_);
-        T* dst = static_cast<T*>(fwd ? t_.y.data : t_.x.data);
-        const Strides dst_st = fwd ? y_strides(p_) : x_strides(p_);
-        const bool direct = is_f32_cl(p_);
-        const int64_t L0 = dp.dim[0].Lp, L1 = dp.dim[1].Lp, L2 = dp.dim[2].Lp;
-        struct Combo {
-            std::array<const DimPhase*, 3> ph;
-            int64_t positions;
-        };
-        std::vector<Combo> combos;
-        for (const DimPhase& a : dp.dim[0].phases)
-            for (const DimPhase& b : dp.dim[1].phases)
-                for (const DimPhase& e : dp.dim[2].phases) {
-                    const int64_t np = p_.n * a.count * b.count * e.count;
-                    if (np > 0) combos.push_back({{&a, &b, &e}, np});
-                }
-        const int64_t nvec = cs / VL, cblocks = (nvec + kDwNV - 1) / kDwNV;
-        const int64_t chunk = std::clamp<int64_t>(65536 / (4 * cs) / kDwB * kDwB, kDwB, 1024);
-        struct Chunk {
-            int64_t combo, begin, end;
-        };
-        std::vector<Chunk> chunks;
-        for (std::size_t ci = 0; ci < combos.size(); ++ci)
-            for (int64_t b0 = 0; b0 < combos[ci].positions; b0 += chunk)
-                chunks.push_back({static_cast<int64_t>(ci), b0, std::min(b0 + chunk, combos[ci].positions)});
-        const int64_t items = static_cast<int64_t>(chunks.size()) * cblocks;
-#pragma omp parallel
-        {
-            std::vector<const float*> tx, tw;
-            alignas(64) float tile[kDwB * kDwNV * VL];
-            int64_t off[kDwB];
-            float* outp[kDwB];
-            std::array<int64_t, kDwB> pn{}, po0{}, po1{}, po2{};
-#pragma omp for schedule(static)
-            for (int64_t it = 0; it < items; ++it) {
-                const int64_t cb = it % cblocks;
-                const Chunk& ck = chunks[static_cast<std::size_t>(it / cblocks)];
-                const Combo& co = combos[static_cast<std::size_t>(ck.combo)];
-                const DimPhase &f0 = *co.ph[0], &f1 = *co.ph[1], &f2 = *co.ph[2];
-                const int nv = static_cast<int>(std::min<int64_t>(kDwNV, nvec - cb * kDwNV));
-                const int64_t c0 = cb * kDwNV * VL, nvl = nv * VL, valid = std::min<int64_t>(nvl, C - c0);
-                tx.clear();
-                tw.clear();
-                for (auto [k0, a0] : f0.taps)
-                    for (auto [k1, a1] : f1.taps)
-                        for (auto [k2, a2] : f2.taps) {
-                            const int64_t tap = (k0 * c_.ker[1] + k1) * c_.ker[2] + k2;
-                            tx.push_back(
-                                src + (((dp.dim[0].P + a0) * L1 + dp.dim[1].P + a1) * L2 + dp.dim[2].P + a2) * cs + c0);
-                            tw.push_back(wpack_ + tap * cs + c0);
-                        }
+                // Positions of the chunk: read offset, written offset, class (segment per dim);
+                // counters advanced one by one (no divisions per position).
+                const int64_t np = ck.end - ck.begin;
+                const std::size_t S1 = f1.segs.size(), S2 = f2.segs.size(), ncls = f0.segs.size() * S1 * S2;
                 int64_t cn, q0, q1, q2;
                 {
                     int64_t r = ck.begin;
@@ -749,43 +763,99 @@ private:
                     q1 = r % f1.count, r /= f1.count;
                     q0 = r % f0.count, cn = r / f0.count;
                 }
-                for (int64_t q = ck.begin; q < ck.end; q += kDwB) {
-                    const int bn = static_cast<int>(std::min<int64_t>(kDwB, ck.end - q));
-                    for (int j = 0; j < bn; ++j) {
-                        const std::size_t u = static_cast<std::size_t>(j);
-                        off[j] = (((cn * L0 + q0 * dp.dim[0].in_step) * L1 + q1 * dp.dim[1].in_step) * L2 +
-                                  q2 * dp.dim[2].in_step) *
-                                 cs;
-                        pn[u] = cn;
-                        po0[u] = f0.first + q0 * dp.dim[0].out_step;
-                        po1[u] = f1.first + q1 * dp.dim[1].out_step;
-                        po2[u] = f2.first + q2 * dp.dim[2].out_step;
-                        if (++q2 == f2.count) {
-                            q2 = 0;
-                            if (++q1 == f1.count) {
-                                q1 = 0;
-                                if (++q0 == f0.count) q0 = 0, ++cn;
-                            }
+                auto seg_of = [](const DimPhase& f, int64_t q) {
+                    std::size_t k = 0;
+                    while (f.segs[k].end <= q) ++k;
+                    return k;
+                };
+                std::size_t k0 = seg_of(f0, q0), k1 = seg_of(f1, q1), k2 = seg_of(f2, q2);
+                first.assign(ncls + 1, 0);
+                for (int64_t p = 0; p < np; ++p) {
+                    const std::size_t u = static_cast<std::size_t>(p);
+                    base[u] = (((cn * R0 + q0 * dp.dim[0].in_step) * R1 + q1 * dp.dim[1].in_step) * R2 +
+                               q2 * dp.dim[2].in_step) *
+                              cs;
+                    const auto sl = slots(c_, f0.first + q0 * dp.dim[0].out_step, f1.first + q1 * dp.dim[1].out_step,
+                                          f2.first + q2 * dp.dim[2].out_step);
+                    doff[u] = dst_st.at(cn, wch0, sl[0], sl[1], sl[2]);
+                    cls[u] = static_cast<int>((k0 * S1 + k1) * S2 + k2);
+                    ++first[static_cast<std::size_t>(cls[u]) + 1];
+                    if (++q2 == f2.segs[k2].end) ++k2;
+                    if (k2 == S2) {
+                        q2 = 0, k2 = 0;
+                        if (++q1 == f1.segs[k1].end) ++k1;
+                        if (k1 == S1) {
+                            q1 = 0, k1 = 0;
+                            if (++q0 == f0.segs[k0].end) ++k0;
+                            if (k0 == f0.segs.size()) q0 = 0, k0 = 0, ++cn;
                         }
-                        outp[j] =
-                            direct && valid == nvl
-                                ? reinterpret_cast<float*>(dst) +
-                                      (((pn[u] * dp.wdims[0] + po0[u]) * dp.wdims[1] + po1[u]) * dp.wdims[2] + po2[u]) *
-                                          C +
-                                      c0
-                                : tile + j * nvl;
                     }
-                    kDw[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
-                        tx.data(), tw.data(), static_cast<int>(tx.size()), off, outp);
-                    if (!(direct && valid == nvl))
+                }
+                // Counting sort by class (stable: each class in position order).
+                for (std::size_t c = 0; c < ncls; ++c) first[c + 1] += first[c];
+                next.assign(first.begin(), first.end() - 1);
+                for (int64_t p = 0; p < np; ++p)
+                    order[static_cast<std::size_t>(next[static_cast<std::size_t>(cls[static_cast<std::size_t>(p)])]++)] = p;
+                for (std::size_t c = 0; c < ncls; ++c) {
+                    if (first[c] == first[c + 1]) continue;
+                    // The class's taps (in kernel order) and their read offsets.
+                    segs.clear();
+                    xoffs.clear();
+                    wptrs.clear();
+                    for (int t0 : f0.segs[c / (S1 * S2)].taps)
+                        for (int t1 : f1.segs[c / S2 % S1].taps)
+                            for (int t2 : f2.segs[c % S2].taps) {
+                                const auto [r0, a0] = f0.taps[static_cast<std::size_t>(t0)];
+                                const auto [r1, a1] = f1.taps[static_cast<std::size_t>(t1)];
+                                const auto [r2, a2] = f2.taps[static_cast<std::size_t>(t2)];
+                                const int64_t tap = (r0 * c_.ker[1] + r1) * c_.ker[2] + r2;
+                                const int64_t toff = ((a0 * R1 + a1) * R2 + a2) * cs;
+                                if (dw) {
+                                    xoffs.push_back(toff + wch0);
+                                    wptrs.push_back(wpack_ + tap * cs + wch0);
+                                } else {
+                                    segs.push_back({wblk + tap * red * nvl, toff + g * red, red});
+                                }
+                            }
+                    for (int64_t q = first[c]; q < first[c + 1]; q += bmax) {
+                        const int bn = static_cast<int>(std::min<int64_t>(bmax, first[c + 1] - q));
                         for (int j = 0; j < bn; ++j) {
-                            const std::size_t u = static_cast<std::size_t>(j);
-                            const auto sl = slots(c_, po0[u], po1[u], po2[u]);
-                            T* o = dst + dst_st.at(pn[u], c0, sl[0], sl[1], sl[2]);
-                            for (int64_t l = 0; l < valid; ++l) o[l * dst_st.channel] = E::store(tile[j * nvl + l]);
+                            const std::size_t u = static_cast<std::size_t>(order[static_cast<std::size_t>(q + j)]);
+                            off[j] = base[u];
+                            outp[j] = direct ? reinterpret_cast<float*>(dst + doff[u]) : stage.data() + u * nvl;
                         }
+                        if (dw)
+                            kDw[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
+                                src, xoffs.data(), wptrs.data(), static_cast<int>(xoffs.size()), off, outp);
+                        else
+                            kChan[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
+                                segs.data(), static_cast<int>(segs.size()), src, off, outp);
+                    }
+                }
+                if (!direct) store_stage(stage.data(), np, nvl, valid, doff.data(), dst, dst_st.channel);
+            }
+        }
+    }
+
+    // Stores a chunk's staging tile (np positions x nvl floats, the first `valid` channels) at
+    // the written offsets doff (channel stride cst): transposed in tiles along runs of positions
+    // consecutive in memory when the written tensor is f32 channels-first, else one by one.
+    void store_stage(const float* stage, int64_t np, int64_t nvl, int64_t valid, const int64_t* doff, T* dst,
+                     int64_t cst) const {
+        for (int64_t p = 0; p < np;) {
+            int64_t len = 1;
+            if constexpr (std::is_same_v<T, float>) {
+                if (cst != 1)
+                    while (p + len < np && doff[p + len] == doff[p] + len) ++len;
+                if (len >= 4) {
+                    transpose(stage + p * nvl, nvl, len, valid, dst + doff[p], cst);
+                    p += len;
+                    continue;
                 }
             }
+            for (int64_t i = p; i < p + len; ++i)
+                for (int64_t l = 0; l < valid; ++l) dst[doff[i] + l * cst] = E::store(stage[i * nvl + l]);
+            p += len;
         }
     }
 
@@ -798,8 +868,8 @@ private:
         const int64_t cpg = p_.c_per_group(), kpg = p_.k_per_group();
         const BwdFilterShape sh = bwd_filter_shape(p_);
         const Blocking& bl = sh.bl;
-        const float* x = channels_last(true, xconv_);
-        const float* dy = channels_last(false, yconv_);
+        const float* x = channels_last(true, xconv_, p_.c);
+        const float* dy = channels_last(false, yconv_, p_.k);
         T* dw = static_cast<T*>(t_.w.data);
         const Strides wst = w_strides(p_);
         const int64_t ks = c_.ks(), cbmax = sh.cbmax, cblocks = sh.cblocks, items = sh.items;
