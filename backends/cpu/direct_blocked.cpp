@@ -109,11 +109,14 @@ constexpr int kMaxBAll = 12;
 // partial tiles); AVX2: 8x8; otherwise element by element.
 #if defined(__AVX512F__)
 constexpr int kTile = 16;
-template <class Row>
+template <bool kStream = false, class Row>
 inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
     const __mmask16 cm = static_cast<__mmask16>((1u << cols) - 1), rm = static_cast<__mmask16>((1u << rows) - 1);
     __m512 r[16], t[16];
-    for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + i * ss) : _mm512_setzero_ps();
+    if (cols == 16 && rows == 16)
+        for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ss);
+    else
+        for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + i * ss) : _mm512_setzero_ps();
     // Pairs of rows interleaved, then 4x4 blocks within each 128-bit lane: r[4m + c] lane L holds
     // column 4L + c of rows 4m .. 4m+3.
     for (int i = 0; i < 8; ++i) {
@@ -133,8 +136,16 @@ inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row
                      v3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
         const __m512 o[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v0, v2, 0xDD),
                              _mm512_shuffle_f32x4(v1, v3, 0x88), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
-        for (int L = 0; L < 4; ++L)
-            if (4 * L + c < cols) _mm512_mask_storeu_ps(row(4 * L + c), rm, o[L]);
+        for (int L = 0; L < 4; ++L) {
+            if (4 * L + c >= cols) continue;
+            float* d = row(4 * L + c);
+            if (rows == 16 && kStream && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
+                _mm512_stream_ps(d, o[L]);
+            else if (rows == 16)
+                _mm512_storeu_ps(d, o[L]);
+            else
+                _mm512_mask_storeu_ps(d, rm, o[L]);
+        }
     }
 }
 #elif defined(__AVX2__)
@@ -142,7 +153,7 @@ constexpr int kTile = 8;
 inline __m256i lane_mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
-template <class Row>
+template <bool kStream = false, class Row>
 inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
     const __m256i cm = lane_mask(cols), rm = lane_mask(rows);
     __m256 r[8], t[8];
@@ -165,7 +176,7 @@ inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row
 }
 #else
 constexpr int kTile = 16;
-template <class Row>
+template <bool kStream = false, class Row>
 inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
     for (int j = 0; j < cols; ++j) {
         float* d = row(j);
@@ -174,11 +185,13 @@ inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row
 }
 #endif
 
-// dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols, tile by tile.
+// dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols, tile by tile; kStream: full aligned
+// rows with non-temporal stores (AVX-512; the caller fences).
+template <bool kStream = false>
 inline void transpose(const float* src, int64_t ss, int64_t rows, int64_t cols, float* dst, int64_t ds) {
     for (int64_t i = 0; i < rows; i += kTile)
         for (int64_t j = 0; j < cols; j += kTile)
-            transpose_tile(src + i * ss + j, ss, static_cast<int>(std::min<int64_t>(kTile, rows - i)),
+            transpose_tile<kStream>(src + i * ss + j, ss, static_cast<int>(std::min<int64_t>(kTile, rows - i)),
                            static_cast<int>(std::min<int64_t>(kTile, cols - j)),
                            [=](int64_t jj) { return dst + (j + jj) * ds + i; });
 }
@@ -380,6 +393,18 @@ Blocking blocking(int64_t n) {
 
 bool is_f32_cl(const ConvProblem& p) { return p.dtype == DataType::f32 && p.layout == Layout::nhwc; }
 
+// Packed weights of fwd / bwd_data, per (group, block): [tap][red][nv_b*VL], each tap's rows
+// followed by kTapPad unused floats (with red * nv_b * VL a power of two, the taps' regions would
+// otherwise share cache sets, and the repack's stores to them evict each other).
+constexpr int64_t kTapPad = 16;
+struct WPack {
+    Blocking bl;
+    int64_t red = 1, ks = 1;
+    int64_t tap_floats(int64_t b) const { return red * bl.nv_of(b) * VL + kTapPad; }
+    int64_t group_floats() const { return ks * (red * bl.nvec * VL + bl.blocks * kTapPad); }
+    int64_t offset(int64_t g, int64_t b) const { return g * group_floats() + ks * (red * b * bl.nv * VL + b * kTapPad); }
+};
+
 // ---- fwd / bwd_data plan ----------------------------------------------------------------
 // Both directions are written as: for every written position, a sum over taps of the read
 // tensor (an f32 channels-last view, unpadded) at (read0 + q * in_step) times packed weights:
@@ -506,7 +531,7 @@ Sizes sizes(const ConvProblem& p) {
         const DataPlan dp = data_plan(p, c);
         const Blocking bl = blocking(dp.och);
         s.wpack = dp.depthwise ? round_up(4u * static_cast<std::size_t>(c.ks() * dp.cstride))
-                               : round_up(4u * static_cast<std::size_t>(c.ks() * dp.red * bl.nvec * VL * p.groups));
+                               : round_up(4u * static_cast<std::size_t>(WPack{bl, dp.red, c.ks()}.group_floats() * p.groups));
         // The channels-last copy of the read tensor (x for fwd, dy for bwd_data).
         if (dp.copy) (p.direction == Direction::fwd ? s.xconv : s.yconv) = round_up(4u * dp.read_floats(p.n));
         return s;
@@ -570,15 +595,18 @@ private:
         const int64_t sp = dims[0] * dims[1] * dims[2];
         if constexpr (std::is_same_v<T, float>)
             if (p_.layout == Layout::nchw) {
-                // Channels-first: image n is a [ch][sp] matrix (canonical positions in memory order).
-                const int64_t tiles = (sp + kTile - 1) / kTile;
+                // Channels-first: image n is a [ch][sp] matrix (canonical positions in memory order),
+                // transposed kTile channels at a time (kTile sequential read streams), stored
+                // non-temporally (each line of the copy is written once, whole: no fetch first).
+                const int64_t tiles = (ch + kTile - 1) / kTile;
 #pragma omp parallel for schedule(static)
                 for (int64_t it = 0; it < p_.n * tiles; ++it) {
-                    const int64_t n = it / tiles, s0 = it % tiles * kTile, sn = std::min<int64_t>(kTile, sp - s0);
-                    float* dp = buf + (n * sp + s0) * cs;
-                    transpose(src + st.at(n, 0, 0) + s0, st.channel, ch, sn, dp, cs);
-                    if (cs > ch)
-                        for (int64_t j = 0; j < sn; ++j) std::fill(dp + j * cs + ch, dp + (j + 1) * cs, 0.0f);
+                    const int64_t n = it / tiles, c0 = it % tiles * kTile;
+                    float* dp = buf + n * sp * cs;
+                    transpose<true>(src + st.at(n, c0, 0), st.channel, std::min<int64_t>(kTile, ch - c0), sp, dp + c0, cs);
+                    if (cs > ch && c0 + kTile >= ch)
+                        for (int64_t j = 0; j < sp; ++j) std::fill(dp + j * cs + ch, dp + (j + 1) * cs, 0.0f);
+                    _mm_sfence();  // the non-temporal stores before the loop's barrier
                 }
                 return buf;
             }
@@ -597,9 +625,10 @@ private:
         return buf;
     }
 
-    // Packed weights of fwd / bwd_data: [group][block][tap][red][nv_b*VL] (blocks of a group
-    // contiguous, zero lanes past the group's written channels); depthwise: [tap][channel].
-    void pack_weights(const DataPlan& dp, bool fwd, const Blocking& bl) {
+    // Packed weights of fwd / bwd_data: [group][block] of WPack (blocks of a group contiguous,
+    // zero lanes past the group's written channels); depthwise: [tap][channel].
+    void pack_weights(const DataPlan& dp, bool fwd, const WPack& wp) {
+        const Blocking& bl = wp.bl;
         const int64_t kpg = p_.k_per_group(), red = dp.red, och = dp.och, ks = c_.ks();
         const T* w = static_cast<const T*>(t_.w.data);
         const Strides wst = w_strides(p_);
@@ -613,31 +642,44 @@ private:
             return;
         }
         // fwd: filter k's weights of its group (red * ks values) are contiguous; element m of them
-        // goes to row col[m] = tap * red + c of the packed block.
-        std::vector<int64_t> col(fwd ? static_cast<std::size_t>(red * ks) : 0);
+        // goes to (tap, c) = col[m] of the packed block.
+        std::vector<std::array<int64_t, 2>> col(fwd ? static_cast<std::size_t>(red * ks) : 0);
         for (int64_t c = 0; c < (fwd ? red : 0); ++c)
             for (int64_t tap = 0; tap < ks; ++tap)
-                col[static_cast<std::size_t>(wst.at(0, c, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)])] =
-                    tap * red + c;
+                col[static_cast<std::size_t>(wst.at(0, c, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)])] = {tap, c};
 #pragma omp parallel for collapse(2) schedule(static)
         for (int64_t g = 0; g < p_.groups; ++g)
             for (int64_t b = 0; b < bl.blocks; ++b) {
                 const int64_t nvl = bl.nv_of(b) * VL;
-                float* dst = wpack_ + g * ks * red * bl.nvec * VL + ks * red * b * bl.nv * VL;
+                float* dst = wpack_ + wp.offset(g, b);
+                const int64_t tstride = wp.tap_floats(b);
                 const int64_t o0 = b * bl.nv * VL, ovalid = std::min<int64_t>(nvl, och - o0);  // written channels
-                if (ovalid < nvl) std::fill(dst, dst + ks * red * nvl, 0.0f);
+                if (ovalid < nvl) std::fill(dst, dst + ks * tstride, 0.0f);
                 if constexpr (std::is_same_v<T, float>)
                     if (fwd) {
-                        // Tiles of kTile filters x kTile of their weights, transposed.
-                        for (int64_t l0 = 0; l0 < ovalid; l0 += kTile) {
-                            const int rows = static_cast<int>(std::min<int64_t>(kTile, ovalid - l0));
-                            const float* wr = w + wst.at(g * kpg + o0 + l0, 0, 0, 0, 0);
-                            for (int64_t m0 = 0; m0 < red * ks; m0 += kTile)
-                                transpose_tile(wr + m0, wst.outer, rows,
-                                               static_cast<int>(std::min<int64_t>(kTile, red * ks - m0)), [&](int j) {
-                                                   return dst + col[static_cast<std::size_t>(m0 + j)] * nvl + l0;
-                                               });
-                        }
+                        // Tiles of kTile filters x kTile of their weights, transposed, in bands of
+                        // kBand weights: the band's packed rows are written whole while in L1,
+                        // non-temporally (the packed weights are larger than L2 when it matters).
+                        constexpr int64_t kBand = 4 * kTile;
+                        const float* wr = w + wst.at(g * kpg + o0, 0, 0, 0, 0);
+                        for (int64_t mb = 0; mb < red * ks; mb += kBand)
+                            for (int64_t l0 = 0; l0 < ovalid; l0 += kTile) {
+                                // The next band of these rows, ahead of use (the rows are too many
+                                // streams for the hardware prefetchers).
+                                if (mb + kBand < red * ks)
+                                    for (int64_t l = l0; l < std::min(l0 + kTile, ovalid); ++l)
+                                        for (int64_t m = mb + kBand; m < std::min(mb + 2 * kBand, red * ks); m += 16)
+                                            __builtin_prefetch(wr + l * wst.outer + m);
+                                for (int64_t m0 = mb; m0 < std::min(mb + kBand, red * ks); m0 += kTile)
+                                    transpose_tile<true>(wr + l0 * wst.outer + m0, wst.outer,
+                                                   static_cast<int>(std::min<int64_t>(kTile, ovalid - l0)),
+                                                   static_cast<int>(std::min<int64_t>(kTile, red * ks - m0)),
+                                                   [&](int j) {
+                                                       const auto [tap, c] = col[static_cast<std::size_t>(m0 + j)];
+                                                       return dst + tap * tstride + c * nvl + l0;
+                                                   });
+                            }
+                        _mm_sfence();  // the non-temporal stores before the loop's barrier
                         continue;
                     }
                 // Tiles of VL written channels (fwd: VL rows of the weight tensor, read a few
@@ -648,7 +690,7 @@ private:
                     for (int64_t i = 0; i < red; ++i)
                         for (int64_t tap = 0; tap < ks; ++tap) {
                             const int64_t toff = tap_off[static_cast<std::size_t>(tap)];
-                            float* d = dst + (tap * red + i) * nvl;
+                            float* d = dst + tap * tstride + i * nvl;
                             for (int64_t l = lb; l < std::min(lb + lstep, ovalid); ++l) {
                                 const int64_t k = fwd ? g * kpg + o0 + l : g * kpg + i, cc = fwd ? i : o0 + l;
                                 d[l] = E::load(w[wst.at(k, cc, 0, 0, 0) + toff]);
@@ -668,7 +710,8 @@ private:
         const bool dw = dp.depthwise;
         const int64_t red = dp.red, och = dp.och, cs = dp.cstride, out_ch = dp.write_ch, ks = c_.ks();
         const Blocking bl = blocking(och);
-        pack_weights(dp, fwd, bl);
+        const WPack wp{bl, red, ks};
+        pack_weights(dp, fwd, wp);
         const float* src = dp.copy ? channels_last(fwd, fwd ? xconv_ : yconv_, cs)
                                    : static_cast<const float*>(fwd ? t_.x.data : t_.y.data);
         T* dst = static_cast<T*>(fwd ? t_.y.data : t_.x.data);
@@ -681,7 +724,6 @@ private:
         const int64_t dw_vec = cs / VL;
         const int64_t nblocks = dw ? (dw_vec + kDwNV - 1) / kDwNV : p_.groups * bl.blocks;
         const int bmax = dw ? kDwB : kMaxB[bl.nv];
-        const int64_t group_floats = ks * red * bl.nvec * VL;
 
         // Phase combinations and position chunks (positions: n, q0, q1, q2 flattened).
         struct Combo {
@@ -702,28 +744,37 @@ private:
         //  - positions innermost: one block's weights stay in L2 while the whole read tensor
         //    streams past: the read tensor is re-read once per block (and per phase), and each
         //    output cache line is fetched and written back once per block.
-        // Chunks: about 64 KiB of the read tensor's positions; whole rows (q2 runs) where rows
-        // are shorter, and at least bmax rows, so that the classes of the row borders fill blocks.
-        const int64_t target = std::clamp<int64_t>(65536 / (4 * cs) / bmax * bmax, bmax, 1024);
+        // Chunks: about 64 KiB of the read tensor's positions with blocks innermost, else about
+        // kLongChunk positions (the chunk only bounds the staging tile then); whole rows (q2 runs)
+        // where rows are shorter, and at least bmax rows, so that the classes of the row borders
+        // fill blocks.
         struct Chunk {
             int64_t combo, begin, end;
         };
         std::vector<Chunk> chunks;
         int64_t chunk = 1;  // the largest
-        for (std::size_t ci = 0; ci < combos.size(); ++ci) {
-            const int64_t row = combos[ci].ph[2]->count, nrows = combos[ci].positions / row;
-            const int64_t len = row >= target ? target : std::max(target / row, std::min<int64_t>(bmax, nrows)) * row;
-            chunk = std::max(chunk, len);
-            for (int64_t b0 = 0; b0 < combos[ci].positions; b0 += len)
-                chunks.push_back({static_cast<int64_t>(ci), b0, std::min(b0 + len, combos[ci].positions)});
-        }
-        const int64_t nchunks = static_cast<int64_t>(chunks.size()), items = nchunks * nblocks;
-        const double weight_bytes = 4.0 * static_cast<double>(dw ? ks * cs : group_floats * p_.groups);
+        auto make_chunks = [&](int64_t target) {
+            chunks.clear();
+            for (std::size_t ci = 0; ci < combos.size(); ++ci) {
+                const int64_t row = combos[ci].ph[2]->count, nrows = combos[ci].positions / row;
+                const int64_t len =
+                    row >= target ? target : std::max(target / row, std::min<int64_t>(bmax, nrows)) * row;
+                chunk = std::max(chunk, len);
+                for (int64_t b0 = 0; b0 < combos[ci].positions; b0 += len)
+                    chunks.push_back({static_cast<int64_t>(ci), b0, std::min(b0 + len, combos[ci].positions)});
+            }
+            return static_cast<int64_t>(chunks.size());
+        };
+        const int64_t nchunks0 = make_chunks(std::clamp<int64_t>(65536 / (4 * cs) / bmax * bmax, bmax, 1024));
+        const double weight_bytes = 4.0 * static_cast<double>(dw ? ks * cs : wp.group_floats() * p_.groups);
         const double read_bytes = 4.0 * static_cast<double>(dp.read_floats(p_.n));
         const double write_bytes = 4.0 * static_cast<double>(p_.n * dp.wdims[0] * dp.wdims[1] * dp.wdims[2] * out_ch);
         const bool blocks_inner =
-            static_cast<double>(nchunks) * weight_bytes <=
+            static_cast<double>(nchunks0) * weight_bytes <=
             static_cast<double>(nblocks) * (static_cast<double>(combos.size()) * read_bytes + 2 * write_bytes);
+        constexpr int64_t kLongChunk = 512;
+        const int64_t nchunks = blocks_inner ? nchunks0 : make_chunks(kLongChunk / bmax * bmax);
+        const int64_t items = nchunks * nblocks;
 
 #pragma omp parallel
         {
@@ -750,7 +801,8 @@ private:
                 const int64_t valid = std::min<int64_t>(nvl, (dw ? p_.c : och) - wc0);
                 const int64_t wch0 = dw ? wc0 : g * och + wc0;
                 const bool direct = f32_cl && valid == nvl;
-                const float* wblk = wpack_ + g * group_floats + ks * red * b * bl.nv * VL;
+                const float* wblk = wpack_ + wp.offset(g, b);
+                const int64_t tstride = wp.tap_floats(b);
 
                 // Positions of the chunk: read offset, written offset, class (segment per dim);
                 // counters advanced one by one (no divisions per position).
@@ -814,7 +866,7 @@ private:
                                     xoffs.push_back(toff + wch0);
                                     wptrs.push_back(wpack_ + tap * cs + wch0);
                                 } else {
-                                    segs.push_back({wblk + tap * red * nvl, toff + g * red, red});
+                                    segs.push_back({wblk + tap * tstride, toff + g * red, red});
                                 }
                             }
                     for (int64_t q = first[c]; q < first[c + 1]; q += bmax) {
