@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -928,6 +929,8 @@ private:
         const int64_t slot = sh.slot_floats;
         const int64_t in_sp = c_.in_sp(), out_sp = c_.out_sp();
         const std::vector<int64_t> tap_off = tap_offsets(wst);
+        bool taps_contiguous = true;
+        for (int64_t tap = 0; tap < ks; ++tap) taps_contiguous = taps_contiguous && tap_off[static_cast<std::size_t>(tap)] == tap;
         // Per kw: the ow range whose input is valid (contiguous in ow).
         std::vector<std::pair<int64_t, int64_t>> ow_range(static_cast<std::size_t>(c_.ker[2]), {0, 0});
         for (int64_t kw = 0; kw < c_.ker[2]; ++kw) {
@@ -938,26 +941,45 @@ private:
             }
             ow_range[static_cast<std::size_t>(kw)] = {lo, std::max(lo, hi)};
         }
-        // Chunks of whole output rows (n, od, oh), at least 64 positions each.
+        // Chunks of whole output rows (n, od, oh). Each chunk reloads and stores every item's
+        // partial sums: while they fit in L2, chunks of at least 64 positions (the chunk's x and
+        // dy rows stay in cache while all items pass over them); beyond, they would stream from
+        // memory once per chunk, and chunks hold as many positions as keep one K block's dy rows
+        // in L2 (the items of one K block run one after another), about 256 KiB.
         const int64_t rows = p_.n * c_.out[0] * c_.out[1];
-        const int64_t rows_per_chunk = std::max<int64_t>(1, (64 + c_.out[2] - 1) / c_.out[2]);
+        const double accum_bytes = 4.0 * static_cast<double>(items * slot);
+        const int64_t chunk_positions =
+            accum_bytes <= 1024.0 * 1024.0 ? 64 : std::max<int64_t>(64, 262144 / (4 * bl.nv * VL));
+        const int64_t rows_per_chunk = std::max<int64_t>(1, (chunk_positions + c_.out[2] - 1) / c_.out[2]);
         float* acc = accum_;
 #pragma omp parallel
         {
             const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
             const int64_t it0 = items * tid / nt, it1 = items * (tid + 1) / nt;
             std::vector<Seg> segs;
-            std::vector<std::array<int64_t, 3>> rc;  // (n, od, oh) of the chunk's rows
+            // Per (kd, kh): the chunk's rows whose input row is in range, as (dy offset, x offset)
+            // of their first position (ow = 0, iw = 0, channel 0).
+            const int64_t kdh = c_.ker[0] * c_.ker[1];
+            std::vector<std::vector<std::array<int64_t, 2>>> rowtab(static_cast<std::size_t>(kdh));
             for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
                 const int64_t r1 = std::min(rows, r0 + rows_per_chunk);
-                rc.clear();
-                for (int64_t row = r0; row < r1; ++row)
-                    rc.push_back({row / (c_.out[0] * c_.out[1]), row / c_.out[1] % c_.out[0], row % c_.out[1]});
+                for (int64_t t = 0; t < kdh; ++t) {
+                    auto& tab = rowtab[static_cast<std::size_t>(t)];
+                    tab.clear();
+                    for (int64_t row = r0; row < r1; ++row) {
+                        const int64_t n = row / (c_.out[0] * c_.out[1]), od = row / c_.out[1] % c_.out[0],
+                                      oh = row % c_.out[1];
+                        const int64_t id = od * c_.st[0] - c_.pb[0] + t / c_.ker[1] * c_.dil[0];
+                        const int64_t ih = oh * c_.st[1] - c_.pb[1] + t % c_.ker[1] * c_.dil[1];
+                        if (id < 0 || id >= c_.in[0] || ih < 0 || ih >= c_.in[1]) continue;
+                        tab.push_back({(n * out_sp + (od * c_.out[1] + oh) * c_.out[2]) * p_.k,
+                                       (n * in_sp + (id * c_.in[1] + ih) * c_.in[2]) * p_.c});
+                    }
+                }
                 for (int64_t it = it0; it < it1; ++it) {
                     const int64_t tap = it % ks, cb = it / ks % cblocks, b = it / ks / cblocks % bl.blocks,
                                   g = it / ks / cblocks / bl.blocks;
-                    const int64_t r0k = tap / (c_.ker[1] * c_.ker[2]), r1k = tap / c_.ker[2] % c_.ker[1],
-                                  r2k = tap % c_.ker[2];
+                    const int64_t r2k = tap % c_.ker[2];
                     const int nv = static_cast<int>(bl.nv_of(b));
                     const int64_t nvl = nv * VL;
                     const int64_t k0 = b * bl.nv * VL, kvalid = std::min<int64_t>(nvl, kpg - k0);
@@ -965,17 +987,12 @@ private:
                     const int cn = static_cast<int>(std::min<int64_t>(cbmax, cpg - c0));
                     const auto [olo, ohi] = ow_range[static_cast<std::size_t>(r2k)];
                     segs.clear();
-                    if (ohi > olo)
-                        for (const auto& [n, od, oh] : rc) {
-                            const int64_t id = od * c_.st[0] - c_.pb[0] + r0k * c_.dil[0];
-                            const int64_t ih = oh * c_.st[1] - c_.pb[1] + r1k * c_.dil[1];
-                            if (id < 0 || id >= c_.in[0] || ih < 0 || ih >= c_.in[1]) continue;
-                            const int64_t iw = olo * c_.st[2] - c_.pb[2] + r2k * c_.dil[2];
-                            segs.push_back(
-                                {dy + (n * out_sp + (od * c_.out[1] + oh) * c_.out[2] + olo) * p_.k + g * kpg + k0,
-                                 x + (n * in_sp + (id * c_.in[1] + ih) * c_.in[2] + iw) * p_.c + g * cpg + c0,
-                                 ohi - olo});
-                        }
+                    if (ohi > olo) {
+                        const float* dyb = dy + olo * p_.k + g * kpg + k0;
+                        const float* xb = x + (olo * c_.st[2] - c_.pb[2] + r2k * c_.dil[2]) * p_.c + g * cpg + c0;
+                        for (const auto& [dyo, xo] : rowtab[static_cast<std::size_t>(tap / c_.ker[2])])
+                            segs.push_back({dyb + dyo, xb + xo, ohi - olo});
+                    }
                     float* a = acc + it * slot;
                     if (kvalid == nvl)
                         kPos[static_cast<std::size_t>(nv)][static_cast<std::size_t>(cn)](
@@ -994,6 +1011,30 @@ private:
                               c0 = cb * cbmax;
                 const int64_t cn = std::min<int64_t>(cbmax, cpg - c0);
                 const float* a = acc + gi * ks * slot;
+                if constexpr (std::is_same_v<T, float>) {
+                    // Transposed in tiles of kTile filters: per tap, the C block's channels when
+                    // they are contiguous in dw (channels-last), else per channel the taps when
+                    // those are (channels-first, ks <= kTile).
+                    if (wst.channel == 1) {
+                        for (int64_t tap = 0; tap < ks; ++tap)
+                            for (int64_t l0 = 0; l0 < kvalid; l0 += kTile)
+                                transpose_tile(a + tap * slot + l0, nvl, static_cast<int>(cn),
+                                               static_cast<int>(std::min<int64_t>(kTile, kvalid - l0)), [&](int jj) {
+                                                   return dw + wst.at(g * kpg + k0 + l0 + jj, c0, 0, 0, 0) +
+                                                          tap_off[static_cast<std::size_t>(tap)];
+                                               });
+                        continue;
+                    }
+                    if (taps_contiguous && ks <= kTile) {
+                        for (int64_t j = 0; j < cn; ++j)
+                            for (int64_t l0 = 0; l0 < kvalid; l0 += kTile)
+                                transpose_tile(a + j * nvl + l0, slot, static_cast<int>(ks),
+                                               static_cast<int>(std::min<int64_t>(kTile, kvalid - l0)), [&](int jj) {
+                                                   return dw + wst.at(g * kpg + k0 + l0 + jj, c0 + j, 0, 0, 0);
+                                               });
+                        continue;
+                    }
+                }
                 for (int64_t l = 0; l < kvalid; ++l)
                     for (int64_t j = 0; j < cn; ++j) {
                         T* o = dw + wst.at(g * kpg + k0 + l, c0 + j, 0, 0, 0);
