@@ -775,6 +775,22 @@ private:
             static_cast<double>(nblocks) * (static_cast<double>(combos.size()) * read_bytes + 2 * write_bytes);
         constexpr int64_t kLongChunk = 512;
         const int64_t nchunks = blocks_inner ? nchunks0 : make_chunks(kLongChunk / bmax * bmax);
+        // Chunks in the order of their first written position: the phases of bwd_data that
+        // write (and read) the same rows run one after another, while those rows are in cache.
+        {
+            auto key = [&](const Chunk& ck) {
+                const Combo& co = combos[static_cast<std::size_t>(ck.combo)];
+                int64_t r = ck.begin, o[3];
+                for (int d = 2; d >= 0; --d) {
+                    const DimPhase& f = *co.ph[static_cast<std::size_t>(d)];
+                    o[d] = f.first + r % f.count * dp.dim[static_cast<std::size_t>(d)].out_step;
+                    r /= f.count;
+                }
+                return ((r * dp.wdims[0] + o[0]) * dp.wdims[1] + o[1]) * dp.wdims[2] + o[2];
+            };
+            std::stable_sort(chunks.begin(), chunks.end(),
+                             [&](const Chunk& a, const Chunk& b) { return key(a) < key(b); });
+        }
         const int64_t items = nchunks * nblocks;
 
 #pragma omp parallel
