@@ -958,15 +958,22 @@ private:
             ow_range[static_cast<std::size_t>(kw)] = {lo, std::max(lo, hi)};
         }
         // Chunks of whole output rows (n, od, oh). Each chunk reloads and stores every item's
-        // partial sums: while they fit in L2, chunks of at least 64 positions (the chunk's x and
-        // dy rows stay in cache while all items pass over them); beyond, they would stream from
-        // memory once per chunk, and chunks hold as many positions as keep one K block's dy rows
-        // in L2 (the items of one K block run one after another), about 256 KiB.
+        // partial sums. Small chunks (at least 64 positions): the chunk's x and dy rows stay in
+        // cache while all items pass over them, x is read from memory once. Large chunks (as
+        // many positions as keep one K block's dy rows in L2, about 256 KiB) read x once per K
+        // block instead (the items of one K block run one after another), and the partial sums
+        // once: taken when those are far beyond L2 (over 4 MiB) and the re-reads of x cost at
+        // most a quarter of the small chunks' partial-sum traffic (loads and stores). Measured on
+        // the ResNet-50 layers (docs/benchmarks.md): the 512-channel layers at AVX-512 gain, the
+        // 256-channel ones and the narrower K blocks of AVX2 (4x the re-reads) lose.
         const int64_t rows = p_.n * c_.out[0] * c_.out[1];
+        auto rows_for = [&](int64_t positions) { return std::max<int64_t>(1, (positions + c_.out[2] - 1) / c_.out[2]); };
         const double accum_bytes = 4.0 * static_cast<double>(items * slot);
-        const int64_t chunk_positions =
-            accum_bytes <= 1024.0 * 1024.0 ? 64 : std::max<int64_t>(64, 262144 / (4 * bl.nv * VL));
-        const int64_t rows_per_chunk = std::max<int64_t>(1, (chunk_positions + c_.out[2] - 1) / c_.out[2]);
+        const double x_bytes = 4.0 * static_cast<double>(p_.n * in_sp * p_.c);
+        const double small_chunks = static_cast<double>((rows + rows_for(64) - 1) / rows_for(64));
+        const bool large = accum_bytes > 4.0 * 1024 * 1024 &&
+                           static_cast<double>(p_.groups * bl.blocks) * x_bytes <= 0.25 * small_chunks * 2 * accum_bytes;
+        const int64_t rows_per_chunk = rows_for(large ? std::max<int64_t>(64, 262144 / (4 * bl.nv * VL)) : 64);
         float* acc = accum_;
 #pragma omp parallel
         {
