@@ -13,27 +13,35 @@
 //   bwd_filter acc[c j][k vec]  += x[pos, tap][c j] * dy[pos][k vec]        reduce over positions
 // Weights are repacked per (group, channel block) into [tap][reduction channel][NV*VL] (zero
 // lanes past the group's end), so a K (or C) block never straddles groups.
-// fwd / bwd_data read a zero-padded f32 channels-last copy of x (or dy), padded so that every tap
-// of every written position is in range: any B positions form a block (across rows and images),
-// with no border cases; the zero taps are the ones macs() counts anyway. bwd_data with stride s
-// is split into the s phases of the input position (i + pad) mod s; within a phase it is a
-// stride-1 correlation over a fixed tap subset, so no zero-upsampled dy and no FMA on a zero.
+// fwd / bwd_data read an f32 channels-last view of x (or dy): the user's tensor, or an unpadded
+// copy. Per spatial dim the written positions are split into segments with a constant set of
+// in-range taps (the border positions read fewer); a position's class is its segment in every
+// dim, any B positions of one class form a block (across rows and images), and no tap of the
+// padding is multiplied. bwd_data with stride s is split into the s phases of the input position
+// (i + pad) mod s; within a phase it is a stride-1 correlation over a fixed tap subset, so no
+// zero-upsampled dy and no FMA on a zero. Work items are (channel block, chunk of positions);
+// outputs go to the written tensor directly (f32 channels-last) or through a staging tile of the
+// chunk, stored transposed in register tiles (AVX-512 16x16, AVX2 8x8) when channels-first.
 // bwd_filter items (group, K block, C block, tap) reduce over the positions chunk by chunk,
 // keeping partial sums in the workspace (same order as one sequential sum). Depthwise fwd /
 // bwd_data (C/g = K/g = 1) vectorise over channels instead; depthwise bwd_filter and groups with
 // few channels use the general kernels with partly empty vectors (correct, not fast).
 //
 // Data: any input other than f32 channels-last (channels-first, f16, bf16) is converted to f32
-// channels-last in the workspace inside the run (Note::layout_conversion); outputs are converted
-// while they are stored.
+// channels-last in the workspace inside the run (Note::layout_conversion; f32 channels-first by
+// tile transposes); outputs are converted while they are stored.
 // Workspace (bytes, each part rounded up to 64), VL = 16 with AVX-512, 8 otherwise:
-//  fwd / bwd_data: 4 * KS * R * ceil_to(O, VL) * groups   packed weights; fwd: R = C/g, O = K/g;
-//                                                          bwd_data: R = K/g, O = C/g
+//  fwd / bwd_data: 4 * KS * (R * ceil_to(O, VL) + 16 * blocks) * groups
+//                                                          packed weights; fwd: R = C/g, O = K/g;
+//                                                          bwd_data: R = K/g, O = C/g; blocks:
+//                                                          channel blocks per group (each tap's
+//                                                          rows are followed by 16 unused floats)
 //                                                          (depthwise: 4 * KS * ceil_to(C, VL))
-//                + 4 * N * Lp0 * Lp1 * Lp2 * Cr           padded copy of the read tensor (Lp: padded
-//                                                          extents, Cr: its channels, ceil_to(C, VL)
-//                                                          for depthwise); none when it is f32
-//                                                          channels-last and needs no padding
+//                + 4 * N * in_spatial * Cr                 channels-last copy of the read tensor
+//                                                          (in_spatial, Cr: its positions and
+//                                                          channels, ceil_to(C, VL) for
+//                                                          depthwise); none when it is f32
+//                                                          channels-last with Cr channels
 //  bwd_filter:     4 * N * in_spatial * C + 4 * N * out_spatial * K   channels-last f32 copies of x
 //                                                          and dy, when they are not f32 channels-last
 //                + 4 * items * B * NV * VL                partial sums, items = groups * K blocks *
@@ -106,8 +114,9 @@ constexpr int kMaxBAll = 12;
 
 // ---- Transposes (layout conversions) ----------------------------------------------------------
 // transpose_tile: row(j)[i] = src[i * ss + j] for i < rows, j < cols (rows, cols <= kTile; row(j):
-// a float* for column j of src); nothing else is written. AVX-512: 16x16 in registers (masked loads and stores for
-// partial tiles); AVX2: 8x8; otherwise element by element.
+// a float* for column j of src); nothing else is written. AVX-512: 16x16 in registers (masked
+// loads and stores for partial tiles); AVX2: 8x8; otherwise element by element. kStream: whole
+// aligned rows with non-temporal stores (AVX-512; the caller fences before the data is read).
 #if defined(__AVX512F__)
 constexpr int kTile = 16;
 template <bool kStream = false, class Row>
@@ -120,9 +129,11 @@ inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row
         for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + i * ss) : _mm512_setzero_ps();
     // Pairs of rows interleaved, then 4x4 blocks within each 128-bit lane: r[4m + c] lane L holds
     // column 4L + c of rows 4m .. 4m+3.
+    // (The zero-masked forms with a full mask: GCC 12's plain _mm512_unpack*_ps warn about their
+    // deliberately undefined pass-through operand.)
     for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i] = _mm512_maskz_unpacklo_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_maskz_unpackhi_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
     }
     for (int m = 0; m < 4; ++m) {
         r[4 * m] = _mm512_shuffle_ps(t[4 * m], t[4 * m + 2], _MM_SHUFFLE(1, 0, 1, 0));
@@ -186,15 +197,14 @@ inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row
 }
 #endif
 
-// dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols, tile by tile; kStream: full aligned
-// rows with non-temporal stores (AVX-512; the caller fences).
+// dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols, tile by tile (kStream as above).
 template <bool kStream = false>
 inline void transpose(const float* src, int64_t ss, int64_t rows, int64_t cols, float* dst, int64_t ds) {
     for (int64_t i = 0; i < rows; i += kTile)
         for (int64_t j = 0; j < cols; j += kTile)
             transpose_tile<kStream>(src + i * ss + j, ss, static_cast<int>(std::min<int64_t>(kTile, rows - i)),
-                           static_cast<int>(std::min<int64_t>(kTile, cols - j)),
-                           [=](int64_t jj) { return dst + (j + jj) * ds + i; });
+                                    static_cast<int>(std::min<int64_t>(kTile, cols - j)),
+                                    [=](int jj) { return dst + (j + jj) * ds + i; });
 }
 
 // ---- Micro-kernels ----------------------------------------------------------------------------
@@ -403,7 +413,9 @@ struct WPack {
     int64_t red = 1, ks = 1;
     int64_t tap_floats(int64_t b) const { return red * bl.nv_of(b) * VL + kTapPad; }
     int64_t group_floats() const { return ks * (red * bl.nvec * VL + bl.blocks * kTapPad); }
-    int64_t offset(int64_t g, int64_t b) const { return g * group_floats() + ks * (red * b * bl.nv * VL + b * kTapPad); }
+    int64_t offset(int64_t g, int64_t b) const {
+        return g * group_floats() + ks * (red * b * bl.nv * VL + b * kTapPad);
+    }
 };
 
 // ---- fwd / bwd_data plan ----------------------------------------------------------------
@@ -531,8 +543,9 @@ Sizes sizes(const ConvProblem& p) {
     if (p.direction != Direction::bwd_filter) {
         const DataPlan dp = data_plan(p, c);
         const Blocking bl = blocking(dp.och);
+        const WPack wp{bl, dp.red, c.ks()};
         s.wpack = dp.depthwise ? round_up(4u * static_cast<std::size_t>(c.ks() * dp.cstride))
-                               : round_up(4u * static_cast<std::size_t>(WPack{bl, dp.red, c.ks()}.group_floats() * p.groups));
+                               : round_up(4u * static_cast<std::size_t>(wp.group_floats() * p.groups));
         // The channels-last copy of the read tensor (x for fwd, dy for bwd_data).
         if (dp.copy) (p.direction == Direction::fwd ? s.xconv : s.yconv) = round_up(4u * dp.read_floats(p.n));
         return s;
@@ -604,7 +617,8 @@ private:
                 for (int64_t it = 0; it < p_.n * tiles; ++it) {
                     const int64_t n = it / tiles, c0 = it % tiles * kTile;
                     float* dp = buf + n * sp * cs;
-                    transpose<true>(src + st.at(n, c0, 0), st.channel, std::min<int64_t>(kTile, ch - c0), sp, dp + c0, cs);
+                    const int64_t rows = std::min<int64_t>(kTile, ch - c0);
+                    transpose<true>(src + st.at(n, c0, 0), st.channel, rows, sp, dp + c0, cs);
                     if (cs > ch && c0 + kTile >= ch)
                         for (int64_t j = 0; j < sp; ++j) std::fill(dp + j * cs + ch, dp + (j + 1) * cs, 0.0f);
                     _mm_sfence();  // the non-temporal stores before the loop's barrier
@@ -639,7 +653,8 @@ private:
 #pragma omp parallel for schedule(static)
             for (int64_t tap = 0; tap < ks; ++tap)
                 for (int64_t c = 0; c < cs; ++c)
-                    wpack_[tap * cs + c] = c < p_.c ? E::load(w[wst.at(c, 0, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)]]) : 0.0f;
+                    wpack_[tap * cs + c] =
+                        c < p_.c ? E::load(w[wst.at(c, 0, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)]]) : 0.0f;
             return;
         }
         // fwd: filter k's weights of its group (red * ks values) are contiguous; element m of them
@@ -647,7 +662,8 @@ private:
         std::vector<std::array<int64_t, 2>> col(fwd ? static_cast<std::size_t>(red * ks) : 0);
         for (int64_t c = 0; c < (fwd ? red : 0); ++c)
             for (int64_t tap = 0; tap < ks; ++tap)
-                col[static_cast<std::size_t>(wst.at(0, c, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)])] = {tap, c};
+                col[static_cast<std::size_t>(wst.at(0, c, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)])] = {
+                    tap, c};
 #pragma omp parallel for collapse(2) schedule(static)
         for (int64_t g = 0; g < p_.groups; ++g)
             for (int64_t b = 0; b < bl.blocks; ++b) {
@@ -863,8 +879,10 @@ private:
                 // Counting sort by class (stable: each class in position order).
                 for (std::size_t c = 0; c < ncls; ++c) first[c + 1] += first[c];
                 next.assign(first.begin(), first.end() - 1);
-                for (int64_t p = 0; p < np; ++p)
-                    order[static_cast<std::size_t>(next[static_cast<std::size_t>(cls[static_cast<std::size_t>(p)])]++)] = p;
+                for (int64_t p = 0; p < np; ++p) {
+                    int64_t& slot = next[static_cast<std::size_t>(cls[static_cast<std::size_t>(p)])];
+                    order[static_cast<std::size_t>(slot++)] = p;
+                }
                 for (std::size_t c = 0; c < ncls; ++c) {
                     if (first[c] == first[c + 1]) continue;
                     // The class's taps (in kernel order) and their read offsets.
@@ -946,7 +964,8 @@ private:
         const int64_t in_sp = c_.in_sp(), out_sp = c_.out_sp();
         const std::vector<int64_t> tap_off = tap_offsets(wst);
         bool taps_contiguous = true;
-        for (int64_t tap = 0; tap < ks; ++tap) taps_contiguous = taps_contiguous && tap_off[static_cast<std::size_t>(tap)] == tap;
+        for (int64_t tap = 0; tap < ks; ++tap)
+            taps_contiguous = taps_contiguous && tap_off[static_cast<std::size_t>(tap)] == tap;
         // Per kw: the ow range whose input is valid (contiguous in ow).
         std::vector<std::pair<int64_t, int64_t>> ow_range(static_cast<std::size_t>(c_.ker[2]), {0, 0});
         for (int64_t kw = 0; kw < c_.ker[2]; ++kw) {
@@ -967,12 +986,14 @@ private:
         // the ResNet-50 layers (docs/benchmarks.md): the 512-channel layers at AVX-512 gain, the
         // 256-channel ones and the narrower K blocks of AVX2 (4x the re-reads) lose.
         const int64_t rows = p_.n * c_.out[0] * c_.out[1];
-        auto rows_for = [&](int64_t positions) { return std::max<int64_t>(1, (positions + c_.out[2] - 1) / c_.out[2]); };
+        auto rows_for = [&](int64_t positions) {
+            return std::max<int64_t>(1, (positions + c_.out[2] - 1) / c_.out[2]);
+        };
         const double accum_bytes = 4.0 * static_cast<double>(items * slot);
         const double x_bytes = 4.0 * static_cast<double>(p_.n * in_sp * p_.c);
         const double small_chunks = static_cast<double>((rows + rows_for(64) - 1) / rows_for(64));
-        const bool large = accum_bytes > 4.0 * 1024 * 1024 &&
-                           static_cast<double>(p_.groups * bl.blocks) * x_bytes <= 0.25 * small_chunks * 2 * accum_bytes;
+        const double x_rereads = static_cast<double>(p_.groups * bl.blocks) * x_bytes;
+        const bool large = accum_bytes > 4.0 * 1024 * 1024 && x_rereads <= 0.25 * small_chunks * 2 * accum_bytes;
         const int64_t rows_per_chunk = rows_for(large ? std::max<int64_t>(64, 262144 / (4 * bl.nv * VL)) : 64);
         float* acc = accum_;
 #pragma omp parallel
