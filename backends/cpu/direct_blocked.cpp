@@ -169,7 +169,10 @@ template <bool kStream = false, class Row>
 inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
     const __m256i cm = lane_mask(cols), rm = lane_mask(rows);
     __m256 r[8], t[8];
-    for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_maskload_ps(src + i * ss, cm) : _mm256_setzero_ps();
+    // (Masked loads and stores only for partial tiles: they are slow on some CPUs.)
+    for (int i = 0; i < 8; ++i)
+        r[i] = i >= rows ? _mm256_setzero_ps()
+                         : cols == 8 ? _mm256_loadu_ps(src + i * ss) : _mm256_maskload_ps(src + i * ss, cm);
     for (int i = 0; i < 4; ++i) {
         t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -181,9 +184,13 @@ inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row
         r[4 * m + 3] = _mm256_shuffle_ps(t[4 * m + 1], t[4 * m + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
     // r[4m + c] lane L holds column 4L + c of rows 4m .. 4m+3.
-    for (int c = 0; c < 4; ++c) {
-        if (c < cols) _mm256_maskstore_ps(row(c), rm, _mm256_permute2f128_ps(r[c], r[4 + c], 0x20));
-        if (4 + c < cols) _mm256_maskstore_ps(row(4 + c), rm, _mm256_permute2f128_ps(r[c], r[4 + c], 0x31));
+    for (int j = 0; j < cols; ++j) {
+        const __m256 o = j < 4 ? _mm256_permute2f128_ps(r[j], r[4 + j], 0x20)
+                               : _mm256_permute2f128_ps(r[j - 4], r[j], 0x31);
+        if (rows == 8)
+            _mm256_storeu_ps(row(j), o);
+        else
+            _mm256_maskstore_ps(row(j), rm, o);
     }
 }
 #else
