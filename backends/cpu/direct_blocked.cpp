@@ -13,27 +13,35 @@
 //   bwd_filter acc[c j][k vec]  += x[pos, tap][c j] * dy[pos][k vec]        reduce over positions
 // Weights are repacked per (group, channel block) into [tap][reduction channel][NV*VL] (zero
 // lanes past the group's end), so a K (or C) block never straddles groups.
-// fwd / bwd_data read a zero-padded f32 channels-last copy of x (or dy), padded so that every tap
-// of every written position is in range: any B positions form a block (across rows and images),
-// with no border cases; the zero taps are the ones macs() counts anyway. bwd_data with stride s
-// is split into the s phases of the input position (i + pad) mod s; within a phase it is a
-// stride-1 correlation over a fixed tap subset, so no zero-upsampled dy and no FMA on a zero.
+// fwd / bwd_data read an f32 channels-last view of x (or dy): the user's tensor, or an unpadded
+// copy. Per spatial dim the written positions are split into segments with a constant set of
+// in-range taps (the border positions read fewer); a position's class is its segment in every
+// dim, any B positions of one class form a block (across rows and images), and no tap of the
+// padding is multiplied. bwd_data with stride s is split into the s phases of the input position
+// (i + pad) mod s; within a phase it is a stride-1 correlation over a fixed tap subset, so no
+// zero-upsampled dy and no FMA on a zero. Work items are (channel block, chunk of positions);
+// outputs go to the written tensor directly (f32 channels-last) or through a staging tile of the
+// chunk, stored transposed in register tiles (AVX-512 16x16, AVX2 8x8) when channels-first.
 // bwd_filter items (group, K block, C block, tap) reduce over the positions chunk by chunk,
 // keeping partial sums in the workspace (same order as one sequential sum). Depthwise fwd /
 // bwd_data (C/g = K/g = 1) vectorise over channels instead; depthwise bwd_filter and groups with
 // few channels use the general kernels with partly empty vectors (correct, not fast).
 //
 // Data: any input other than f32 channels-last (channels-first, f16, bf16) is converted to f32
-// channels-last in the workspace inside the run (Note::layout_conversion); outputs are converted
-// while they are stored.
+// channels-last in the workspace inside the run (Note::layout_conversion; f32 channels-first by
+// tile transposes); outputs are converted while they are stored.
 // Workspace (bytes, each part rounded up to 64), VL = 16 with AVX-512, 8 otherwise:
-//  fwd / bwd_data: 4 * KS * R * ceil_to(O, VL) * groups   packed weights; fwd: R = C/g, O = K/g;
-//                                                          bwd_data: R = K/g, O = C/g
+//  fwd / bwd_data: 4 * KS * (R * ceil_to(O, VL) + 16 * blocks) * groups
+//                                                          packed weights; fwd: R = C/g, O = K/g;
+//                                                          bwd_data: R = K/g, O = C/g; blocks:
+//                                                          channel blocks per group (each tap's
+//                                                          rows are followed by 16 unused floats)
 //                                                          (depthwise: 4 * KS * ceil_to(C, VL))
-//                + 4 * N * Lp0 * Lp1 * Lp2 * Cr           padded copy of the read tensor (Lp: padded
-//                                                          extents, Cr: its channels, ceil_to(C, VL)
-//                                                          for depthwise); none when it is f32
-//                                                          channels-last and needs no padding
+//                + 4 * N * in_spatial * Cr                 channels-last copy of the read tensor
+//                                                          (in_spatial, Cr: its positions and
+//                                                          channels, ceil_to(C, VL) for
+//                                                          depthwise); none when it is f32
+//                                                          channels-last with Cr channels
 //  bwd_filter:     4 * N * in_spatial * C + 4 * N * out_spatial * K   channels-last f32 copies of x
 //                                                          and dy, when they are not f32 channels-last
 //                + 4 * items * B * NV * VL                partial sums, items = groups * K blocks *
@@ -50,6 +58,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -103,23 +112,120 @@ constexpr int kPreferNV = 2;
 constexpr int kMaxNV = 4;
 constexpr int kMaxBAll = 12;
 
+// ---- Transposes (layout conversions) ----------------------------------------------------------
+// transpose_tile: row(j)[i] = src[i * ss + j] for i < rows, j < cols (rows, cols <= kTile; row(j):
+// a float* for column j of src); nothing else is written. AVX-512: 16x16 in registers (masked
+// loads and stores for partial tiles); AVX2: 8x8; otherwise element by element. kStream: whole
+// aligned rows with non-temporal stores (AVX-512; the caller fences before the data is read).
+#if defined(__AVX512F__)
+constexpr int kTile = 16;
+template <bool kStream = false, class Row>
+inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
+    const __mmask16 cm = static_cast<__mmask16>((1u << cols) - 1), rm = static_cast<__mmask16>((1u << rows) - 1);
+    __m512 r[16], t[16];
+    if (cols == 16 && rows == 16)
+        for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ss);
+    else
+        for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(cm, src + i * ss) : _mm512_setzero_ps();
+    // Pairs of rows interleaved, then 4x4 blocks within each 128-bit lane: r[4m + c] lane L holds
+    // column 4L + c of rows 4m .. 4m+3.
+    // (The zero-masked forms with a full mask: GCC 12's plain _mm512_unpack*_ps warn about their
+    // deliberately undefined pass-through operand.)
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_maskz_unpacklo_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_maskz_unpackhi_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
+    }
+    for (int m = 0; m < 4; ++m) {
+        r[4 * m] = _mm512_shuffle_ps(t[4 * m], t[4 * m + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * m + 1] = _mm512_shuffle_ps(t[4 * m], t[4 * m + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * m + 2] = _mm512_shuffle_ps(t[4 * m + 1], t[4 * m + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * m + 3] = _mm512_shuffle_ps(t[4 * m + 1], t[4 * m + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    // 4x4 transpose of the 128-bit lanes of r[c], r[4 + c], r[8 + c], r[12 + c]: column 4L + c.
+    for (int c = 0; c < 4; ++c) {
+        const __m512 v0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
+        const __m512 v2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44),
+                     v3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
+        const __m512 o[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v0, v2, 0xDD),
+                             _mm512_shuffle_f32x4(v1, v3, 0x88), _mm512_shuffle_f32x4(v1, v3, 0xDD)};
+        for (int L = 0; L < 4; ++L) {
+            if (4 * L + c >= cols) continue;
+            float* d = row(4 * L + c);
+            if (rows == 16 && kStream && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
+                _mm512_stream_ps(d, o[L]);
+            else if (rows == 16)
+                _mm512_storeu_ps(d, o[L]);
+            else
+                _mm512_mask_storeu_ps(d, rm, o[L]);
+        }
+    }
+}
+#elif defined(__AVX2__)
+constexpr int kTile = 8;
+inline __m256i lane_mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+template <bool kStream = false, class Row>
+inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
+    const __m256i cm = lane_mask(cols), rm = lane_mask(rows);
+    __m256 r[8], t[8];
+    // (Masked loads and stores only for partial tiles: they are slow on some CPUs.)
+    for (int i = 0; i < 8; ++i)
+        r[i] = i >= rows ? _mm256_setzero_ps()
+                         : cols == 8 ? _mm256_loadu_ps(src + i * ss) : _mm256_maskload_ps(src + i * ss, cm);
+    for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int m = 0; m < 2; ++m) {
+        r[4 * m] = _mm256_shuffle_ps(t[4 * m], t[4 * m + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * m + 1] = _mm256_shuffle_ps(t[4 * m], t[4 * m + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * m + 2] = _mm256_shuffle_ps(t[4 * m + 1], t[4 * m + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * m + 3] = _mm256_shuffle_ps(t[4 * m + 1], t[4 * m + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    // r[4m + c] lane L holds column 4L + c of rows 4m .. 4m+3.
+    for (int j = 0; j < cols; ++j) {
+        const __m256 o = j < 4 ? _mm256_permute2f128_ps(r[j], r[4 + j], 0x20)
+                               : _mm256_permute2f128_ps(r[j - 4], r[j], 0x31);
+        if (rows == 8)
+            _mm256_storeu_ps(row(j), o);
+        else
+            _mm256_maskstore_ps(row(j), rm, o);
+    }
+}
+#else
+constexpr int kTile = 16;
+template <bool kStream = false, class Row>
+inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row row) {
+    for (int j = 0; j < cols; ++j) {
+        float* d = row(j);
+        for (int i = 0; i < rows; ++i) d[i] = src[i * ss + j];
+    }
+}
+#endif
+
+// dst[j * ds + i] = src[i * ss + j] for i < rows, j < cols, tile by tile (kStream as above).
+template <bool kStream = false>
+inline void transpose(const float* src, int64_t ss, int64_t rows, int64_t cols, float* dst, int64_t ds) {
+    for (int64_t i = 0; i < rows; i += kTile)
+        for (int64_t j = 0; j < cols; j += kTile)
+            transpose_tile<kStream>(src + i * ss + j, ss, static_cast<int>(std::min<int64_t>(kTile, rows - i)),
+                                    static_cast<int>(std::min<int64_t>(kTile, cols - j)),
+                                    [=](int jj) { return dst + (j + jj) * ds + i; });
+}
+
 // ---- Micro-kernels ----------------------------------------------------------------------------
-// One reduction segment: `count` steps; step i loads NV vectors at v + i*vstep and broadcasts
-// B scalars at b + i*bstep + j*bj.
-struct Seg {
+// fwd / bwd_data: one reduction segment per tap: `count` input channels, NV weight vectors at
+// v + i*NV*VL and B broadcasts at x + (xoff + off[j]) + i (off: the B positions' offsets into the
+// read tensor x, xoff: the tap's offset; their sum is in range, xoff alone need not be). The
+// accumulators are stored to out[j] (B pointers, NV*VL floats each).
+struct ChanSeg {
     const float* v;
-    const float* b;
+    int64_t xoff;
     int64_t count;
 };
-
-// fwd / bwd_data: step i of a segment is input channel i: NV weight vectors at v + i*NV*VL and
-// B broadcasts at b + off[j] + i (off: the B positions' offsets into the read tensor). The
-// accumulators are stored to out[j] (B pointers, NV*VL floats each).
 template <int NV, int B>
-void kernel_chan(const Seg* segs, int nseg, const int64_t* off, float* const* out) {
-    int64_t o[B];
-#pragma GCC unroll 16
-    for (int j = 0; j < B; ++j) o[j] = off[j];
+void kernel_chan(const ChanSeg* segs, int nseg, const float* x, const int64_t* off, float* const* out) {
     V acc[B][NV];
 #pragma GCC unroll 16
     for (int j = 0; j < B; ++j)
@@ -127,7 +233,9 @@ void kernel_chan(const Seg* segs, int nseg, const int64_t* off, float* const* ou
         for (int v = 0; v < NV; ++v) acc[j][v] = vzero();
     for (int s = 0; s < nseg; ++s) {
         const float* __restrict wp = segs[s].v;
-        const float* __restrict xp = segs[s].b;
+        const float* __restrict xp[B];
+#pragma GCC unroll 16
+        for (int j = 0; j < B; ++j) xp[j] = x + (segs[s].xoff + off[j]);
         const int64_t n = segs[s].count;
         for (int64_t i = 0; i < n; ++i) {
             V w[NV];
@@ -135,7 +243,7 @@ void kernel_chan(const Seg* segs, int nseg, const int64_t* off, float* const* ou
             for (int v = 0; v < NV; ++v) w[v] = vload(wp + i * (NV * VL) + v * VL);
 #pragma GCC unroll 16
             for (int j = 0; j < B; ++j) {
-                const V b = vbcast(xp + o[j] + i);
+                const V b = vbcast(xp[j] + i);
 #pragma GCC unroll 16
                 for (int v = 0; v < NV; ++v) acc[j][v] = vfma(b, w[v], acc[j][v]);
             }
@@ -147,7 +255,13 @@ void kernel_chan(const Seg* segs, int nseg, const int64_t* off, float* const* ou
         for (int v = 0; v < NV; ++v) vstore(out[j] + v * VL, acc[j][v]);
 }
 
-// bwd_filter: step i of a segment is one position: NV dy vectors at v + i*vstep and B
+// bwd_filter: one reduction segment: `count` positions.
+struct Seg {
+    const float* v;
+    const float* b;
+    int64_t count;
+};
+// Step i of a segment is one position: NV dy vectors at v + i*vstep and B
 // broadcasts of consecutive input channels at b + i*bstep + j. Accumulates into acc (B rows of
 // NV*VL floats, read first unless `zero`), so a long reduction can be split into chunks of
 // positions without changing its order.
@@ -182,34 +296,33 @@ void kernel_pos(const Seg* segs, int nseg, int64_t vstep, int64_t bstep, float* 
 }
 
 // Depthwise fwd / bwd_data: NV vectors of channels, B positions; per tap the weights are NV
-// vectors at w[t] and the inputs NV vectors at x[t] + off[j] (no broadcast: channel c of the
-// output only reads channel c).
+// vectors at w[t] and the inputs NV vectors at x + (xoff[t] + off[j]) (no broadcast: channel c of
+// the output only reads channel c).
 template <int NV, int B>
-void kernel_dw(const float* const* x, const float* const* w, int ntaps, const int64_t* off, float* const* out) {
-    int64_t o[B];
-#pragma GCC unroll 16
-    for (int j = 0; j < B; ++j) o[j] = off[j];
+void kernel_dw(const float* x, const int64_t* xoff, const float* const* w, int ntaps, const int64_t* off,
+               float* const* out) {
     V acc[B][NV];
 #pragma GCC unroll 16
     for (int j = 0; j < B; ++j)
 #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) acc[j][v] = vzero();
     for (int t = 0; t < ntaps; ++t) {
-        const float* __restrict xp = x[t];
         V wv[NV];
 #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) wv[v] = vload(w[t] + v * VL);
 #pragma GCC unroll 16
-        for (int j = 0; j < B; ++j)
+        for (int j = 0; j < B; ++j) {
+            const float* xp = x + (xoff[t] + off[j]);
 #pragma GCC unroll 16
-            for (int v = 0; v < NV; ++v) acc[j][v] = vfma(vload(xp + o[j] + v * VL), wv[v], acc[j][v]);
+            for (int v = 0; v < NV; ++v) acc[j][v] = vfma(vload(xp + v * VL), wv[v], acc[j][v]);
+        }
     }
 #pragma GCC unroll 16
     for (int j = 0; j < B; ++j)
 #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v) vstore(out[j] + v * VL, acc[j][v]);
 }
-using DwFn = void (*)(const float* const*, const float* const*, int, const int64_t*, float* const*);
+using DwFn = void (*)(const float*, const int64_t*, const float* const*, int, const int64_t*, float* const*);
 // Depthwise blocks: kDwNV vectors of channels, up to kDwB positions (accumulators + weights + one load).
 constexpr int kDwNV = 2;
 constexpr int kDwB = VL == 16 ? 8 : 6;
@@ -225,7 +338,7 @@ const std::array<std::array<DwFn, kDwB + 1>, 3> kDw = {std::array<DwFn, kDwB + 1
                                                        dw_row1(std::make_integer_sequence<int, kDwB>{}),
                                                        dw_row2(std::make_integer_sequence<int, kDwB>{})};
 
-using ChanFn = void (*)(const Seg*, int, const int64_t*, float* const*);
+using ChanFn = void (*)(const ChanSeg*, int, const float*, const int64_t*, float* const*);
 using PosFn = void (*)(const Seg*, int, int64_t, int64_t, float*, bool);
 
 // Dispatch tables [NV][B] (null where B exceeds the register budget of NV).
@@ -298,32 +411,51 @@ Blocking blocking(int64_t n) {
 
 bool is_f32_cl(const ConvProblem& p) { return p.dtype == DataType::f32 && p.layout == Layout::nhwc; }
 
+// Packed weights of fwd / bwd_data, per (group, block): [tap][red][nv_b*VL], each tap's rows
+// followed by kTapPad unused floats (with red * nv_b * VL a power of two, the taps' regions would
+// otherwise share cache sets, and the repack's stores to them evict each other).
+constexpr int64_t kTapPad = 16;
+struct WPack {
+    Blocking bl;
+    int64_t red = 1, ks = 1;
+    int64_t tap_floats(int64_t b) const { return red * bl.nv_of(b) * VL + kTapPad; }
+    int64_t group_floats() const { return ks * (red * bl.nvec * VL + bl.blocks * kTapPad); }
+    int64_t offset(int64_t g, int64_t b) const {
+        return g * group_floats() + ks * (red * b * bl.nv * VL + b * kTapPad);
+    }
+};
+
 // ---- fwd / bwd_data plan ----------------------------------------------------------------
 // Both directions are written as: for every written position, a sum over taps of the read
-// tensor at (read0 + q * in_step) times packed weights, where the read tensor is a zero-padded
-// f32 channels-last copy, so that every tap of every position is in range and any B positions
-// form a block (no border special cases; the zero taps are the ones macs() counts anyway).
+// tensor (an f32 channels-last view, unpadded) at (read0 + q * in_step) times packed weights:
 //   fwd:      written y at o = q, read x at q*s + r*d - pb                  (one phase)
 //   bwd_data: written dx at i = phi + q*s, read dy at q + (phi + pb - r*d)/s for the taps r with
 //             r*d = phi + pb (mod s)                                          (s phases)
+// Per dim, the q range of a phase is split into segments with a constant set of in-range taps
+// (the border positions read fewer taps): a position's class is its segment in every dim, and
+// any B positions of one class form a block. No tap of the padding is multiplied.
+struct QSeg {
+    int64_t end = 0;        // q in [previous end, end)
+    std::vector<int> taps;  // indices into DimPhase::taps read by these q
+};
 struct DimPhase {
     int64_t first = 0, count = 0;                   // written coordinate first + q*out_step, q < count
     std::vector<std::pair<int64_t, int64_t>> taps;  // (kernel index, read index at q = 0)
+    std::vector<QSeg> segs;
 };
 struct DimPlan {
     int64_t out_step = 1, in_step = 1;
     std::vector<DimPhase> phases;
-    int64_t P = 0, Lp = 1;  // begin padding and length of the padded read tensor
 };
 struct DataPlan {
     std::array<DimPlan, 3> dim;
     bool copy = true;                       // false: the read tensor is used in place
     std::array<int64_t, 3> rdims{}, wdims{};  // read / written tensor spatial dims
     int64_t read_ch = 1, write_ch = 1, red = 1, och = 1;
-    int64_t cstride = 1;     // channel stride of the padded read tensor (read_ch, or rounded up to VL for depthwise)
+    int64_t cstride = 1;     // channel stride of the read view (read_ch, or rounded up to VL for depthwise)
     bool depthwise = false;  // C/g = K/g = 1: vectorised over channels instead
-    std::size_t padded_floats(int64_t n) const {
-        return static_cast<std::size_t>(n * dim[0].Lp * dim[1].Lp * dim[2].Lp * cstride);
+    std::size_t read_floats(int64_t n) const {
+        return static_cast<std::size_t>(n * rdims[0] * rdims[1] * rdims[2] * cstride);
     }
 };
 
@@ -339,10 +471,10 @@ DataPlan data_plan(const ConvProblem& p, const Canon& c) {
     dp.depthwise = p.groups > 1 && p.c_per_group() == 1 && p.k_per_group() == 1;
     // Depthwise loads whole vectors of channels: the copy is padded to a multiple of VL channels.
     dp.cstride = dp.depthwise ? (dp.read_ch + VL - 1) / VL * VL : dp.read_ch;
-    bool in_place = is_f32_cl(p) && dp.cstride == dp.read_ch;
+    dp.copy = !(is_f32_cl(p) && dp.cstride == dp.read_ch);
     for (std::size_t d = 0; d < 3; ++d) {
         DimPlan& dm = dp.dim[d];
-        const int64_t s = c.st[d], dl = c.dil[d], pb = c.pb[d], kn = c.ker[d];
+        const int64_t s = c.st[d], dl = c.dil[d], pb = c.pb[d], kn = c.ker[d], R = dp.rdims[d];
         if (fwd) {
             dm.out_step = 1;
             dm.in_step = s;
@@ -364,22 +496,28 @@ DataPlan data_plan(const ConvProblem& p, const Canon& c) {
                 dm.phases.push_back(std::move(ph));
             }
         }
-        int64_t lo = 0, hi = -1;
-        bool any = false;
-        for (const DimPhase& ph : dm.phases)
-            for (auto [r, r0] : ph.taps) {
-                const int64_t last = r0 + (ph.count - 1) * dm.in_step;
-                lo = any ? std::min(lo, r0) : r0;
-                hi = any ? std::max(hi, last) : last;
-                any = true;
+        // Tap (r, a) is in range for a + q*in_step in [0, R): q in [lo, hi) below.
+        const int64_t is = dm.in_step;
+        auto lo_of = [&](int64_t a) { return a >= 0 ? int64_t{0} : (-a + is - 1) / is; };
+        auto hi_of = [&](int64_t a) { return a > R - 1 ? int64_t{0} : (R - 1 - a) / is + 1; };
+        for (DimPhase& ph : dm.phases) {
+            std::vector<int64_t> cuts{0, ph.count};
+            for (auto [r, a] : ph.taps)
+                for (int64_t q : {lo_of(a), hi_of(a)}) cuts.push_back(std::clamp<int64_t>(q, 0, ph.count));
+            std::sort(cuts.begin(), cuts.end());
+            cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+            for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+                QSeg sg;
+                sg.end = cuts[i + 1];
+                for (std::size_t t = 0; t < ph.taps.size(); ++t)
+                    if (cuts[i] >= lo_of(ph.taps[t].second) && cuts[i] < hi_of(ph.taps[t].second))
+                        sg.taps.push_back(static_cast<int>(t));
+                if (!ph.segs.empty() && ph.segs.back().taps == sg.taps)
+                    ph.segs.back().end = sg.end;
+                else
+                    ph.segs.push_back(std::move(sg));
             }
-        dm.P = any ? std::max<int64_t>(0, -lo) : 0;
-        dm.Lp = any ? dm.P + hi + 1 : 1;
-        if (dm.P != 0 || dm.Lp > dp.rdims[d]) in_place = false;
-    }
-    if (in_place) {
-        dp.copy = false;
-        for (std::size_t d = 0; d < 3; ++d) dp.dim[d].Lp = dp.rdims[d];
+        }
     }
     return dp;
 }
@@ -412,10 +550,11 @@ Sizes sizes(const ConvProblem& p) {
     if (p.direction != Direction::bwd_filter) {
         const DataPlan dp = data_plan(p, c);
         const Blocking bl = blocking(dp.och);
+        const WPack wp{bl, dp.red, c.ks()};
         s.wpack = dp.depthwise ? round_up(4u * static_cast<std::size_t>(c.ks() * dp.cstride))
-                               : round_up(4u * static_cast<std::size_t>(c.ks() * dp.red * bl.nvec * VL * p.groups));
-        // The padded copy of the read tensor (x for fwd, dy for bwd_data).
-        if (dp.copy) (p.direction == Direction::fwd ? s.xconv : s.yconv) = round_up(4u * dp.padded_floats(p.n));
+                               : round_up(4u * static_cast<std::size_t>(wp.group_floats() * p.groups));
+        // The channels-last copy of the read tensor (x for fwd, dy for bwd_data).
+        if (dp.copy) (p.direction == Direction::fwd ? s.xconv : s.yconv) = round_up(4u * dp.read_floats(p.n));
         return s;
     }
     if (!is_f32_cl(p)) {
@@ -464,98 +603,151 @@ private:
         return off;
     }
 
-    // f32 channels-last view of x (or dy): the user's buffer when it already is one.
-    const float* channels_last(bool is_x, float* buf) const {
+    // f32 channels-last view of x (or dy) with channel stride cs >= its channels (the lanes
+    // past them zero): the user's buffer when it already is one. f32 channels-first data is
+    // transposed per image ([channel][position] -> [position][channel]) in tiles.
+    const float* channels_last(bool is_x, float* buf, int64_t cs) const {
         const T* src = static_cast<const T*>(is_x ? t_.x.data : t_.y.data);
-        if constexpr (std::is_same_v<T, float>)
-            if (p_.layout == Layout::nhwc) return src;
         const int64_t ch = is_x ? p_.c : p_.k;
+        if constexpr (std::is_same_v<T, float>)
+            if (p_.layout == Layout::nhwc && cs == ch) return src;
         const std::array<int64_t, 3>& dims = is_x ? c_.in : c_.out;
         const Strides st = is_x ? x_strides(p_) : y_strides(p_);
+        const int64_t sp = dims[0] * dims[1] * dims[2];
+        if constexpr (std::is_same_v<T, float>)
+            if (p_.layout == Layout::nchw) {
+                // Channels-first: image n is a [ch][sp] matrix (canonical positions in memory order),
+                // transposed kTile channels at a time (kTile sequential read streams), stored
+                // non-temporally (each line of the copy is written once, whole: no fetch first).
+                const int64_t tiles = (ch + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static)
+                for (int64_t it = 0; it < p_.n * tiles; ++it) {
+                    const int64_t n = it / tiles, c0 = it % tiles * kTile;
+                    float* dp = buf + n * sp * cs;
+                    const int64_t rows = std::min<int64_t>(kTile, ch - c0);
+                    transpose<true>(src + st.at(n, c0, 0), st.channel, rows, sp, dp + c0, cs);
+                    if (cs > ch && c0 + kTile >= ch)
+                        for (int64_t j = 0; j < sp; ++j) std::fill(dp + j * cs + ch, dp + (j + 1) * cs, 0.0f);
+                    _mm_sfence();  // the non-temporal stores before the loop's barrier
+                }
+                return buf;
+            }
         const int64_t rows = p_.n * dims[0] * dims[1];
 #pragma omp parallel for schedule(static)
         for (int64_t row = 0; row < rows; ++row) {
             const int64_t n = row / (dims[0] * dims[1]), d = row / dims[1] % dims[0], h = row % dims[1];
             for (int64_t w = 0; w < dims[2]; ++w) {
                 const auto sl = slots(c_, d, h, w);
-                const T* sp = src + st.at(n, 0, sl[0], sl[1], sl[2]);
-                float* dp = buf + (row * dims[2] + w) * ch;
-                for (int64_t k = 0; k < ch; ++k) dp[k] = E::load(sp[k * st.channel]);
+                const T* sp_ = src + st.at(n, 0, sl[0], sl[1], sl[2]);
+                float* dp = buf + (row * dims[2] + w) * cs;
+                for (int64_t k = 0; k < ch; ++k) dp[k] = E::load(sp_[k * st.channel]);
+                std::fill(dp + ch, dp + cs, 0.0f);
             }
         }
         return buf;
     }
 
-    // The zero-padded f32 channels-last copy of the read tensor described by dp.
-    const float* padded_copy(const DataPlan& dp, bool is_x, float* buf) const {
-        if (!dp.copy) return static_cast<const float*>(is_x ? t_.x.data : t_.y.data);
-        const T* src = static_cast<const T*>(is_x ? t_.x.data : t_.y.data);
-        const Strides st = is_x ? x_strides(p_) : y_strides(p_);
-        const int64_t ch = dp.read_ch, cs = dp.cstride, L0 = dp.dim[0].Lp, L1 = dp.dim[1].Lp, L2 = dp.dim[2].Lp;
-        const int64_t rows = p_.n * L0 * L1;
-#pragma omp parallel for schedule(static)
-        for (int64_t row = 0; row < rows; ++row) {
-            const int64_t n = row / (L0 * L1), i0 = row / L1 % L0 - dp.dim[0].P, i1 = row % L1 - dp.dim[1].P;
-            float* out = buf + row * L2 * cs;
-            const bool row_ok = i0 >= 0 && i0 < dp.rdims[0] && i1 >= 0 && i1 < dp.rdims[1];
-            for (int64_t l2 = 0; l2 < L2; ++l2) {
-                const int64_t i2 = l2 - dp.dim[2].P;
-                float* o = out + l2 * cs;
-                if (!row_ok || i2 < 0 || i2 >= dp.rdims[2]) {
-                    std::fill(o, o + cs, 0.0f);
-                    continue;
-                }
-                const auto sl = slots(c_, i0, i1, i2);
-                const T* sp = src + st.at(n, 0, sl[0], sl[1], sl[2]);
-                for (int64_t k = 0; k < ch; ++k) o[k] = E::load(sp[k * st.channel]);
-                std::fill(o + ch, o + cs, 0.0f);
-            }
-        }
-        return buf;
-    }
-
-    // fwd and bwd_data: the same blocked kernel over the plan's phases.
-    void run_fwd_or_bwd_data(bool fwd) {
-        const DataPlan dp = data_plan(p_, c_);
-        if (dp.depthwise) return run_depthwise(dp, fwd);
-        const int64_t kpg = p_.k_per_group(), red = dp.red, och = dp.och, in_ch = dp.read_ch, out_ch = dp.write_ch;
-        const Blocking bl = blocking(och);
-        const int64_t ks = c_.ks();
+    // Packed weights of fwd / bwd_data: [group][block] of WPack (blocks of a group contiguous,
+    // zero lanes past the group's written channels); depthwise: [tap][channel].
+    void pack_weights(const DataPlan& dp, bool fwd, const WPack& wp) {
+        const Blocking& bl = wp.bl;
+        const int64_t kpg = p_.k_per_group(), red = dp.red, och = dp.och, ks = c_.ks();
         const T* w = static_cast<const T*>(t_.w.data);
         const Strides wst = w_strides(p_);
-        // Packed weights: [group][block][tap][red][nv_b*VL], blocks of a group are contiguous.
-        const int64_t group_floats = ks * red * bl.nvec * VL;
-        auto block_base = [&](int64_t g, int64_t b) { return wpack_ + g * group_floats + ks * red * b * bl.nv * VL; };
         const std::vector<int64_t> tap_off = tap_offsets(wst);
+        if (dp.depthwise) {
+            const int64_t cs = dp.cstride;
+#pragma omp parallel for schedule(static)
+            for (int64_t tap = 0; tap < ks; ++tap)
+                for (int64_t c = 0; c < cs; ++c)
+                    wpack_[tap * cs + c] =
+                        c < p_.c ? E::load(w[wst.at(c, 0, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)]]) : 0.0f;
+            return;
+        }
+        // fwd: filter k's weights of its group (red * ks values) are contiguous; element m of them
+        // goes to (tap, c) = col[m] of the packed block.
+        std::vector<std::array<int64_t, 2>> col(fwd ? static_cast<std::size_t>(red * ks) : 0);
+        for (int64_t c = 0; c < (fwd ? red : 0); ++c)
+            for (int64_t tap = 0; tap < ks; ++tap)
+                col[static_cast<std::size_t>(wst.at(0, c, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)])] = {
+                    tap, c};
 #pragma omp parallel for collapse(2) schedule(static)
         for (int64_t g = 0; g < p_.groups; ++g)
             for (int64_t b = 0; b < bl.blocks; ++b) {
                 const int64_t nvl = bl.nv_of(b) * VL;
-                float* dst = block_base(g, b);
+                float* dst = wpack_ + wp.offset(g, b);
+                const int64_t tstride = wp.tap_floats(b);
                 const int64_t o0 = b * bl.nv * VL, ovalid = std::min<int64_t>(nvl, och - o0);  // written channels
-                if (ovalid < nvl) std::fill(dst, dst + ks * red * nvl, 0.0f);
+                if (ovalid < nvl) std::fill(dst, dst + ks * tstride, 0.0f);
+                if constexpr (std::is_same_v<T, float>)
+                    if (fwd) {
+                        // Tiles of kTile filters x kTile of their weights, transposed, in bands of
+                        // kBand weights: the band's packed rows are written whole while in L1,
+                        // non-temporally (the packed weights are larger than L2 when it matters).
+                        constexpr int64_t kBand = 4 * kTile;
+                        const float* wr = w + wst.at(g * kpg + o0, 0, 0, 0, 0);
+                        for (int64_t mb = 0; mb < red * ks; mb += kBand)
+                            for (int64_t l0 = 0; l0 < ovalid; l0 += kTile) {
+                                // The next band of these rows, ahead of use (the rows are too many
+                                // streams for the hardware prefetchers).
+                                if (mb + kBand < red * ks)
+                                    for (int64_t l = l0; l < std::min(l0 + kTile, ovalid); ++l)
+                                        for (int64_t m = mb + kBand; m < std::min(mb + 2 * kBand, red * ks); m += 16)
+                                            __builtin_prefetch(wr + l * wst.outer + m);
+                                for (int64_t m0 = mb; m0 < std::min(mb + kBand, red * ks); m0 += kTile)
+                                    transpose_tile<true>(wr + l0 * wst.outer + m0, wst.outer,
+                                                   static_cast<int>(std::min<int64_t>(kTile, ovalid - l0)),
+                                                   static_cast<int>(std::min<int64_t>(kTile, red * ks - m0)),
+                                                   [&](int j) {
+                                                       const auto [tap, c] = col[static_cast<std::size_t>(m0 + j)];
+                                                       return dst + tap * tstride + c * nvl + l0;
+                                                   });
+                            }
+                        _mm_sfence();  // the non-temporal stores before the loop's barrier
+                        continue;
+                    }
                 // Tiles of VL written channels (fwd: VL rows of the weight tensor, read a few
                 // consecutive elements each while their lines stay in cache) x one reduction
-                // channel x every tap: each store run fills whole lines of dst, instead of one
-                // element per line with the taps' lines a power of two apart.
+                // channel x every tap: each store run fills whole lines of dst.
                 const int64_t lstep = fwd ? VL : std::max<int64_t>(ovalid, 1);
                 for (int64_t lb = 0; lb < ovalid; lb += lstep)
                     for (int64_t i = 0; i < red; ++i)
                         for (int64_t tap = 0; tap < ks; ++tap) {
                             const int64_t toff = tap_off[static_cast<std::size_t>(tap)];
-                            float* d = dst + (tap * red + i) * nvl;
+                            float* d = dst + tap * tstride + i * nvl;
                             for (int64_t l = lb; l < std::min(lb + lstep, ovalid); ++l) {
                                 const int64_t k = fwd ? g * kpg + o0 + l : g * kpg + i, cc = fwd ? i : o0 + l;
                                 d[l] = E::load(w[wst.at(k, cc, 0, 0, 0) + toff]);
                             }
                         }
             }
+    }
 
-        const float* src = padded_copy(dp, fwd, fwd ? xconv_ : yconv_);
+    // fwd and bwd_data: blocked kernels over the plan's phases. Work items are (channel block,
+    // chunk of positions of one phase combination); a chunk's positions are sorted into their
+    // classes (the in-range taps), blocks of B positions of one class go to the kernel, whose
+    // outputs land in the written tensor (f32 channels-last, whole block) or in a staging tile of
+    // the chunk ([position][channel]), stored afterwards (transposed in tiles where positions
+    // are consecutive in memory: channels-first f32).
+    void run_fwd_or_bwd_data(bool fwd) {
+        const DataPlan dp = data_plan(p_, c_);
+        const bool dw = dp.depthwise;
+        const int64_t red = dp.red, och = dp.och, cs = dp.cstride, out_ch = dp.write_ch, ks = c_.ks();
+        const Blocking bl = blocking(och);
+        const WPack wp{bl, red, ks};
+        pack_weights(dp, fwd, wp);
+        const float* src = dp.copy ? channels_last(fwd, fwd ? xconv_ : yconv_, cs)
+                                   : static_cast<const float*>(fwd ? t_.x.data : t_.y.data);
         T* dst = static_cast<T*>(fwd ? t_.y.data : t_.x.data);
         const Strides dst_st = fwd ? y_strides(p_) : x_strides(p_);
-        const bool direct = is_f32_cl(p_);
-        const int64_t L0 = dp.dim[0].Lp, L1 = dp.dim[1].Lp, L2 = dp.dim[2].Lp;
+        const bool f32_cl = is_f32_cl(p_);
+        const int64_t R0 = dp.rdims[0], R1 = dp.rdims[1], R2 = dp.rdims[2];
+
+        // Channel blocks: general: (group, block of bl.nv vectors of its written channels);
+        // depthwise: kDwNV vectors of channels.
+        const int64_t dw_vec = cs / VL;
+        const int64_t nblocks = dw ? (dw_vec + kDwNV - 1) / kDwNV : p_.groups * bl.blocks;
+        const int bmax = dw ? kDwB : kMaxB[bl.nv];
 
         // Phase combinations and position chunks (positions: n, q0, q1, q2 flattened).
         struct Combo {
@@ -569,179 +761,93 @@ private:
                     const int64_t np = p_.n * a.count * b.count * e.count;
                     if (np > 0) combos.push_back({{&a, &b, &e}, np});
                 }
-        const int bmax = kMaxB[bl.nv];
-        // Work items: (group, channel block, chunk of positions). Two loop orders, chosen by the
+        // Work items: (channel block, chunk of positions). Two loop orders, chosen by the
         // estimated traffic beyond L2:
         //  - blocks innermost: a chunk's read window (~64 KiB) stays in cache while every block
-        //    of the group's weights passes over it: the weights are re-read once per chunk;
+        //    of the weights passes over it: the weights are re-read once per chunk;
         //  - positions innermost: one block's weights stay in L2 while the whole read tensor
         //    streams past: the read tensor is re-read once per block (and per phase), and each
         //    output cache line is fetched and written back once per block.
-        const int64_t chunk = std::clamp<int64_t>(65536 / (4 * in_ch) / bmax * bmax, bmax, 1024);
+        // Chunks: about 64 KiB of the read tensor's positions with blocks innermost, else about
+        // kLongChunk positions (the chunk only bounds the staging tile then); whole rows (q2 runs)
+        // where rows are shorter, and at least bmax rows, so that the classes of the row borders
+        // fill blocks.
         struct Chunk {
             int64_t combo, begin, end;
         };
         std::vector<Chunk> chunks;
-        for (std::size_t ci = 0; ci < combos.size(); ++ci)
-            for (int64_t b0 = 0; b0 < combos[ci].positions; b0 += chunk)
-                chunks.push_back({static_cast<int64_t>(ci), b0, std::min(b0 + chunk, combos[ci].positions)});
-        const int64_t nchunks = static_cast<int64_t>(chunks.size()), items = nchunks * p_.groups * bl.blocks;
-        const double weight_bytes = 4.0 * static_cast<double>(group_floats * p_.groups);
-        const double read_bytes = 4.0 * static_cast<double>(dp.padded_floats(p_.n));
+        int64_t chunk = 1;  // the largest
+        auto make_chunks = [&](int64_t target) {
+            chunks.clear();
+            for (std::size_t ci = 0; ci < combos.size(); ++ci) {
+                const int64_t row = combos[ci].ph[2]->count, nrows = combos[ci].positions / row;
+                const int64_t len =
+                    row >= target ? target : std::max(target / row, std::min<int64_t>(bmax, nrows)) * row;
+                chunk = std::max(chunk, len);
+                for (int64_t b0 = 0; b0 < combos[ci].positions; b0 += len)
+                    chunks.push_back({static_cast<int64_t>(ci), b0, std::min(b0 + len, combos[ci].positions)});
+            }
+            return static_cast<int64_t>(chunks.size());
+        };
+        const int64_t nchunks0 = make_chunks(std::clamp<int64_t>(65536 / (4 * cs) / bmax * bmax, bmax, 1024));
+        const double weight_bytes = 4.0 * static_cast<double>(dw ? ks * cs : wp.group_floats() * p_.groups);
+        const double read_bytes = 4.0 * static_cast<double>(dp.read_floats(p_.n));
         const double write_bytes = 4.0 * static_cast<double>(p_.n * dp.wdims[0] * dp.wdims[1] * dp.wdims[2] * out_ch);
         const bool blocks_inner =
-            static_cast<double>(nchunks) * weight_bytes <=
-            static_cast<double>(bl.blocks) * (static_cast<double>(combos.size()) * read_bytes + 2 * write_bytes);
+            static_cast<double>(nchunks0) * weight_bytes <=
+            static_cast<double>(nblocks) * (static_cast<double>(combos.size()) * read_bytes + 2 * write_bytes);
+        constexpr int64_t kLongChunk = 512;
+        const int64_t nchunks = blocks_inner ? nchunks0 : make_chunks(kLongChunk / bmax * bmax);
+        // Chunks in the order of their first written position: the phases of bwd_data that
+        // write (and read) the same rows run one after another, while those rows are in cache.
+        {
+            auto key = [&](const Chunk& ck) {
+                const Combo& co = combos[static_cast<std::size_t>(ck.combo)];
+                int64_t r = ck.begin, o[3];
+                for (int d = 2; d >= 0; --d) {
+                    const DimPhase& f = *co.ph[static_cast<std::size_t>(d)];
+                    o[d] = f.first + r % f.count * dp.dim[static_cast<std::size_t>(d)].out_step;
+                    r /= f.count;
+                }
+                return ((r * dp.wdims[0] + o[0]) * dp.wdims[1] + o[1]) * dp.wdims[2] + o[2];
+            };
+            std::stable_sort(chunks.begin(), chunks.end(),
+                             [&](const Chunk& a, const Chunk& b) { return key(a) < key(b); });
+        }
+        const int64_t items = nchunks * nblocks;
 
 #pragma omp parallel
         {
-            std::vector<Seg> segs;
-            alignas(64) float tile[kMaxBAll * kMaxNV * VL];
+            const std::size_t cu = static_cast<std::size_t>(chunk);
+            std::vector<float> stage(cu * kMaxNV * VL);
+            std::vector<int64_t> base(cu), doff(cu), order(cu);
+            std::vector<int> cls(cu);
+            std::vector<int64_t> first, next;
+            std::vector<ChanSeg> segs;
+            std::vector<int64_t> xoffs;
+            std::vector<const float*> wptrs;
             int64_t off[kMaxBAll];
             float* outp[kMaxBAll];
-            std::array<int64_t, kMaxBAll> pn{}, pq0{}, pq1{}, pq2{};
 #pragma omp for schedule(static)
             for (int64_t it = 0; it < items; ++it) {
-                int64_t ch, g, b;
-                if (blocks_inner) {
-                    b = it % bl.blocks;
-                    g = it / bl.blocks % p_.groups;
-                    ch = it / bl.blocks / p_.groups;
-                } else {
-                    ch = it % nchunks;
-                    b = it / nchunks % bl.blocks;
-                    g = it / nchunks / bl.blocks;
-                }
-                const Chunk& ck = chunks[static_cast<std::size_t>(ch)];
+                const int64_t blk = blocks_inner ? it % nblocks : it / nchunks;
+                const Chunk& ck = chunks[static_cast<std::size_t>(blocks_inner ? it / nblocks : it % nchunks)];
                 const Combo& co = combos[static_cast<std::size_t>(ck.combo)];
                 const DimPhase &f0 = *co.ph[0], &f1 = *co.ph[1], &f2 = *co.ph[2];
-                const int nv = static_cast<int>(bl.nv_of(b));
-                const int64_t nvl = nv * VL;
-                const int64_t ch0 = b * bl.nv * VL;  // first written channel (within group) of the block
-                const int64_t valid = std::min<int64_t>(nvl, och - ch0);
-                const float* wblk = block_base(g, b);
-                segs.clear();
-                for (auto [k0, a0] : f0.taps)
-                    for (auto [k1, a1] : f1.taps)
-                        for (auto [k2, a2] : f2.taps) {
-                            const int64_t tap = (k0 * c_.ker[1] + k1) * c_.ker[2] + k2;
-                            const int64_t toff =
-                                (((dp.dim[0].P + a0) * L1 + dp.dim[1].P + a1) * L2 + dp.dim[2].P + a2) * in_ch;
-                            segs.push_back({wblk + tap * red * nvl, src + toff + g * red, red});
-                        }
-                // Position counters (n, q0, q1, q2) of ck.begin, then advanced one by one (no
-                // divisions in the block loop).
-                int64_t cn, c0, c1, c2;
-                {
-                    int64_t r = ck.begin;
-                    c2 = r % f2.count, r /= f2.count;
-                    c1 = r % f1.count, r /= f1.count;
-                    c0 = r % f0.count, cn = r / f0.count;
-                }
-                for (int64_t q = ck.begin; q < ck.end; q += bmax) {
-                    const int bn = static_cast<int>(std::min<int64_t>(bmax, ck.end - q));
-                    for (int j = 0; j < bn; ++j) {
-                        const std::size_t u = static_cast<std::size_t>(j);
-                        pn[u] = cn, pq0[u] = c0, pq1[u] = c1, pq2[u] = c2;
-                        if (++c2 == f2.count) {
-                            c2 = 0;
-                            if (++c1 == f1.count) {
-                                c1 = 0;
-                                if (++c0 == f0.count) c0 = 0, ++cn;
-                            }
-                        }
-                        off[j] = (((pn[u] * L0 + pq0[u] * dp.dim[0].in_step) * L1 + pq1[u] * dp.dim[1].in_step) * L2 +
-                                  pq2[u] * dp.dim[2].in_step) *
-                                 in_ch;
-                        const int64_t o0 = f0.first + pq0[u] * dp.dim[0].out_step,
-                                      o1 = f1.first + pq1[u] * dp.dim[1].out_step,
-                                      o2 = f2.first + pq2[u] * dp.dim[2].out_step;
-                        if (direct && valid == nvl)
-                            outp[j] = reinterpret_cast<float*>(dst) +
-                                      (((pn[u] * dp.wdims[0] + o0) * dp.wdims[1] + o1) * dp.wdims[2] + o2) * out_ch +
-                                      g * och + ch0;
-                        else
-                            outp[j] = tile + j * nvl;
-                    }
-                    kChan[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
-                        segs.data(), static_cast<int>(segs.size()), off, outp);
-                    if (!(direct && valid == nvl))
-                        for (int j = 0; j < bn; ++j) {
-                            const std::size_t u = static_cast<std::size_t>(j);
-                            const auto sl =
-                                slots(c_, f0.first + pq0[u] * dp.dim[0].out_step,
-                                      f1.first + pq1[u] * dp.dim[1].out_step, f2.first + pq2[u] * dp.dim[2].out_step);
-                            T* o = dst + dst_st.at(pn[u], g * och + ch0, sl[0], sl[1], sl[2]);
-                            for (int64_t l = 0; l < valid; ++l) o[l * dst_st.channel] = E::store(tile[j * nvl + l]);
-                        }
-                }
-            }
-        }
-    }
+                // The block: its vectors, first written channel (in the written tensor), valid lanes.
+                const int64_t g = dw ? 0 : blk / bl.blocks, b = dw ? blk : blk % bl.blocks;
+                const int nv = static_cast<int>(dw ? std::min<int64_t>(kDwNV, dw_vec - b * kDwNV) : bl.nv_of(b));
+                const int64_t nvl = nv * VL, wc0 = dw ? b * kDwNV * VL : b * bl.nv * VL;
+                const int64_t valid = std::min<int64_t>(nvl, (dw ? p_.c : och) - wc0);
+                const int64_t wch0 = dw ? wc0 : g * och + wc0;
+                const bool direct = f32_cl && valid == nvl;
+                const float* wblk = wpack_ + wp.offset(g, b);
+                const int64_t tstride = wp.tap_floats(b);
 
-    // Depthwise fwd / bwd_data (C/g = K/g = 1): vectors run over channels of the padded copy,
-    // the packed weights are [tap][channel]; same phases, positions and chunks as above.
-    void run_depthwise(const DataPlan& dp, bool fwd) {
-        const int64_t ks = c_.ks(), C = p_.c, cs = dp.cstride;
-        const T* w = static_cast<const T*>(t_.w.data);
-        const Strides wst = w_strides(p_);
-#pragma omp parallel for schedule(static)
-        for (int64_t tap = 0; tap < ks; ++tap) {
-            const auto rs = slots(c_, tap / (c_.ker[1] * c_.ker[2]), tap / c_.ker[2] % c_.ker[1], tap % c_.ker[2]);
-            for (int64_t c = 0; c < cs; ++c)
-                wpack_[tap * cs + c] = c < C ? E::load(w[wst.at(c, 0, rs[0], rs[1], rs[2])]) : 0.0f;
-        }
-        const float* src = padded_copy(dp, fwd, fwd ? xconv_ : yconv_);
-        T* dst = static_cast<T*>(fwd ? t_.y.data : t_.x.data);
-        const Strides dst_st = fwd ? y_strides(p_) : x_strides(p_);
-        const bool direct = is_f32_cl(p_);
-        const int64_t L0 = dp.dim[0].Lp, L1 = dp.dim[1].Lp, L2 = dp.dim[2].Lp;
-        struct Combo {
-            std::array<const DimPhase*, 3> ph;
-            int64_t positions;
-        };
-        std::vector<Combo> combos;
-        for (const DimPhase& a : dp.dim[0].phases)
-            for (const DimPhase& b : dp.dim[1].phases)
-                for (const DimPhase& e : dp.dim[2].phases) {
-                    const int64_t np = p_.n * a.count * b.count * e.count;
-                    if (np > 0) combos.push_back({{&a, &b, &e}, np});
-                }
-        const int64_t nvec = cs / VL, cblocks = (nvec + kDwNV - 1) / kDwNV;
-        const int64_t chunk = std::clamp<int64_t>(65536 / (4 * cs) / kDwB * kDwB, kDwB, 1024);
-        struct Chunk {
-            int64_t combo, begin, end;
-        };
-        std::vector<Chunk> chunks;
-        for (std::size_t ci = 0; ci < combos.size(); ++ci)
-            for (int64_t b0 = 0; b0 < combos[ci].positions; b0 += chunk)
-                chunks.push_back({static_cast<int64_t>(ci), b0, std::min(b0 + chunk, combos[ci].positions)});
-        const int64_t items = static_cast<int64_t>(chunks.size()) * cblocks;
-#pragma omp parallel
-        {
-            std::vector<const float*> tx, tw;
-            alignas(64) float tile[kDwB * kDwNV * VL];
-            int64_t off[kDwB];
-            float* outp[kDwB];
-            std::array<int64_t, kDwB> pn{}, po0{}, po1{}, po2{};
-#pragma omp for schedule(static)
-            for (int64_t it = 0; it < items; ++it) {
-                const int64_t cb = it % cblocks;
-                const Chunk& ck = chunks[static_cast<std::size_t>(it / cblocks)];
-                const Combo& co = combos[static_cast<std::size_t>(ck.combo)];
-                const DimPhase &f0 = *co.ph[0], &f1 = *co.ph[1], &f2 = *co.ph[2];
-                const int nv = static_cast<int>(std::min<int64_t>(kDwNV, nvec - cb * kDwNV));
-                const int64_t c0 = cb * kDwNV * VL, nvl = nv * VL, valid = std::min<int64_t>(nvl, C - c0);
-                tx.clear();
-                tw.clear();
-                for (auto [k0, a0] : f0.taps)
-                    for (auto [k1, a1] : f1.taps)
-                        for (auto [k2, a2] : f2.taps) {
-                            const int64_t tap = (k0 * c_.ker[1] + k1) * c_.ker[2] + k2;
-                            tx.push_back(
-                                src + (((dp.dim[0].P + a0) * L1 + dp.dim[1].P + a1) * L2 + dp.dim[2].P + a2) * cs + c0);
-                            tw.push_back(wpack_ + tap * cs + c0);
-                        }
+                // Positions of the chunk: read offset, written offset, class (segment per dim);
+                // counters advanced one by one (no divisions per position).
+                const int64_t np = ck.end - ck.begin;
+                const std::size_t S1 = f1.segs.size(), S2 = f2.segs.size(), ncls = f0.segs.size() * S1 * S2;
                 int64_t cn, q0, q1, q2;
                 {
                     int64_t r = ck.begin;
@@ -749,43 +855,101 @@ private:
                     q1 = r % f1.count, r /= f1.count;
                     q0 = r % f0.count, cn = r / f0.count;
                 }
-                for (int64_t q = ck.begin; q < ck.end; q += kDwB) {
-                    const int bn = static_cast<int>(std::min<int64_t>(kDwB, ck.end - q));
-                    for (int j = 0; j < bn; ++j) {
-                        const std::size_t u = static_cast<std::size_t>(j);
-                        off[j] = (((cn * L0 + q0 * dp.dim[0].in_step) * L1 + q1 * dp.dim[1].in_step) * L2 +
-                                  q2 * dp.dim[2].in_step) *
-                                 cs;
-                        pn[u] = cn;
-                        po0[u] = f0.first + q0 * dp.dim[0].out_step;
-                        po1[u] = f1.first + q1 * dp.dim[1].out_step;
-                        po2[u] = f2.first + q2 * dp.dim[2].out_step;
-                        if (++q2 == f2.count) {
-                            q2 = 0;
-                            if (++q1 == f1.count) {
-                                q1 = 0;
-                                if (++q0 == f0.count) q0 = 0, ++cn;
-                            }
+                auto seg_of = [](const DimPhase& f, int64_t q) {
+                    std::size_t k = 0;
+                    while (f.segs[k].end <= q) ++k;
+                    return k;
+                };
+                std::size_t k0 = seg_of(f0, q0), k1 = seg_of(f1, q1), k2 = seg_of(f2, q2);
+                first.assign(ncls + 1, 0);
+                for (int64_t p = 0; p < np; ++p) {
+                    const std::size_t u = static_cast<std::size_t>(p);
+                    base[u] = (((cn * R0 + q0 * dp.dim[0].in_step) * R1 + q1 * dp.dim[1].in_step) * R2 +
+                               q2 * dp.dim[2].in_step) *
+                              cs;
+                    const auto sl = slots(c_, f0.first + q0 * dp.dim[0].out_step, f1.first + q1 * dp.dim[1].out_step,
+                                          f2.first + q2 * dp.dim[2].out_step);
+                    doff[u] = dst_st.at(cn, wch0, sl[0], sl[1], sl[2]);
+                    cls[u] = static_cast<int>((k0 * S1 + k1) * S2 + k2);
+                    ++first[static_cast<std::size_t>(cls[u]) + 1];
+                    if (++q2 == f2.segs[k2].end) ++k2;
+                    if (k2 == S2) {
+                        q2 = 0, k2 = 0;
+                        if (++q1 == f1.segs[k1].end) ++k1;
+                        if (k1 == S1) {
+                            q1 = 0, k1 = 0;
+                            if (++q0 == f0.segs[k0].end) ++k0;
+                            if (k0 == f0.segs.size()) q0 = 0, k0 = 0, ++cn;
                         }
-                        outp[j] =
-                            direct && valid == nvl
-                                ? reinterpret_cast<float*>(dst) +
-                                      (((pn[u] * dp.wdims[0] + po0[u]) * dp.wdims[1] + po1[u]) * dp.wdims[2] + po2[u]) *
-                                          C +
-                                      c0
-                                : tile + j * nvl;
                     }
-                    kDw[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
-                        tx.data(), tw.data(), static_cast<int>(tx.size()), off, outp);
-                    if (!(direct && valid == nvl))
+                }
+                // Counting sort by class (stable: each class in position order).
+                for (std::size_t c = 0; c < ncls; ++c) first[c + 1] += first[c];
+                next.assign(first.begin(), first.end() - 1);
+                for (int64_t p = 0; p < np; ++p) {
+                    int64_t& slot = next[static_cast<std::size_t>(cls[static_cast<std::size_t>(p)])];
+                    order[static_cast<std::size_t>(slot++)] = p;
+                }
+                for (std::size_t c = 0; c < ncls; ++c) {
+                    if (first[c] == first[c + 1]) continue;
+                    // The class's taps (in kernel order) and their read offsets.
+                    segs.clear();
+                    xoffs.clear();
+                    wptrs.clear();
+                    for (int t0 : f0.segs[c / (S1 * S2)].taps)
+                        for (int t1 : f1.segs[c / S2 % S1].taps)
+                            for (int t2 : f2.segs[c % S2].taps) {
+                                const auto [r0, a0] = f0.taps[static_cast<std::size_t>(t0)];
+                                const auto [r1, a1] = f1.taps[static_cast<std::size_t>(t1)];
+                                const auto [r2, a2] = f2.taps[static_cast<std::size_t>(t2)];
+                                const int64_t tap = (r0 * c_.ker[1] + r1) * c_.ker[2] + r2;
+                                const int64_t toff = ((a0 * R1 + a1) * R2 + a2) * cs;
+                                if (dw) {
+                                    xoffs.push_back(toff + wch0);
+                                    wptrs.push_back(wpack_ + tap * cs + wch0);
+                                } else {
+                                    segs.push_back({wblk + tap * tstride, toff + g * red, red});
+                                }
+                            }
+                    for (int64_t q = first[c]; q < first[c + 1]; q += bmax) {
+                        const int bn = static_cast<int>(std::min<int64_t>(bmax, first[c + 1] - q));
                         for (int j = 0; j < bn; ++j) {
-                            const std::size_t u = static_cast<std::size_t>(j);
-                            const auto sl = slots(c_, po0[u], po1[u], po2[u]);
-                            T* o = dst + dst_st.at(pn[u], c0, sl[0], sl[1], sl[2]);
-                            for (int64_t l = 0; l < valid; ++l) o[l * dst_st.channel] = E::store(tile[j * nvl + l]);
+                            const std::size_t u = static_cast<std::size_t>(order[static_cast<std::size_t>(q + j)]);
+                            off[j] = base[u];
+                            outp[j] = direct ? reinterpret_cast<float*>(dst + doff[u]) : stage.data() + u * nvl;
                         }
+                        if (dw)
+                            kDw[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
+                                src, xoffs.data(), wptrs.data(), static_cast<int>(xoffs.size()), off, outp);
+                        else
+                            kChan[static_cast<std::size_t>(nv)][static_cast<std::size_t>(bn)](
+                                segs.data(), static_cast<int>(segs.size()), src, off, outp);
+                    }
+                }
+                if (!direct) store_stage(stage.data(), np, nvl, valid, doff.data(), dst, dst_st.channel);
+            }
+        }
+    }
+
+    // Stores a chunk's staging tile (np positions x nvl floats, the first `valid` channels) at
+    // the written offsets doff (channel stride cst): transposed in tiles along runs of positions
+    // consecutive in memory when the written tensor is f32 channels-first, else one by one.
+    void store_stage(const float* stage, int64_t np, int64_t nvl, int64_t valid, const int64_t* doff, T* dst,
+                     int64_t cst) const {
+        for (int64_t p = 0; p < np;) {
+            int64_t len = 1;
+            if constexpr (std::is_same_v<T, float>) {
+                if (cst != 1)
+                    while (p + len < np && doff[p + len] == doff[p] + len) ++len;
+                if (len >= 4) {
+                    transpose(stage + p * nvl, nvl, len, valid, dst + doff[p], cst);
+                    p += len;
+                    continue;
                 }
             }
+            for (int64_t i = p; i < p + len; ++i)
+                for (int64_t l = 0; l < valid; ++l) dst[doff[i] + l * cst] = E::store(stage[i * nvl + l]);
+            p += len;
         }
     }
 
@@ -798,14 +962,17 @@ private:
         const int64_t cpg = p_.c_per_group(), kpg = p_.k_per_group();
         const BwdFilterShape sh = bwd_filter_shape(p_);
         const Blocking& bl = sh.bl;
-        const float* x = channels_last(true, xconv_);
-        const float* dy = channels_last(false, yconv_);
+        const float* x = channels_last(true, xconv_, p_.c);
+        const float* dy = channels_last(false, yconv_, p_.k);
         T* dw = static_cast<T*>(t_.w.data);
         const Strides wst = w_strides(p_);
         const int64_t ks = c_.ks(), cbmax = sh.cbmax, cblocks = sh.cblocks, items = sh.items;
         const int64_t slot = sh.slot_floats;
         const int64_t in_sp = c_.in_sp(), out_sp = c_.out_sp();
         const std::vector<int64_t> tap_off = tap_offsets(wst);
+        bool taps_contiguous = true;
+        for (int64_t tap = 0; tap < ks; ++tap)
+            taps_contiguous = taps_contiguous && tap_off[static_cast<std::size_t>(tap)] == tap;
         // Per kw: the ow range whose input is valid (contiguous in ow).
         std::vector<std::pair<int64_t, int64_t>> ow_range(static_cast<std::size_t>(c_.ker[2]), {0, 0});
         for (int64_t kw = 0; kw < c_.ker[2]; ++kw) {
@@ -816,26 +983,54 @@ private:
             }
             ow_range[static_cast<std::size_t>(kw)] = {lo, std::max(lo, hi)};
         }
-        // Chunks of whole output rows (n, od, oh), at least 64 positions each.
+        // Chunks of whole output rows (n, od, oh). Each chunk reloads and stores every item's
+        // partial sums. Small chunks (at least 64 positions): the chunk's x and dy rows stay in
+        // cache while all items pass over them, x is read from memory once. Large chunks (as
+        // many positions as keep one K block's dy rows in L2, about 256 KiB) read x once per K
+        // block instead (the items of one K block run one after another), and the partial sums
+        // once: taken when those are far beyond L2 (over 4 MiB) and the re-reads of x cost at
+        // most a quarter of the small chunks' partial-sum traffic (loads and stores). Measured on
+        // the ResNet-50 layers (docs/benchmarks.md): the 512-channel layers at AVX-512 gain, the
+        // 256-channel ones and the narrower K blocks of AVX2 (4x the re-reads) lose.
         const int64_t rows = p_.n * c_.out[0] * c_.out[1];
-        const int64_t rows_per_chunk = std::max<int64_t>(1, (64 + c_.out[2] - 1) / c_.out[2]);
+        auto rows_for = [&](int64_t positions) {
+            return std::max<int64_t>(1, (positions + c_.out[2] - 1) / c_.out[2]);
+        };
+        const double accum_bytes = 4.0 * static_cast<double>(items * slot);
+        const double x_bytes = 4.0 * static_cast<double>(p_.n * in_sp * p_.c);
+        const double small_chunks = static_cast<double>((rows + rows_for(64) - 1) / rows_for(64));
+        const double x_rereads = static_cast<double>(p_.groups * bl.blocks) * x_bytes;
+        const bool large = accum_bytes > 4.0 * 1024 * 1024 && x_rereads <= 0.25 * small_chunks * 2 * accum_bytes;
+        const int64_t rows_per_chunk = rows_for(large ? std::max<int64_t>(64, 262144 / (4 * bl.nv * VL)) : 64);
         float* acc = accum_;
 #pragma omp parallel
         {
             const int64_t nt = omp_get_num_threads(), tid = omp_get_thread_num();
             const int64_t it0 = items * tid / nt, it1 = items * (tid + 1) / nt;
             std::vector<Seg> segs;
-            std::vector<std::array<int64_t, 3>> rc;  // (n, od, oh) of the chunk's rows
+            // Per (kd, kh): the chunk's rows whose input row is in range, as (dy offset, x offset)
+            // of their first position (ow = 0, iw = 0, channel 0).
+            const int64_t kdh = c_.ker[0] * c_.ker[1];
+            std::vector<std::vector<std::array<int64_t, 2>>> rowtab(static_cast<std::size_t>(kdh));
             for (int64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
                 const int64_t r1 = std::min(rows, r0 + rows_per_chunk);
-                rc.clear();
-                for (int64_t row = r0; row < r1; ++row)
-                    rc.push_back({row / (c_.out[0] * c_.out[1]), row / c_.out[1] % c_.out[0], row % c_.out[1]});
+                for (int64_t t = 0; t < kdh; ++t) {
+                    auto& tab = rowtab[static_cast<std::size_t>(t)];
+                    tab.clear();
+                    for (int64_t row = r0; row < r1; ++row) {
+                        const int64_t n = row / (c_.out[0] * c_.out[1]), od = row / c_.out[1] % c_.out[0],
+                                      oh = row % c_.out[1];
+                        const int64_t id = od * c_.st[0] - c_.pb[0] + t / c_.ker[1] * c_.dil[0];
+                        const int64_t ih = oh * c_.st[1] - c_.pb[1] + t % c_.ker[1] * c_.dil[1];
+                        if (id < 0 || id >= c_.in[0] || ih < 0 || ih >= c_.in[1]) continue;
+                        tab.push_back({(n * out_sp + (od * c_.out[1] + oh) * c_.out[2]) * p_.k,
+                                       (n * in_sp + (id * c_.in[1] + ih) * c_.in[2]) * p_.c});
+                    }
+                }
                 for (int64_t it = it0; it < it1; ++it) {
                     const int64_t tap = it % ks, cb = it / ks % cblocks, b = it / ks / cblocks % bl.blocks,
                                   g = it / ks / cblocks / bl.blocks;
-                    const int64_t r0k = tap / (c_.ker[1] * c_.ker[2]), r1k = tap / c_.ker[2] % c_.ker[1],
-                                  r2k = tap % c_.ker[2];
+                    const int64_t r2k = tap % c_.ker[2];
                     const int nv = static_cast<int>(bl.nv_of(b));
                     const int64_t nvl = nv * VL;
                     const int64_t k0 = b * bl.nv * VL, kvalid = std::min<int64_t>(nvl, kpg - k0);
@@ -843,17 +1038,12 @@ private:
                     const int cn = static_cast<int>(std::min<int64_t>(cbmax, cpg - c0));
                     const auto [olo, ohi] = ow_range[static_cast<std::size_t>(r2k)];
                     segs.clear();
-                    if (ohi > olo)
-                        for (const auto& [n, od, oh] : rc) {
-                            const int64_t id = od * c_.st[0] - c_.pb[0] + r0k * c_.dil[0];
-                            const int64_t ih = oh * c_.st[1] - c_.pb[1] + r1k * c_.dil[1];
-                            if (id < 0 || id >= c_.in[0] || ih < 0 || ih >= c_.in[1]) continue;
-                            const int64_t iw = olo * c_.st[2] - c_.pb[2] + r2k * c_.dil[2];
-                            segs.push_back(
-                                {dy + (n * out_sp + (od * c_.out[1] + oh) * c_.out[2] + olo) * p_.k + g * kpg + k0,
-                                 x + (n * in_sp + (id * c_.in[1] + ih) * c_.in[2] + iw) * p_.c + g * cpg + c0,
-                                 ohi - olo});
-                        }
+                    if (ohi > olo) {
+                        const float* dyb = dy + olo * p_.k + g * kpg + k0;
+                        const float* xb = x + (olo * c_.st[2] - c_.pb[2] + r2k * c_.dil[2]) * p_.c + g * cpg + c0;
+                        for (const auto& [dyo, xo] : rowtab[static_cast<std::size_t>(tap / c_.ker[2])])
+                            segs.push_back({dyb + dyo, xb + xo, ohi - olo});
+                    }
                     float* a = acc + it * slot;
                     if (kvalid == nvl)
                         kPos[static_cast<std::size_t>(nv)][static_cast<std::size_t>(cn)](
@@ -872,6 +1062,30 @@ private:
                               c0 = cb * cbmax;
                 const int64_t cn = std::min<int64_t>(cbmax, cpg - c0);
                 const float* a = acc + gi * ks * slot;
+                if constexpr (std::is_same_v<T, float>) {
+                    // Transposed in tiles of kTile filters: per tap, the C block's channels when
+                    // they are contiguous in dw (channels-last), else per channel the taps when
+                    // those are (channels-first, ks <= kTile).
+                    if (wst.channel == 1) {
+                        for (int64_t tap = 0; tap < ks; ++tap)
+                            for (int64_t l0 = 0; l0 < kvalid; l0 += kTile)
+                                transpose_tile(a + tap * slot + l0, nvl, static_cast<int>(cn),
+                                               static_cast<int>(std::min<int64_t>(kTile, kvalid - l0)), [&](int jj) {
+                                                   return dw + wst.at(g * kpg + k0 + l0 + jj, c0, 0, 0, 0) +
+                                                          tap_off[static_cast<std::size_t>(tap)];
+                                               });
+                        continue;
+                    }
+                    if (taps_contiguous && ks <= kTile) {
+                        for (int64_t j = 0; j < cn; ++j)
+                            for (int64_t l0 = 0; l0 < kvalid; l0 += kTile)
+                                transpose_tile(a + j * nvl + l0, slot, static_cast<int>(ks),
+                                               static_cast<int>(std::min<int64_t>(kTile, kvalid - l0)), [&](int jj) {
+                                                   return dw + wst.at(g * kpg + k0 + l0 + jj, c0 + j, 0, 0, 0);
+                                               });
+                        continue;
+                    }
+                }
                 for (int64_t l = 0; l < kvalid; ++l)
                     for (int64_t j = 0; j < cn; ++j) {
                         T* o = dw + wst.at(g * kpg + k0 + l, c0 + j, 0, 0, 0);

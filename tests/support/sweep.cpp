@@ -40,6 +40,10 @@ std::vector<Case> awkward_shapes() {
     // without tail handling require (oneDNN's SSE4.1 and AMX 1x1 kernels), rare above.
     add("3x3 channels in whole blocks", "n=2,c=16,k=32,in=9x7,ker=3x3,pad=1x1");
     add("1x1 channels in whole blocks", "n=2,c=64,k=64,in=14x14,ker=1x1");
+    // Channels and positions past whole transpose tiles (16) with stride 2: the layout
+    // conversions' partial tiles and the border positions' tap classes of blocked kernels.
+    add("stride2 channels past whole blocks", "n=2,c=35,k=21,in=13x11,ker=3x3,stride=2x2,pad=1x1");
+    add("1-D stride2 channels past whole blocks", "n=2,c=20,k=18,in=37,ker=3,stride=2,pad=1");
     return r;
 }
 
