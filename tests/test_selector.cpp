@@ -992,3 +992,23 @@ BOOST_AUTO_TEST_CASE(a_pick_of_another_identity_is_never_reused) {
         BOOST_TEST(d->algorithm == "h4");
     }
 }
+
+// Catalogue::find answers from an index that follows the list algorithms() returns.
+BOOST_AUTO_TEST_CASE(find_follows_the_catalogue_list) {
+    test::FakeBackend b("fake", {{"a"}, {"b"}, {"c"}});
+    BOOST_TEST(b.find("b") == b.algorithms()[1]);
+    BOOST_TEST(b.find("c") == b.algorithms()[2]);
+    BOOST_TEST(!b.find("d"));
+    BOOST_TEST(!b.find(""));
+    struct Growing final : Catalogue {
+        std::vector<const Algorithm*> list;
+        std::string_view name() const override { return "growing"; }
+        std::span<const Algorithm* const> algorithms() const override { return list; }
+    } g;
+    BOOST_TEST(!g.find("a"));
+    g.list.push_back(b.algorithms()[0]);
+    BOOST_TEST(g.find("a") == b.algorithms()[0]);
+    g.list.push_back(b.algorithms()[2]);
+    BOOST_TEST(g.find("c") == b.algorithms()[2]);
+    BOOST_TEST(!g.find("b"));
+}

@@ -78,9 +78,16 @@ std::unique_ptr<Ranking> Catalogue::ranking(const ConvProblem& p) const {
 }
 
 const Algorithm* Catalogue::find(std::string_view id) const {
-    for (const Algorithm* a : algorithms())
-        if (a->id() == id) return a;
-    return nullptr;
+    const std::span<const Algorithm* const> all = algorithms();
+    std::lock_guard lock(find_mutex_);
+    if (all.data() != find_list_ || all.size() != find_size_) {
+        find_index_.clear();
+        for (const Algorithm* a : all) find_index_.emplace(a->id(), a);  // the first of equal ids, as a scan finds
+        find_list_ = all.data();
+        find_size_ = all.size();
+    }
+    const auto it = find_index_.find(id);
+    return it == find_index_.end() ? nullptr : it->second;
 }
 
 DeviceBuffer HostBackend::allocate(std::size_t bytes) const {

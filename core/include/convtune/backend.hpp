@@ -12,10 +12,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "convtune/algorithm.hpp"
@@ -158,13 +160,22 @@ public:
     // forward, ALGO_1 backward); nullptr = the heuristic's first deterministic algorithm.
     virtual const Algorithm* fixed_default(const ConvProblem&) const { return nullptr; }
 
-    // Convenience: the algorithm with this id, or nullptr.
+    // The algorithm with this id, or nullptr. Every framework call asks it once (the decision's
+    // algorithm), and cuDNN registers about a thousand: an index by id, built on first use and
+    // again whenever algorithms() is another list (its address or size changed). Every catalogue
+    // builds its list once; one that replaced an entry in place would need a new list.
     const Algorithm* find(std::string_view id) const;
 
     // The preparation work the backend has done in this process, by kind, counted since the
     // process started (cuDNN: heuristic queries, engine and execution-plan builds, note probes,
     // legacy queries; see cudnn_backend.hpp). A backend that prepares nothing reports none.
     virtual std::map<std::string, int64_t> work_counts() const { return {}; }
+
+private:
+    mutable std::mutex find_mutex_;
+    mutable std::unordered_map<std::string_view, const Algorithm*> find_index_;
+    mutable const Algorithm* const* find_list_ = nullptr;  // the list the index was built from
+    mutable std::size_t find_size_ = 0;
 };
 
 // A catalogue on its device: what the selector, the registry and the CLI work with.
