@@ -29,6 +29,7 @@ json run(int bm, const std::string& cache, double startup, double a_first, doubl
          double b_steady) {
     return {{"setting", {{"benchmark", bm}, {"allow_tf32", 1}, {"deterministic", 0}}},
             {"cache", cache},
+            {"kernel_cache_folder", "convtune-kernel-cache-" + std::to_string(bm)},
             {"startup_ms", startup},
             {"environment", {{"device", "GPU X"}, {"torch", "2.11"}, {"cudnn", 91900}}},
             {"problems", json::array({{{"key", A}, {"first_ms", a_first}, {"steady_ms", a_steady}},
@@ -119,6 +120,25 @@ BOOST_AUTO_TEST_CASE(a_missing_cache_state_fails_the_row) {
     BOOST_TEST(r.scenarios[0].failure.find("cold") != std::string::npos);
 }
 
+// A cold measurement without the name of its own kernel-cache folder (grids made before each
+// process got one shared the default kernel cache) is validated, then left out and counted.
+BOOST_AUTO_TEST_CASE(cold_measurements_without_their_kernel_cache_folder_are_left_out) {
+    json doc = grid(json::array({run(0, "cold", 100, 10, 1, 20, 2), run(1, "cold", 100, 500, 0.5, 200, 1),
+                                 run(0, "warm", 100, 10, 1, 20, 2), run(1, "warm", 100, 500, 0.5, 200, 1)}));
+    doc["measurements"][0].erase("kernel_cache_folder");
+    doc["measurements"][1]["kernel_cache_folder"] = nullptr;
+    doc["measurements"][2].erase("kernel_cache_folder");  // a warm one needs none
+    const PyTorchMeasurements m = PyTorchMeasurements::load(write("g5.json", doc.dump()));
+    BOOST_TEST(m.unverified_cold == 2);
+    BOOST_TEST(m.select("bm0", "cold").empty());
+    BOOST_TEST(m.select("bm1", "cold").empty());
+    BOOST_TEST(m.select("bm0", "warm").size() == 1u);
+    doc["measurements"][0]["kernel_cache_folder"] = "convtune-kernel-cache-a";
+    const PyTorchMeasurements kept = PyTorchMeasurements::load(write("g6.json", doc.dump()));
+    BOOST_TEST(kept.unverified_cold == 1);
+    BOOST_TEST(kept.select("bm0", "cold").size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(bad_files_are_refused_naming_the_field) {
     auto refused = [](const json& doc, const std::string& needle) {
         try {
@@ -168,6 +188,7 @@ json lib_run(int bm, const std::string& cache, int tf32, const std::string& devi
     for (const auto& [k, f, s] : problems) ps.push_back({{"key", k}, {"first_ms", f}, {"steady_ms", s}});
     return {{"setting", {{"benchmark", bm}, {"allow_tf32", tf32}, {"deterministic", 0}}},
             {"cache", cache},
+            {"kernel_cache_folder", "convtune-kernel-cache-" + std::to_string(bm)},
             {"startup_ms", startup},
             {"environment", {{"device", device}, {"torch", "2.11"}, {"cudnn", 91900}}},
             {"problems", ps}};

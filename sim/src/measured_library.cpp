@@ -161,6 +161,7 @@ PyTorchMeasurements PyTorchLibrary::for_problems(const std::vector<ConvProblem>&
     out.torch = files.front().torch;
     out.cudnn = files.front().cudnn;
     out.allow_tf32 = allow_tf32 ? 1 : 0;
+    for (const PyTorchMeasurements& f : files) out.unverified_cold += f.unverified_cold;
 
     // Fits are made once per quantity, on the median of each library problem, and only when a
     // problem needs them.

@@ -211,6 +211,29 @@ def test_replay_by_library_name_estimates_and_strict():
     assert 0 < len(doc["pytorch_library"]["predicted"]) <= doc["pytorch_library"]["problems"]
 
 
+def test_cold_measurements_without_their_kernel_cache_folder_are_refused(tmp_path):
+    """A grid's cold measurements made before each process got its own kernel cache (no
+    kernel_cache_folder) are not replayed: --kernel-cache cold is refused, saying why; warm runs."""
+    key = "dir=fwd,dtype=f32,layout=nchw,n=2,c=4,k=8,g=1,in=8x8,ker=3x3,stride=1x1,dil=1x1,pad=1x1,pad_end=1x1"
+
+    def run(bm, cache):
+        return {"setting": {"benchmark": bm, "allow_tf32": 1, "deterministic": 0}, "cache": cache, "startup_ms": 50,
+                "environment": {"device": "GPU X", "torch": "2.11", "cudnn": 91900},
+                "problems": [{"key": key, "first_ms": 5.0 + 20 * bm, "steady_ms": 1.0}]}
+
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"format": "convtune-pytorch-measurement-grid", "version": 1,
+                                "measurements": [run(0, "cold"), run(1, "cold"), run(0, "warm"), run(1, "warm")]}))
+    trace = tmp_path / "t.trace"
+    trace.write_text("# convtune-trace 1\n" + key + "\n")
+    common = dict(stream="trace:" + str(trace), pytorch_measured=str(grid), iterations=3, flags=["off", "pytorch"])
+    with pytest.raises(convtune.Error) as e:
+        convtune.simulate(kernel_cache="cold", **common)
+    assert str(e.value).startswith("kernel_cache: cold: the 2 cold kernel-cache measurements of ") and "kernel_cache_folder" in str(e.value)
+    doc = convtune.simulate(kernel_cache="warm", **common)
+    assert [s["name"] for s in doc["settings"]] == ["off", "pytorch"]
+
+
 def test_version_and_build_info_are_the_clis(cli):
     """convtune.version() and build_info() come from the one C++ build_info(), as --version."""
     info = convtune.build_info()

@@ -42,10 +42,16 @@ struct PyTorchMeasurements {
     // predicted (it had no measurement of them), and what the library is.
     std::vector<std::string> estimated;
     std::string library;
+    // Cold kernel-cache measurements load() left out: those without the name of the kernel-cache
+    // folder their process was given (kernel_cache_folder). Grids made before each process got
+    // its own folder lack it, and their "cold" processes shared the default kernel cache, cold
+    // only for kernels no earlier process had compiled (docs/simulation.md).
+    int unverified_cold = 0;
 
     // Reads and validates a grid file (plain or gzip-compressed, .json.gz) (format convtune-pytorch-measurement-grid,
     // version 1): times finite and within [0, 1e7] ms, settings bm0/bm1, caches cold/warm, keys canonical problems.
-    // Throws Error naming the file and the field.
+    // Throws Error naming the file and the field. Cold measurements without kernel_cache_folder are
+    // validated, then left out (counted in unverified_cold).
     static PyTorchMeasurements load(const std::string& path);
 
     // The runs of one setting ("bm0"/"bm1") in one kernel-cache state.
