@@ -36,6 +36,13 @@ bool strided(const ConvProblem& p) {
     return false;
 }
 
+// A real dilation along dim i: > 1 where the kernel has more than one tap (a 1-tap kernel reads
+// the same input whatever its dilation).
+bool dilated(const ConvProblem& p, int i) {
+    const auto u = static_cast<std::size_t>(i);
+    return p.dilation[u] > 1 && p.kernel[u] > 1;
+}
+
 std::string named(std::string_view impl, std::string_view what) {
     return "oneDNN 2.6's " + std::string(impl) + " " + std::string(what);
 }
@@ -261,11 +268,9 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // has a negative end padding and a real dilation (> 1 with a kernel size > 1), which covers
     // every failing case seen and no ordinary layer (those have neither).
     if (p.direction == Direction::fwd && bf16 && starts_with(impl, "brgconv:") && !contains(impl, "amx") &&
-        any_dim(p, [](const ConvProblem& q, int d) {
-            return q.pad_end[d] < 0 && q.dilation[d] > 1 && q.kernel[d] > 1;
-        }))
-        return named(impl,
-                     "forward kernel corrupts the heap with a negative end padding along a dilated dim");
+        any_dim(
+            p, [](const ConvProblem& q, int d) { return q.pad_end[static_cast<std::size_t>(d)] < 0 && dilated(q, d); }))
+        return named(impl, "forward kernel corrupts the heap with a negative end padding along a dilated dim");
 
     // Issue 35. Backward weights of jit:avx512_core_amx_bf16 (8 of 464) and
     // jit_bf16:avx512_core_bf16 (5 of 425; reproduced here): garbage or NaN, different from one
@@ -303,7 +308,7 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // on AVX-512 with avx512_bf16). Withheld for every real dilation (> 1 along a dim whose kernel
     // size is > 1); undilated layers keep it.
     if (p.direction == Direction::bwd_filter && bf16 && starts_with(impl, "jit:") && contains(impl, "amx") &&
-        any_dim(p, [](const ConvProblem& q, int d) { return q.dilation[d] > 1 && q.kernel[d] > 1; }))
+        any_dim(p, dilated))
         return named(impl, "backward-weights kernel returns garbage on dilated convolutions (seen on AMX)");
 
     // Issue 35, the AMX sweeps (tests/test_random_differential on a Xeon with AMX, 16 threads):
@@ -338,7 +343,7 @@ std::optional<std::string> known_defect(const ConvProblem& p, std::string_view i
     // Withheld for 3-D problems with a stride > 1; 2-D strided 1x1 layers (ResNet's downsampling)
     // keep it (none failed in 60,000 random cases).
     if (p.direction == Direction::fwd && starts_with(impl, "brgconv_1x1:") && contains(impl, "amx") &&
-        p.spatial_dims == 3 && any_dim(p, [](const ConvProblem& q, int d) { return q.stride[d] > 1; }))
+        p.spatial_dims == 3 && strided(p))
         return named(impl, "forward kernel returns infinities on strided 3-D problems (seen on AMX)");
 
     // Issue 35. jit_bf16_1x1:avx512_core_bf16 forward: wrong values (2 of 53; reproduced) on
