@@ -186,12 +186,9 @@ json lib_run(int bm, const std::string& cache, int tf32, const std::string& devi
              const std::vector<std::tuple<std::string, double, double>>& problems, double startup = 50) {
     json ps = json::array();
     for (const auto& [k, f, s] : problems) ps.push_back({{"key", k}, {"first_ms", f}, {"steady_ms", s}});
-    return {{"setting", {{"benchmark", bm}, {"allow_tf32", tf32}, {"deterministic", 0}}},
-            {"cache", cache},
-            {"kernel_cache_folder", "convtune-kernel-cache-" + std::to_string(bm)},
-            {"startup_ms", startup},
-            {"environment", {{"device", device}, {"torch", "2.11"}, {"cudnn", 91900}}},
-            {"problems", ps}};
+    return {{"setting", {{"benchmark", bm}, {"allow_tf32", tf32}, {"deterministic", 0}}}, {"cache", cache},
+            {"kernel_cache_folder", "convtune-kernel-cache-" + std::to_string(bm)},       {"startup_ms", startup},
+            {"environment", {{"device", device}, {"torch", "2.11"}, {"cudnn", 91900}}},   {"problems", ps}};
 }
 
 }  // namespace

@@ -105,8 +105,8 @@ BOOST_AUTO_TEST_CASE(issue_35_classes_are_withheld) {
     BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=ndhwc,n=1,c=48,k=64,in=3x3x3,ker=1x1x1",
                         "jit_1x1:avx512_core_amx_bf16", true));
     // ... and corrupts the heap on 2-D ones too (seed 44): withheld everywhere.
-    BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=nhwc,n=3,c=32,k=32,in=6x6,ker=1x1", "jit_1x1:avx512_core_amx_bf16",
-                        true));
+    BOOST_TEST(
+        withheld("dir=fwd,dtype=bf16,layout=nhwc,n=3,c=32,k=32,in=6x6,ker=1x1", "jit_1x1:avx512_core_amx_bf16", true));
     // brgconv_1x1:avx512_core_amx_bf16 forward: infinities on a strided 3-D problem; 2-D strided kept.
     BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=ndhwc,n=1,c=48,k=8,in=4x7x7,ker=1x1x1,stride=2x1x1",
                         "brgconv_1x1:avx512_core_amx_bf16", true));
@@ -173,9 +173,10 @@ BOOST_AUTO_TEST_CASE(issue_35_classes_are_withheld) {
     // brgconv:avx512_core_bf16 forward, heap corruption: negative end padding along a dilated dim (seed 44).
     BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=nwc,n=2,c=99,k=192,g=3,in=10,ker=3,stride=3,dil=3,pad=3,pad_end=-2",
                         "brgconv:avx512_core_bf16", true));
-    BOOST_TEST(withheld("dir=fwd,dtype=bf16,layout=nhwc,n=2,c=99,k=192,g=3,in=4x10,ker=1x3,stride=1x3,dil=1x3,pad=0x3,"
-                        "pad_end=0x-2",
-                        "brgconv:avx512_core_bf16", true));
+    BOOST_TEST(
+        withheld("dir=fwd,dtype=bf16,layout=nhwc,n=2,c=99,k=192,g=3,in=4x10,ker=1x3,stride=1x3,dil=1x3,pad=0x3,"
+                 "pad_end=0x-2",
+                 "brgconv:avx512_core_bf16", true));
     BOOST_TEST(!withheld("dir=fwd,dtype=bf16,layout=nwc,n=2,c=99,k=192,g=3,in=10,ker=3,stride=3,dil=3,pad=3,pad_end=0",
                          "brgconv:avx512_core_bf16", true));
     BOOST_TEST(!withheld("dir=fwd,dtype=bf16,layout=nwc,n=2,c=64,k=64,in=10,ker=3,stride=2,pad=1,pad_end=-1",

@@ -124,14 +124,16 @@ SimulateReport simulate(const SimulateRequest& r) {
             "kernel_cache",
             "applies where PyTorch's measurements back it: with {pytorch_measured}, or a {replay} name whose library "
             "holds them (`convtune list recordings`); a recording holds the one state it was made in");
-    if (r.kernel_cache == "cold" && measured && measured->select("bm0", "cold").empty() && measured->unverified_cold > 0)
+    if (r.kernel_cache == "cold" && measured && measured->select("bm0", "cold").empty() &&
+        measured->unverified_cold > 0)
         throw InvalidRequest(
             "kernel_cache",
             fmt::format("cold: the {} cold kernel-cache measurements of {} were made before each measuring process "
                         "recorded its own kernel-cache folder (kernel_cache_folder), when a cold process could reuse "
                         "kernels an earlier one had compiled: they are not replayed. Measure the cold state again "
                         "(`pytorch_measure.py grid --caches cold`) or simulate a warm kernel cache",
-                        measured->unverified_cold, measured->library.empty() ? measured->path : "'" + measured->library + "'"));
+                        measured->unverified_cold,
+                        measured->library.empty() ? measured->path : "'" + measured->library + "'"));
     bool measured_only = measured && (r.replay.empty() || (entry && entry->files.empty())) && r.backend.empty();
     if (measured_only && r.repeats > 0)
         throw InvalidRequest("repeats",

@@ -151,12 +151,9 @@ inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row
         for (int L = 0; L < 4; ++L) {
             if (4 * L + c >= cols) continue;
             float* d = row(4 * L + c);
-            if (rows == 16 && kStream && reinterpret_cast<std::uintptr_t>(d) % 64 == 0)
-                _mm512_stream_ps(d, o[L]);
-            else if (rows == 16)
-                _mm512_storeu_ps(d, o[L]);
-            else
-                _mm512_mask_storeu_ps(d, rm, o[L]);
+            if (rows == 16 && kStream && reinterpret_cast<std::uintptr_t>(d) % 64 == 0) _mm512_stream_ps(d, o[L]);
+            else if (rows == 16) _mm512_storeu_ps(d, o[L]);
+            else _mm512_mask_storeu_ps(d, rm, o[L]);
         }
     }
 }
@@ -171,8 +168,9 @@ inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row
     __m256 r[8], t[8];
     // (Masked loads and stores only for partial tiles: they are slow on some CPUs.)
     for (int i = 0; i < 8; ++i)
-        r[i] = i >= rows ? _mm256_setzero_ps()
-                         : cols == 8 ? _mm256_loadu_ps(src + i * ss) : _mm256_maskload_ps(src + i * ss, cm);
+        r[i] = i >= rows   ? _mm256_setzero_ps()
+               : cols == 8 ? _mm256_loadu_ps(src + i * ss)
+                           : _mm256_maskload_ps(src + i * ss, cm);
     for (int i = 0; i < 4; ++i) {
         t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -185,12 +183,10 @@ inline void transpose_tile(const float* src, int64_t ss, int rows, int cols, Row
     }
     // r[4m + c] lane L holds column 4L + c of rows 4m .. 4m+3.
     for (int j = 0; j < cols; ++j) {
-        const __m256 o = j < 4 ? _mm256_permute2f128_ps(r[j], r[4 + j], 0x20)
-                               : _mm256_permute2f128_ps(r[j - 4], r[j], 0x31);
-        if (rows == 8)
-            _mm256_storeu_ps(row(j), o);
-        else
-            _mm256_maskstore_ps(row(j), rm, o);
+        const __m256 o =
+            j < 4 ? _mm256_permute2f128_ps(r[j], r[4 + j], 0x20) : _mm256_permute2f128_ps(r[j - 4], r[j], 0x31);
+        if (rows == 8) _mm256_storeu_ps(row(j), o);
+        else _mm256_maskstore_ps(row(j), rm, o);
     }
 }
 #else
@@ -512,10 +508,8 @@ DataPlan data_plan(const ConvProblem& p, const Canon& c) {
                 for (std::size_t t = 0; t < ph.taps.size(); ++t)
                     if (cuts[i] >= lo_of(ph.taps[t].second) && cuts[i] < hi_of(ph.taps[t].second))
                         sg.taps.push_back(static_cast<int>(t));
-                if (!ph.segs.empty() && ph.segs.back().taps == sg.taps)
-                    ph.segs.back().end = sg.end;
-                else
-                    ph.segs.push_back(std::move(sg));
+                if (!ph.segs.empty() && ph.segs.back().taps == sg.taps) ph.segs.back().end = sg.end;
+                else ph.segs.push_back(std::move(sg));
             }
         }
     }
@@ -669,8 +663,8 @@ private:
         std::vector<std::array<int64_t, 2>> col(fwd ? static_cast<std::size_t>(red * ks) : 0);
         for (int64_t c = 0; c < (fwd ? red : 0); ++c)
             for (int64_t tap = 0; tap < ks; ++tap)
-                col[static_cast<std::size_t>(wst.at(0, c, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)])] = {
-                    tap, c};
+                col[static_cast<std::size_t>(wst.at(0, c, 0, 0, 0) + tap_off[static_cast<std::size_t>(tap)])] = {tap,
+                                                                                                                 c};
 #pragma omp parallel for collapse(2) schedule(static)
         for (int64_t g = 0; g < p_.groups; ++g)
             for (int64_t b = 0; b < bl.blocks; ++b) {
@@ -695,13 +689,13 @@ private:
                                         for (int64_t m = mb + kBand; m < std::min(mb + 2 * kBand, red * ks); m += 16)
                                             __builtin_prefetch(wr + l * wst.outer + m);
                                 for (int64_t m0 = mb; m0 < std::min(mb + kBand, red * ks); m0 += kTile)
-                                    transpose_tile<true>(wr + l0 * wst.outer + m0, wst.outer,
-                                                   static_cast<int>(std::min<int64_t>(kTile, ovalid - l0)),
-                                                   static_cast<int>(std::min<int64_t>(kTile, red * ks - m0)),
-                                                   [&](int j) {
-                                                       const auto [tap, c] = col[static_cast<std::size_t>(m0 + j)];
-                                                       return dst + tap * tstride + c * nvl + l0;
-                                                   });
+                                    transpose_tile<true>(
+                                        wr + l0 * wst.outer + m0, wst.outer,
+                                        static_cast<int>(std::min<int64_t>(kTile, ovalid - l0)),
+                                        static_cast<int>(std::min<int64_t>(kTile, red * ks - m0)), [&](int j) {
+                                            const auto [tap, c] = col[static_cast<std::size_t>(m0 + j)];
+                                            return dst + tap * tstride + c * nvl + l0;
+                                        });
                             }
                         _mm_sfence();  // the non-temporal stores before the loop's barrier
                         continue;

@@ -99,8 +99,7 @@ PyTorchMeasurements PyTorchMeasurements::load(const std::string& path) {
         const auto folder = m.find("kernel_cache_folder");
         if (run.cache == "cold" && (folder == m.end() || !folder->is_string() || folder->get<std::string>().empty()))
             ++r.unverified_cold;
-        else
-            r.runs.push_back(std::move(run));
+        else r.runs.push_back(std::move(run));
     }
     } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
         throw Error(path + ": a field has the wrong type: " + e.what());
