@@ -11,7 +11,8 @@ channels_last; and ResNet-50 AMP channels_last whose input size changes every it
 224, 256 in turn: PyTorch's benchmark mode searches again on each new shape).
 Settings, each in a fresh process: PyTorch benchmark=False, PyTorch benchmark=True, convtune
 with a cold (empty) tuning database, convtune with the warm database the cold run left (both
-with benchmark=True, policy convtune); each with a cold CUDA kernel cache (CUDA_CACHE_PATH an
+with benchmark=True, policy convtune); with --settings also the same two with the incremental
+policy (in-band tuning: no search, the shape's calls run its candidates in turn); each with a cold CUDA kernel cache (CUDA_CACHE_PATH an
 empty folder) and a warm one (the folder the previous run of that setting filled).
 
 Per run: the first iteration's wall time (forward, backward, optimizer step, synchronised),
@@ -25,6 +26,7 @@ time, fallbacks by reason). Written for the H200; not run on a machine without a
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +44,11 @@ CONFIGS = {
     "resnet50-amp-cl-sizes": ("resnet50", "amp", (160, 192, 224, 256)),
 }
 SETTINGS = ("torch-off", "torch-on", "convtune-cold", "convtune-warm")
+# convtune's settings: (policy, database). "cold": an empty database; "warm": the database the
+# same policy's empty-database run (cold kernel cache) of this repeat left. The incremental policy
+# searches nothing: the shape's own calls run its candidates in turn (docs/autotuning.md).
+CONVTUNE_SETTINGS = {"convtune-cold": ("convtune", "cold"), "convtune-warm": ("convtune", "warm"),
+                     "incremental-cold": ("incremental", "cold"), "incremental-warm": ("incremental", "warm")}
 
 
 def child(a):
@@ -52,10 +59,10 @@ def child(a):
     torch.backends.cudnn.allow_tf32 = prec == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
     torch.backends.cudnn.benchmark = a.setting != "torch-off"
-    if a.setting.startswith("convtune"):
+    if a.setting in CONVTUNE_SETTINGS:
         import convtune.torch as ct
 
-        ct.enable(db=a.db, policy="convtune", device="cuda")
+        ct.enable(db=a.db, policy=CONVTUNE_SETTINGS[a.setting][0], device="cuda")
     torch.manual_seed(0)
     net = getattr(torchvision.models, net_name)(num_classes=1000).cuda()
     fmt = torch.channels_last if prec == "amp" else torch.contiguous_format
@@ -84,10 +91,10 @@ def child(a):
         return t
 
     times, issued = [], []
-    for i in range(a.iterations):
+
+    def step(i):
         x = xs[i % len(xs)]
-        torch.cuda.synchronize()
-        t0 = t = time.perf_counter()
+        t = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.float16, enabled=prec == "amp"):
             loss = torch.nn.functional.cross_entropy(net(x), target)
@@ -97,6 +104,11 @@ def child(a):
         scaler.step(opt)
         scaler.update()
         phase("step", t)
+
+    for i in range(a.iterations):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step(i)
         issued.append((time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
@@ -111,21 +123,47 @@ def child(a):
            "steady_issue_ms": statistics.median(issued[5:]), "measured_ms": times, "issued_ms": issued}
     for n in (300, 1000):
         out[f"total_{n}_ms"] = sum(times[:n]) + max(0, n - len(times)) * steady
-    if a.setting.startswith("convtune"):
+    if a.setting in CONVTUNE_SETTINGS:
         import convtune.torch as ct
 
         out["convtune"] = ct.stats()
         out["convtune"]["db"] = os.path.basename(out["convtune"]["db"])  # a scratch file: its name, not the machine's path
+    if a.profile_steps:
+        out["profile"] = profile_steps(torch, step, a.iterations, a.profile_steps)
     out["torch"] = torch.__version__
     out["cudnn"] = torch.backends.cudnn.version()
     out["device"] = torch.cuda.get_device_name()
     print(json.dumps(out))
 
 
+def profile_steps(torch, step, first, n):
+    """n more steady steps under torch.profiler: the GPU's busy time per step (kernels and copies,
+    summed) against the host's, and the kernels that take most of it; says whether a step is bound
+    by the device or by the host, and whether two settings' kernels differ."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(first, first + n):
+            step(i)
+        torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) * 1e3 / n
+    kernels = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            kernels.setdefault(e.name, [0, 0.0])
+            kernels[e.name][0] += 1
+            kernels[e.name][1] += (e.time_range.end - e.time_range.start) / 1e3  # us -> ms
+    top = sorted(kernels.items(), key=lambda kv: -kv[1][1])
+    return {"steps": n, "wall_ms_per_step": wall, "gpu_busy_ms_per_step": sum(v[1] for v in kernels.values()) / n,
+            "top_kernels": [{"name": k[:160], "calls_per_step": v[0] / n, "ms_per_step": v[1] / n} for k, v in top[:25]]}
+
+
 def run(config, setting, kernel_cache, cache_dir, db, a):
     env = dict(os.environ, CUDA_CACHE_PATH=cache_dir)
     cmd = [sys.executable, __file__, "--child", "--config", config, "--setting", setting, "--kernel-cache", kernel_cache, "--db", db,
-           "--iterations", str(a.iterations), "--batch", str(a.batch)]
+           "--iterations", str(a.iterations), "--batch", str(a.batch), "--profile-steps", str(a.profile_steps)]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:  # reported and kept: the other runs still say something
         print(f"{config} {setting} kernel cache {kernel_cache}: FAILED (exit {r.returncode})\n{r.stderr[-3000:]}", flush=True)
@@ -155,8 +193,13 @@ def main():
     ap.add_argument("--iterations", type=int, default=60, help="measured iterations per run (>= 10)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated, of " +
+                    ", ".join(("torch-off", "torch-on") + tuple(CONVTUNE_SETTINGS)) + " (default: the first four)")
     ap.add_argument("--runs", type=int, default=1, help="fresh processes per (setting, kernel cache); the summary gives the "
                     "median and range over them")
+    ap.add_argument("--profile-steps", type=int, default=0, help="after the measured iterations, this many more under "
+                    "torch.profiler: the GPU's busy time per step and its top kernels (not in the totals)")
+    ap.add_argument("--keep-db", default="", help="copy each convtune database the runs wrote into this folder")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--setting", help=argparse.SUPPRESS)
@@ -173,6 +216,17 @@ def main():
     for c in configs:
         if c not in CONFIGS:
             ap.error(f"--configs: unknown '{c}' (expected some of {', '.join(CONFIGS)})")
+    settings = a.settings.split(",")
+    for st in settings:
+        if st not in ("torch-off", "torch-on") and st not in CONVTUNE_SETTINGS:
+            ap.error(f"--settings: unknown '{st}'")
+    if "torch-off" not in settings or "torch-on" not in settings:
+        ap.error("--settings: torch-off and torch-on are the yardstick: both are needed")
+    for policy, state in CONVTUNE_SETTINGS.values():
+        warm = next(k for k, v in CONVTUNE_SETTINGS.items() if v == (policy, "warm"))
+        cold = next(k for k, v in CONVTUNE_SETTINGS.items() if v == (policy, "cold"))
+        if warm in settings and (cold not in settings or settings.index(cold) > settings.index(warm)):
+            ap.error(f"--settings: {warm} reads the database {cold} writes: list {cold} before it")
     results = []
 
     def save():  # after every run: a run cut short keeps what it measured
@@ -184,20 +238,25 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for config in configs:
             for rep in range(a.runs):
-                # PyTorch's two settings in turn order (alternating between repeats); convtune's
-                # empty-database run always before the warm-database run that reads its database.
-                order = SETTINGS if rep % 2 == 0 else ("torch-on", "torch-off", "convtune-cold", "convtune-warm")
-                db = os.path.join(tmp, f"{config}-{rep}.json")
+                # PyTorch's two settings swap places between repeats; a warm-database run always
+                # after the empty-database run whose database it reads.
+                order = list(settings)
+                if rep % 2 == 1:
+                    i, j = order.index("torch-off"), order.index("torch-on")
+                    order[i], order[j] = order[j], order[i]
                 for setting in order:
+                    policy, state = CONVTUNE_SETTINGS.get(setting, ("", ""))
+                    db = os.path.join(tmp, f"{config}-{rep}-{policy}.json")
                     cache_dir = os.path.join(tmp, f"kcache-{config}-{setting}-{rep}")
                     for kc in ("cold", "warm"):  # cold: an empty folder; warm: the one the cold run filled
-                        # convtune-cold starts from an empty database each time; convtune-warm uses the
-                        # database of this repeat's first convtune-cold run.
-                        run_db = db + (".cold-" + kc if setting == "convtune-cold" else "")
-                        if setting == "convtune-warm":
-                            run_db = db + ".cold-cold"
-                        r = run(config, setting, kc, cache_dir, run_db if setting.startswith("convtune") else "", a)
+                        # an empty-database setting starts from an empty database each time; its warm-database
+                        # twin uses the database of this repeat's first (cold kernel cache) empty-database run.
+                        run_db = db + (".cold-" + kc if state == "cold" else ".cold-cold")
+                        r = run(config, setting, kc, cache_dir, run_db if policy else "", a)
                         r["repeat"] = rep
+                        if a.keep_db and state == "cold" and os.path.exists(run_db):
+                            os.makedirs(a.keep_db, exist_ok=True)
+                            shutil.copy(run_db, os.path.join(a.keep_db, os.path.basename(run_db)))
                         results.append(r)
                         save()
                         if "failed" in r:
