@@ -60,8 +60,11 @@ def child(a):
     torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
     torch.backends.cudnn.benchmark = a.setting != "torch-off"
     if a.setting in CONVTUNE_SETTINGS:
+        import convtune.backends.cudnn as ct_flags
         import convtune.torch as ct
 
+        for k, v in flag_dict(a.convtune_flags).items():  # convtune's process-wide knobs
+            setattr(ct_flags, k, v)
         ct.enable(db=a.db, policy=CONVTUNE_SETTINGS[a.setting][0], device="cuda")
     torch.manual_seed(0)
     net = getattr(torchvision.models, net_name)(num_classes=1000).cuda()
@@ -127,6 +130,7 @@ def child(a):
         import convtune.torch as ct
 
         out["convtune"] = ct.stats()
+        out["convtune_flags"] = a.convtune_flags
         out["convtune"]["db"] = os.path.basename(out["convtune"]["db"])  # a scratch file: its name, not the machine's path
     if a.profile_steps:
         out["profile"] = profile_steps(torch, step, a.iterations, a.profile_steps)
@@ -134,6 +138,21 @@ def child(a):
     out["cudnn"] = torch.backends.cudnn.version()
     out["device"] = torch.cuda.get_device_name()
     print(json.dumps(out))
+
+
+def flag_dict(text):
+    """'explore_slots=0,max_samples=5' -> {"explore_slots": 0, "max_samples": 5} (numbers as numbers)."""
+    d = {}
+    for item in filter(None, text.split(",")):
+        k, _, v = item.partition("=")
+        try:
+            d[k] = int(v)
+        except ValueError:
+            try:
+                d[k] = float(v)
+            except ValueError:
+                d[k] = v
+    return d
 
 
 def profile_steps(torch, step, first, n):
@@ -163,7 +182,8 @@ def profile_steps(torch, step, first, n):
 def run(config, setting, kernel_cache, cache_dir, db, a):
     env = dict(os.environ, CUDA_CACHE_PATH=cache_dir)
     cmd = [sys.executable, __file__, "--child", "--config", config, "--setting", setting, "--kernel-cache", kernel_cache, "--db", db,
-           "--iterations", str(a.iterations), "--batch", str(a.batch), "--profile-steps", str(a.profile_steps)]
+           "--iterations", str(a.iterations), "--batch", str(a.batch), "--profile-steps", str(a.profile_steps),
+           "--convtune-flags", a.convtune_flags]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:  # reported and kept: the other runs still say something
         print(f"{config} {setting} kernel cache {kernel_cache}: FAILED (exit {r.returncode})\n{r.stderr[-3000:]}", flush=True)
@@ -199,6 +219,8 @@ def main():
                     "median and range over them")
     ap.add_argument("--profile-steps", type=int, default=0, help="after the measured iterations, this many more under "
                     "torch.profiler: the GPU's busy time per step and its top kernels (not in the totals)")
+    ap.add_argument("--convtune-flags", default="", help="convtune flags for its settings, e.g. explore_slots=0 "
+                    "(convtune.backends.cudnn's knobs; PyTorch's flags still come from torch.backends)")
     ap.add_argument("--keep-db", default="", help="copy each convtune database the runs wrote into this folder")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--config", help=argparse.SUPPRESS)
@@ -220,8 +242,6 @@ def main():
     for st in settings:
         if st not in ("torch-off", "torch-on") and st not in CONVTUNE_SETTINGS:
             ap.error(f"--settings: unknown '{st}'")
-    if "torch-off" not in settings or "torch-on" not in settings:
-        ap.error("--settings: torch-off and torch-on are the yardstick: both are needed")
     for policy, state in CONVTUNE_SETTINGS.values():
         warm = next(k for k, v in CONVTUNE_SETTINGS.items() if v == (policy, "warm"))
         cold = next(k for k, v in CONVTUNE_SETTINGS.items() if v == (policy, "cold"))
@@ -241,7 +261,7 @@ def main():
                 # PyTorch's two settings swap places between repeats; a warm-database run always
                 # after the empty-database run whose database it reads.
                 order = list(settings)
-                if rep % 2 == 1:
+                if rep % 2 == 1 and "torch-off" in order and "torch-on" in order:
                     i, j = order.index("torch-off"), order.index("torch-on")
                     order[i], order[j] = order[j], order[i]
                 for setting in order:
