@@ -516,6 +516,51 @@ def test_every_registered_policy_is_accepted(override):
             assert ct.stats()["convtune"]["fwd"] == 1, name
 
 
+
+def test_in_band_policy_through_the_override_pins_and_persists(override, tmp_path):
+    # The incremental policy with benchmark on, through convtune.torch: a shape's real calls tune
+    # it (docs/autotuning.md, "In-band tuning"), with no search. Every step must match PyTorch
+    # within the training bound (REL; fixed weights, so the steps do not compound), every shape
+    # must end pinned with its decision in the database, and a later enable() on that database
+    # must read them back. (In f64 the CPU backend's pacing pins these small shapes on the
+    # heuristic's pick; the rotation itself is proved on the scripted backend,
+    # tests/test_policy.cpp, suite incremental.)
+    steps = 40
+    torch.manual_seed(0)
+    net = Net().double()
+    data = [torch.randn(2, 3, 64, dtype=torch.float64) for _ in range(steps)]
+
+    def run():
+        out = []
+        for x in data:
+            net.zero_grad()
+            loss = net(x)
+            loss.backward()
+            out.append((loss.item(), [p.grad.clone() for p in net.parameters()]))
+        return out
+
+    reference = run()  # PyTorch's own
+    db = str(tmp_path / "inband.json")
+    torch.backends.cudnn.benchmark = True
+    stats = []
+    for _ in range(2):
+        # see _STORE_ALL: every pinned decision is stored
+        with convtune.backends.cudnn.flags(min_samples=1, max_samples=2), \
+                ct.enabled(device="cpu", db=db, policy="incremental"):
+            got = run()
+            stats.append(ct.stats())
+        for (loss, grads), (ref_loss, ref_grads) in zip(got, reference):
+            assert abs(loss - ref_loss) <= REL * abs(ref_loss)
+            for g, r in zip(grads, ref_grads):
+                assert (g - r).abs().max().item() <= REL * r.abs().max().item()
+    first, second = stats
+    assert first["fallback"] == {} and second["fallback"] == {}, stats
+    assert first["search_ms"] == 0 and "search" not in first["sources"], first  # in-band: no search
+    assert "database" not in first["sources"], first
+    # 4 fwd, 3 bwd_data, 4 bwd_filter shapes, every one pinned in the first run and read back.
+    assert second["sources"].get("database") == 11, second
+    assert set(second["sources"]) == {"database", "memory"}, second
+
 _SCRIPT = textwrap.dedent("""
     import torch
     torch.manual_seed(0)
