@@ -12,8 +12,9 @@ channels_last; and ResNet-50 AMP channels_last whose input size changes every it
 Settings, each in a fresh process: PyTorch benchmark=False, PyTorch benchmark=True, convtune
 with a cold (empty) tuning database, convtune with the warm database the cold run left (both
 with benchmark=True, policy convtune); with --settings also the same two with the incremental
-policy (in-band tuning: no search, the shape's calls run its candidates in turn); each with a cold CUDA kernel cache (CUDA_CACHE_PATH an
-empty folder) and a warm one (the folder the previous run of that setting filled).
+policy (in-band tuning: no search, the shape's calls run its candidates in turn); each with a
+cold CUDA kernel cache (CUDA_CACHE_PATH an empty folder) and a warm one (the folder the previous
+run of that setting filled).
 
 Per run: the first iteration's wall time (forward, backward, optimizer step, synchronised),
 the steady ms per iteration (median of the iterations after the first 5), the host's time to
