@@ -243,10 +243,9 @@ def main():
     for st in settings:
         if st not in ("torch-off", "torch-on") and st not in CONVTUNE_SETTINGS:
             ap.error(f"--settings: unknown '{st}'")
-    for policy, state in CONVTUNE_SETTINGS.values():
-        warm = next(k for k, v in CONVTUNE_SETTINGS.items() if v == (policy, "warm"))
-        cold = next(k for k, v in CONVTUNE_SETTINGS.items() if v == (policy, "cold"))
-        if warm in settings and (cold not in settings or settings.index(cold) > settings.index(warm)):
+    for warm in (st for st in settings if st.endswith("-warm")):
+        cold = warm[:-len("warm")] + "cold"  # its empty-database twin
+        if cold not in settings or settings.index(cold) > settings.index(warm):
             ap.error(f"--settings: {warm} reads the database {cold} writes: list {cold} before it")
     results = []
 
