@@ -231,6 +231,54 @@ BOOST_AUTO_TEST_CASE(notes_filters_and_workspace) {
     BOOST_TEST((cand(*d, "down").state == Candidate::State::filtered));
 }
 
+BOOST_AUTO_TEST_CASE(notes_known_before_support_are_filtered_without_the_support_check) {
+    // PyTorch filters cuDNN's engine configurations by their notes before it builds their plans.
+    // An algorithm whose notes are known before supports() (a cuDNN engine once built, a legacy
+    // algorithm always) is dropped by the flags without its support check (on cuDNN: no plan is
+    // built), with the state and reason it gets after one; one that also would not be supported
+    // is filtered rather than unsupported: not eligible either way.
+    auto early = [](FakeSpec s) {
+        s.notes_early = true;
+        return s;
+    };
+    const std::vector<FakeSpec> specs = {early({"tc", {1}, Note::tensor_core}),
+                                         early({"nondet", {1}, Note::nondeterministic}),
+                                         {"late_tc", {1}, Note::tensor_core},  // notes known only after supports()
+                                         early({"never_tc", {1}, Note::tensor_core, 0, Mode::unsupported}),
+                                         early({"never", {1}, {}, 0, Mode::unsupported}),
+                                         early({"plain", {3}})};
+    for (Policy pol : {parse_policy("pytorch"), parse_policy("pytorch-v7"), parse_policy("convtune")}) {
+        FakeBackend b("fake", specs);
+        FlagValues f = flags("benchmark=1,benchmark_limit=0,deterministic=1,allow_tf32=0");
+        f.policy = pol;
+        TuningCache cache;
+        Selector s(b, cache);
+        auto d = s.select(kP, f);
+        BOOST_TEST(d->algorithm == "plain", to_string(pol));
+        for (const char* id : {"tc", "nondet", "late_tc", "never_tc"})
+            BOOST_TEST((cand(*d, id).state == Candidate::State::filtered), id << " " << to_string(pol));
+        BOOST_TEST(cand(*d, "tc").reason == "allow_tf32=0 drops TENSOR_CORE for f32");
+        BOOST_TEST(cand(*d, "late_tc").reason == "allow_tf32=0 drops TENSOR_CORE for f32");
+        BOOST_TEST(cand(*d, "nondet").reason == "deterministic=1 drops NONDETERMINISTIC");
+        for (const char* id : {"tc", "nondet", "never_tc"}) BOOST_TEST(b.support_queries(id) == 0, id);
+        BOOST_TEST(b.support_queries("late_tc") == 1);
+        // Notes the flags keep: the support check decides, as before.
+        BOOST_TEST((cand(*d, "never").state == Candidate::State::unsupported));
+        BOOST_TEST(b.support_queries("never") == 1);
+        BOOST_TEST(b.support_queries("plain") == 1);
+    }
+    // TF32 concerns f32 only: on f16 the tensor-core candidates are checked and timed.
+    ConvProblem half = kP;
+    half.dtype = DataType::f16;
+    FakeBackend b("fake", specs);
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(half, flags("policy=pytorch,benchmark=1,benchmark_limit=0,allow_tf32=0"));
+    BOOST_TEST((cand(*d, "tc").state == Candidate::State::timed));
+    BOOST_TEST(b.support_queries("tc") == 1);
+    BOOST_TEST((cand(*d, "never_tc").state == Candidate::State::unsupported));
+}
+
 BOOST_AUTO_TEST_CASE(workspace_asked_only_when_needed_and_one_buffer_per_search) {
     // Workspaces 100, 50, 200, 0 bytes in heuristic order.
     const std::vector<FakeSpec> specs{{"a", {4}, {}, 100}, {"b", {3}, {}, 50}, {"c", {2}, {}, 200}, {"d", {1}}};

@@ -36,6 +36,9 @@
 //   down-converts an f32 problem's inputs is refused for that problem (PyTorch never runs one).
 //   supports(p) refuses a problem on which the engine reports a note outside its listed ones
 //   (TENSOR_CORE only checked for f32), so a listed "deterministic" or "no TF32" is never wrong.
+//   notes_before_support(p) reads the notes once the engine is built, before the plan is: the
+//   selector's flag filters drop a configuration on them without building its plan, as PyTorch
+//   filters engine configurations before it builds plans.
 //   REDUCED_PRECISION_REDUCTION (accumulation in the storage type) has no convtune note: error_bound() widens instead.
 //   Each engine is probed the first time its notes are asked (GraphRegistry::engine_notes), so
 //   a process pays for the engines it meets, not for all of them (about 10 000 engine
@@ -636,34 +639,32 @@ public:
     // plan, whose build compiles a kernel (0.03-2 s each on the H200), is built by the first
     // workspace_size() or run(), and a failure there is reported by both.
     Support supports(const ConvProblem& p) const override {
-        if (p.direction != dir_) return Support::no("direction: " + id_ + " computes " + std::string(to_string(dir_)));
-        if (const std::string& u = unavailable_reason(); !u.empty()) return Support::no("cuDNN unavailable: " + u);
-        if (g_refuse_measured_wrong.load(std::memory_order_relaxed))
-            if (std::string w = measured_wrong(dir_, engine_, p); !w.empty()) return Support::no(w);
-        const Notes listed_notes = notes();
+        if (Support s = before_engine(p); !s) return s;
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
-        const EnginePlan& plan = stage(e, p, false);
+        const EnginePlan& plan = stage(e, p, Need::as_supports);
         if (!plan.support) return plan.support;
         if (plan.plan_tried && !plan.plan_support) return plan.plan_support;
-        if (p.dtype == DataType::f32 && plan.report.notes.has(Note::down_convert_inputs))
-            return Support::no("notes: " + id_ +
-                               " down-converts this f32 problem's inputs (DOWN_CONVERT_INPUTS); convtune refuses such "
-                               "configurations, as PyTorch never runs them");
-        // The notes cuDNN reports for this problem must be within the listed ones.
-        Notes reported = plan.report.notes;
-        if (p.dtype != DataType::f32) reported = without(reported, kF32Notes);
-        if ((reported.bits() & ~listed_notes.bits()) != 0)
-            return Support::no("notes: on this problem " + id_ + " reports [" + reported.to_string() +
-                               "], outside its listed notes [" + listed_notes.to_string() + "]");
-        return Support::yes();
+        return engine_checks(plan, p);
+    }
+
+    // The notes the engine reports for p (as notes_for), read once the engine is built, before its
+    // execution plan is: PyTorch too filters engine configurations by their notes before it builds
+    // plans. nullopt where supports(p) refuses p before or at the plan (it says why).
+    std::optional<Notes> notes_before_support(const ConvProblem& p) const override {
+        if (!before_engine(p)) return std::nullopt;
+        ProblemEntry& e = cache().entry(p);
+        std::lock_guard<std::mutex> lock(e.mutex);
+        const EnginePlan& plan = stage(e, p, Need::engine);
+        if (!plan.support || (plan.plan_tried && !plan.plan_support) || !engine_checks(plan, p)) return std::nullopt;
+        return Notes(static_cast<Note>(plan.report.notes.bits() & notes().bits()));
     }
 
     std::size_t workspace_size(const ConvProblem& p) const override {
         if (!supports(p)) return 0;
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
-        const EnginePlan& plan = stage(e, p, true);
+        const EnginePlan& plan = stage(e, p, Need::plan);
         return plan.plan_support ? plan.workspace : 0;
     }
 
@@ -675,7 +676,7 @@ public:
         {
             ProblemEntry& e = cache().entry(p);
             std::lock_guard<std::mutex> lock(e.mutex);
-            const EnginePlan& ep = stage(e, p, true);
+            const EnginePlan& ep = stage(e, p, Need::plan);
             if (!ep.plan_support) return Status::unsupported(ep.plan_support.reason);
             plan = ep.plan.get();
             need = ep.workspace;
@@ -705,7 +706,7 @@ public:
         if (p.direction == dir_ && unavailable_reason().empty()) {
             ProblemEntry& e = cache().entry(p);
             std::lock_guard<std::mutex> lock(e.mutex);
-            const EnginePlan& plan = stage(e, p, false);
+            const EnginePlan& plan = stage(e, p, Need::as_supports);
             if (plan.support) {
                 rep = plan.report;
                 have = true;
@@ -736,7 +737,7 @@ public:
         if (!supports(p)) return false;
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
-        return stage(e, p, false).report.runtime_compiled;
+        return stage(e, p, Need::as_supports).report.runtime_compiled;
     }
 
     // The notes cuDNN reports for p, or nullopt when the engine does not take p.
@@ -744,7 +745,7 @@ public:
         if (!supports(p)) return std::nullopt;
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
-        return stage(e, p, false).report.notes;
+        return stage(e, p, Need::as_supports).report.notes;
     }
 
     // Does not build a deferred plan.
@@ -755,7 +756,7 @@ public:
         if (!unavailable_reason().empty()) return i;
         ProblemEntry& e = cache().entry(p);
         std::lock_guard<std::mutex> lock(e.mutex);
-        const EnginePlan& plan = stage(e, p, false);
+        const EnginePlan& plan = stage(e, p, Need::as_supports);
         i.knobs = plan.knobs;
         i.runtime_compiled = plan.report.runtime_compiled;
         i.reduced_precision_reduction = plan.report.reduced_precision;
@@ -777,9 +778,37 @@ private:
         return without(en.all, kF32Notes) | Notes(static_cast<Note>(tc_src.bits() & tc));
     }
 
-    // Caller holds e.mutex. Stage 1 always; stage 2 when `need_plan` or the engine is not
-    // runtime-compiled.
-    const EnginePlan& stage(ProblemEntry& e, const ConvProblem& p, bool need_plan) const {
+    // supports(p)'s checks that build nothing.
+    Support before_engine(const ConvProblem& p) const {
+        if (p.direction != dir_) return Support::no("direction: " + id_ + " computes " + std::string(to_string(dir_)));
+        if (const std::string& u = unavailable_reason(); !u.empty()) return Support::no("cuDNN unavailable: " + u);
+        if (g_refuse_measured_wrong.load(std::memory_order_relaxed))
+            if (std::string w = measured_wrong(dir_, engine_, p); !w.empty()) return Support::no(w);
+        return Support::yes();
+    }
+
+    // supports(p)'s checks of the notes the built engine reports for p.
+    Support engine_checks(const EnginePlan& plan, const ConvProblem& p) const {
+        const Notes listed_notes = notes();
+        if (p.dtype == DataType::f32 && plan.report.notes.has(Note::down_convert_inputs))
+            return Support::no("notes: " + id_ +
+                               " down-converts this f32 problem's inputs (DOWN_CONVERT_INPUTS); convtune refuses such "
+                               "configurations, as PyTorch never runs them");
+        // The notes cuDNN reports for this problem must be within the listed ones.
+        Notes reported = plan.report.notes;
+        if (p.dtype != DataType::f32) reported = without(reported, kF32Notes);
+        if ((reported.bits() & ~listed_notes.bits()) != 0)
+            return Support::no("notes: on this problem " + id_ + " reports [" + reported.to_string() +
+                               "], outside its listed notes [" + listed_notes.to_string() + "]");
+        return Support::yes();
+    }
+
+    // How far stage() builds: the engine only; as supports() needs (the plan too unless the
+    // engine is runtime-compiled); the plan.
+    enum class Need { engine, as_supports, plan };
+
+    // Caller holds e.mutex. Stage 1 always; stage 2 as `need` asks.
+    const EnginePlan& stage(ProblemEntry& e, const ConvProblem& p, Need need) const {
         auto it = e.plans.find(ConfigKey{engine_, nth_});
         if (it == e.plans.end()) {
             auto ep = std::make_unique<EnginePlan>();
@@ -789,7 +818,8 @@ private:
             it = e.plans.emplace(ConfigKey{engine_, nth_}, std::move(ep)).first;
         }
         EnginePlan& ep = *it->second;
-        if (ep.support && !ep.plan_tried && (need_plan || !ep.report.runtime_compiled)) {
+        const bool plan_now = need == Need::plan || (need == Need::as_supports && !ep.report.runtime_compiled);
+        if (ep.support && !ep.plan_tried && plan_now) {
             const auto t0 = std::chrono::steady_clock::now();
             build_plan(ep);
             ep.build_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -247,6 +247,11 @@ public:
     std::string_view id() const override { return id_; }
     const Backend& backend() const override { return backend_; }
     Notes notes() const override { return notes_; }
+    // Fixed per algorithm (notes_for is notes()): the flags filter before the workspace query.
+    std::optional<Notes> notes_before_support(const ConvProblem& p) const override {
+        if (p.direction != dir_) return std::nullopt;
+        return notes_;
+    }
     Direction direction() const { return dir_; }
     int algo() const { return algo_; }
     cudnnMathType_t math() const { return math_; }

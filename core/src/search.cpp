@@ -15,6 +15,17 @@ Candidate evaluate(const Algorithm& a, const ConvProblem& p, const FlagValues& f
     Candidate c;
     c.id = std::string(a.id());
     c.notes = a.notes();
+    // Notes known before the support check are filtered first (Algorithm::notes_before_support):
+    // nothing is built for what the flags drop. Where supports(p) holds, the state and reason are
+    // those the filters give after it; where it would not, the candidate is filtered instead of
+    // unsupported (not eligible either way).
+    if (const std::optional<Notes> early = a.notes_before_support(p))
+        if (std::string why = flag_filter_reason(*early, p, f); !why.empty()) {
+            c.notes = *early;
+            c.state = Candidate::State::filtered;
+            c.reason = std::move(why);
+            return c;
+        }
     if (const Support s = a.supports(p); !s) {
         c.state = Candidate::State::unsupported;
         c.reason = s.reason;

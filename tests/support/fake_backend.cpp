@@ -17,6 +17,10 @@ public:
     const Backend& backend() const override { return backend_; }
     Notes notes() const override { return spec_.notes; }
     bool compiles_at_first_use(const ConvProblem&) const override { return spec_.compiles; }
+    std::optional<Notes> notes_before_support(const ConvProblem&) const override {
+        if (!spec_.notes_early) return std::nullopt;
+        return spec_.notes;
+    }
     Support supports(const ConvProblem& p) const override {
         {
             std::lock_guard lock(mutex_);

@@ -35,6 +35,9 @@ struct FakeSpec {
     int listings = -1;
     // Wall time workspace_size() takes (sleeps), as a deferred plan build with a kernel compile.
     double plan_build_ms = 0;
+    // Its notes are known before supports() (Algorithm::notes_before_support), as a cuDNN engine's
+    // are once the engine is built and before its plan is.
+    bool notes_early = false;
 };
 
 class FakeBackend : public HostBackend {

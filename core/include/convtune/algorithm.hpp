@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +90,13 @@ public:
     // these, as PyTorch filters a cuDNN engine configuration by the notes it reports for the
     // problem. The default: notes().
     virtual Notes notes_for(const ConvProblem& p) const;
+    // Its notes on p where they are known before the costly part of supports(p): whenever
+    // supports(p) holds, they equal notes_for(p). The selector applies the flag filters to them
+    // first, so a candidate the flags drop costs no full support check, as PyTorch filters cuDNN's
+    // engine configurations by their notes before it builds their plans (cuDNN graph engines: the
+    // engine is built, its execution plan not; legacy algorithms: fixed notes, no workspace query).
+    // nullopt, the default: not known without supports(p).
+    virtual std::optional<Notes> notes_before_support(const ConvProblem&) const { return std::nullopt; }
     virtual Support supports(const ConvProblem& p) const = 0;
     // Whether its kernel for p is compiled at run time on first use (precondition: supports(p)):
     // a process that starts with an empty kernel cache pays the compile again on its first call
