@@ -620,10 +620,13 @@ BOOST_AUTO_TEST_CASE(some_of_the_limit_goes_to_candidates_the_heuristics_do_not_
     BOOST_TEST(d->algorithm == "u1");
     BOOST_TEST(!cand(*d, "u1").suggested);
     BOOST_TEST(cand(*d, "u1").reason.find("explored") != std::string::npos);
+    // s3..s5 waited for the slots the unsuggested would leave; none was left, so their support was
+    // never asked (on cuDNN: no engine or plan built for them).
     for (const char* id : {"s3", "s4", "s5"}) {
-        BOOST_TEST((cand(*d, id).state == Candidate::State::not_timed), id);
+        BOOST_TEST((cand(*d, id).state == Candidate::State::not_checked), id);
         BOOST_TEST(cand(*d, id).reason.find("2 kept for candidates the heuristics do not suggest") != std::string::npos,
                    id);
+        BOOST_TEST(b.support_queries(id) == 0, id);
     }
     // Without exploration the same limit times the first four in heuristic order.
     TuningCache c2;
@@ -642,6 +645,31 @@ BOOST_AUTO_TEST_CASE(slots_the_unsuggested_leave_go_back_to_suggested_candidates
     auto d = s.select(kP, flags("benchmark=1,benchmark_limit=4,explore_slots=2"));
     BOOST_TEST(timed_ids(*d) == (std::vector<std::string>{"s1", "s2", "s3", "u1"}), boost::test_tools::per_element());
     BOOST_TEST(d->algorithm == "u1");
+    // The waiting candidates are decided as they get a slot, and only then.
+    BOOST_TEST(b.support_queries("s3") == 1);
+    for (const char* id : {"s4", "s5"}) {
+        BOOST_TEST(b.support_queries(id) == 0, id);
+        BOOST_TEST((cand(*d, id).state == Candidate::State::not_checked), id);
+        BOOST_TEST(cand(*d, id).reason.find("kept for candidates the heuristics do not suggest") != std::string::npos,
+                   id);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_waiting_candidate_that_turns_out_unsupported_gives_its_slot_to_the_next) {
+    // Only u1 is left unsuggested, so two slots go back to the waiting s3, s4, s5: s3 is not
+    // supported once decided, s4 and s5 take the slots.
+    auto specs = with_unsuggested();
+    specs[6].mode = Mode::unsupported;
+    specs[2].mode = Mode::unsupported;
+    FakeBackend b("fake", specs);
+    TuningCache cache;
+    Selector s(b, cache);
+    auto d = s.select(kP, flags("benchmark=1,benchmark_limit=5,explore_slots=3"));
+    BOOST_TEST(timed_ids(*d) == (std::vector<std::string>{"s1", "s2", "s4", "s5", "u1"}),
+               boost::test_tools::per_element());
+    BOOST_TEST((cand(*d, "s3").state == Candidate::State::unsupported));
+    BOOST_TEST(cand(*d, "s3").reason == "scripted: never supported");
+    for (const char* id : {"s3", "s4", "s5", "u1", "u2"}) BOOST_TEST(b.support_queries(id) == 1, id);
 }
 
 BOOST_AUTO_TEST_CASE(the_heuristic_pick_keeps_its_slot_and_pytorch_does_not_explore) {

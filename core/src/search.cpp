@@ -178,6 +178,17 @@ bool CandidateList::extend(bool decide_all) {
                 items_.push_back(std::move(c));
                 return true;
             }
+        if (defer_ && ranking_->suggested(*a) && defer_()) {
+            Candidate c;
+            c.id = std::string(a->id());
+            c.notes = a->notes();
+            c.state = Candidate::State::not_checked;
+            c.suggested = true;
+            c.listings = listings;
+            undecided_.emplace(items_.size(), a);
+            items_.push_back(std::move(c));
+            return true;
+        }
         Candidate c = evaluate(*a, p_, f_);
         c.suggested = ranking_->suggested(*a);
         c.listings = listings;
@@ -237,14 +248,20 @@ void CandidateList::decide(std::size_t i) {
 std::vector<Candidate> CandidateList::finish() && {
     // Candidates left undecided: explained when producing the ranking decided their support
     // already (no extra cost), else left not checked.
+    // A reason the walk gave (a deferred candidate's: the limit reached) is kept.
     while (!undecided_.empty()) {
         const std::size_t i = undecided_.begin()->first;
+        std::string why = std::move(items_[i].reason);
         if (ranking_->decided()) {
             decide(i);
             if (items_[i].state == Candidate::State::not_timed)
-                items_[i].reason = "not reached: the decision ended before it";
+                items_[i].reason = why.empty() ? "not reached: the decision ended before it" : std::move(why);
         } else {
-            items_[i].reason = "not reached: the heuristics do not suggest it and the search ended before it";
+            items_[i].reason = why.empty() ? (items_[i].suggested
+                                                  ? "not reached: the search ended before it"
+                                                  : "not reached: the heuristics do not suggest it and the search ended "
+                                                    "before it")
+                                           : std::move(why);
             undecided_.erase(undecided_.begin());
         }
     }

@@ -90,8 +90,16 @@ public:
     // (a demotion, say) is appended not checked with that reason, its support not asked (on
     // cuDNN, asking builds the engine and its plan). An empty function ends the skipping.
     void skip_unsuggested(std::function<std::string(std::string_view id)> skip) { skip_ = std::move(skip); }
+    // From now on, a candidate the heuristics suggest is appended undecided (not_checked, its
+    // support not asked: on cuDNN no engine or plan is built) while `defer` returns true: the
+    // convtune walk's suggested candidates that wait for the slots the explore slots leave, most
+    // of which are never timed. decide(i) decides one when it gets a slot. An empty function
+    // ends the deferring.
+    void defer_suggested(std::function<bool()> defer) { defer_ = std::move(defer); }
     // Whether items()[i] is listed undecided.
     bool undecided(std::size_t i) const { return undecided_.count(i) > 0; }
+    // Decides the support of items()[i] (and applies the filters) when it is listed undecided.
+    void decide(std::size_t i);
     // The candidates as reported (complete()), the undecided and unreached ones explained where
     // that costs nothing.
     std::vector<Candidate> finish() &&;
@@ -100,8 +108,6 @@ private:
     // extend(); unless `decide_all`, an algorithm the lists the policy draws from do not hold is
     // appended undecided.
     bool extend(bool decide_all);
-    // Decides the support of items()[i] (and applies the filters) when it is listed undecided.
-    void decide(std::size_t i);
     void skip_reference(Candidate& c) const;
 
     const Backend& b_;
@@ -115,6 +121,7 @@ private:
     std::vector<Candidate> items_, held_;
     std::map<std::size_t, const Algorithm*> undecided_;  // items_ position -> its algorithm
     std::function<std::string(std::string_view)> skip_;  // skip_unsuggested
+    std::function<bool()> defer_;                        // defer_suggested
 };
 
 // One fresh decision of the selector's (enabled): its problem, flags, key and candidates, the

@@ -4,7 +4,8 @@
 //   which      benchmark off: the heuristic's first eligible candidate; on: candidates in
 //              heuristic order until benchmark_limit have run, keeping explore_slots of them for
 //              candidates the backend's heuristics do not suggest (the heuristic's pick is always
-//              timed); a naive reference implementation only when nothing else is eligible;
+//              timed; a suggested candidate waiting for the slots they leave is decided, on cuDNN
+//              its plan built, only when it gets one); a naive reference implementation only when nothing else is eligible;
 //              an algorithm over 10x the winner in 2 earlier searches of this process on the same
 //              kind of problem, and never within 1.5x of one, is demoted (not timed)
 //   how        MeasureStrategy::robust (measurement.hpp)
@@ -55,10 +56,17 @@ Decision SelectionPolicy::search(SearchContext& ctx) const {
     ctx.list.skip_unsuggested([&](std::string_view id) {
         return succeeded > 0 ? ctx.history().demoted(id, kind, demotion) : std::string();
     });
+    // A suggested candidate that would wait for a slot the explore slots leave is listed
+    // undecided: its support (on cuDNN: its engine and plan) is asked only if it gets one.
+    ctx.list.defer_suggested([&] { return explore > 0 && suggested_timed >= limit - explore; });
     // Candidates in heuristic order, the list extended as the search reaches its end, until
     // `limit` have been timed or the ranking has ended.
     for (std::size_t i = 0; i < cands.size() || ((limit < 0 || succeeded < limit) && ctx.list.extend()); ++i) {
         Candidate& c = cands[i];
+        if (ctx.list.undecided(i) && c.suggested) {
+            deferred.push_back(i);
+            continue;
+        }
         if (c.state != Candidate::State::not_timed) continue;
         if (limit >= 0 && succeeded >= limit) {
             c.reason = limit_reason;
@@ -90,9 +98,14 @@ Decision SelectionPolicy::search(SearchContext& ctx) const {
             c.reason = std::move(why);
             continue;
         }
+        if (ctx.list.undecided(i)) {
+            ctx.list.decide(i);
+            if (cands[i].state != Candidate::State::not_timed) continue;
+        }
         succeeded += timer.time(i, m);
     }
-    ctx.list.skip_unsuggested({});  // it refers to this frame
+    ctx.list.skip_unsuggested({});  // they refer to this frame
+    ctx.list.defer_suggested({});
     return timer.finish(m);
 }
 
