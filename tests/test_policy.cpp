@@ -365,6 +365,24 @@ BOOST_AUTO_TEST_CASE(the_rotation_keeps_explore_slots_as_a_search_does) {
     BOOST_TEST(r.b.runs("s2") == 0);
     BOOST_TEST(r.b.runs("s3") == 0);
     BOOST_TEST(r.b.runs("u1") > 0);
+    // Waiting, they had their support never asked (on cuDNN: no engine or plan built).
+    BOOST_TEST(r.b.support_queries("s2") == 0);
+    BOOST_TEST(r.b.support_queries("s3") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_waiting_candidate_is_decided_when_the_rotation_gives_it_a_slot) {
+    // benchmark_limit=3, explore_slots=2: s1, then u1 (u2 is not supported), and one slot left:
+    // s2, which waited, is decided then and rotates; s3 stays undecided.
+    std::vector<test::FakeSpec> specs{{"s1", {5}}, {"s2", {1}}, {"s3", {6}}, {"u1", {4}}, {"u2", {1}}};
+    specs[3].suggested = specs[4].suggested = false;
+    specs[4].mode = test::FakeSpec::Mode::unsupported;
+    const Rotated r(specs, "policy=incremental,benchmark=1,benchmark_limit=3,explore_slots=2", 30);
+    BOOST_TEST(!r.d->provisional);
+    BOOST_TEST(r.d->algorithm == "s2");
+    BOOST_TEST(r.b.runs("s2") > 0);
+    BOOST_TEST(r.b.support_queries("s2") == 1);
+    BOOST_TEST(r.b.runs("s3") == 0);
+    BOOST_TEST(r.b.support_queries("s3") == 0);
 }
 
 BOOST_AUTO_TEST_CASE(calls_rotate_in_heuristic_order_and_pin_the_clear_winner) {

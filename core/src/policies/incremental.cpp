@@ -48,7 +48,11 @@ namespace {
 struct Rotation {
     Rotation(const Backend& b, const ConvProblem& problem, const FlagValues& flags, ExplorationBudget& budget)
         : p(problem), f(flags), list(b, p, f), m(f.policy->measurement(f), &budget),
-          limit(f.policy->search_reach(f)), explore(f.policy->explore_slots(f, limit, list.explores())) {}
+          limit(f.policy->search_reach(f)), explore(f.policy->explore_slots(f, limit, list.explores())) {
+        // As in a search: a suggested candidate that would wait is listed undecided, its support
+        // asked only when it gets a slot.
+        list.defer_suggested([this] { return explore > 0 && suggested_entered >= limit - explore; });
+    }
     std::mutex mutex;  // one call of the shape at a time
     const ConvProblem p;
     const FlagValues f;
@@ -88,7 +92,11 @@ struct Rotation {
                 break;
             }
             Candidate& c = list.items()[i];
-            if (c.state != Candidate::State::not_timed) continue;
+            if (!waited && list.undecided(i) && c.suggested) {
+                deferred.push_back(i);
+                continue;
+            }
+            if (c.state != Candidate::State::not_timed && !list.undecided(i)) continue;
             if (!waited && waits_for_explore_slot(c, suggested_entered, limit, explore)) {
                 deferred.push_back(i);
                 continue;
@@ -98,6 +106,10 @@ struct Rotation {
                     c.reason = std::move(why);
                     continue;
                 }
+            if (list.undecided(i)) {
+                list.decide(i);
+                if (list.items()[i].state != Candidate::State::not_timed) continue;
+            }
             suggested_entered += c.suggested;
             return i;
         }
