@@ -5,7 +5,8 @@
 //              heuristic order until benchmark_limit have run, keeping explore_slots of them for
 //              candidates the backend's heuristics do not suggest (the heuristic's pick is always
 //              timed; a suggested candidate waiting for the slots they leave is decided, on cuDNN
-//              its plan built, only when it gets one); a naive reference implementation only when nothing else is eligible;
+//              its plan built, only when it gets one); a naive reference implementation only when
+//              nothing else is eligible;
 //              an algorithm over 10x the winner in 2 earlier searches of this process on the same
 //              kind of problem, and never within 1.5x of one, is demoted (not timed)
 //   how        MeasureStrategy::robust (measurement.hpp)
