@@ -156,41 +156,29 @@ bool CandidateList::extend(bool decide_all) {
             break;
         }
         const int listings = ranking_->in_lists(*a, lists_);
-        if (!decide_all && listings == 0) {
+        const bool suggested = ranking_->suggested(*a);
+        // Appends `a` with its support not asked; an undecided one (its `suggested` read) may be
+        // decided later (decide(i)).
+        auto not_checked = [&](std::string reason, bool undecided) {
             Candidate c;
             c.id = std::string(a->id());
             c.notes = a->notes();
             c.state = Candidate::State::not_checked;
-            c.suggested = ranking_->suggested(*a);
+            c.reason = std::move(reason);
             c.listings = listings;
-            undecided_.emplace(items_.size(), a);
-            items_.push_back(std::move(c));
-            return true;
-        }
-        if (skip_ && !ranking_->suggested(*a))
-            if (std::string why = skip_(a->id()); !why.empty()) {
-                Candidate c;
-                c.id = std::string(a->id());
-                c.notes = a->notes();
-                c.state = Candidate::State::not_checked;
-                c.reason = std::move(why);
-                c.listings = listings;
-                items_.push_back(std::move(c));
-                return true;
+            if (undecided) {
+                c.suggested = suggested;
+                undecided_.emplace(items_.size(), a);
             }
-        if (defer_ && ranking_->suggested(*a) && defer_()) {
-            Candidate c;
-            c.id = std::string(a->id());
-            c.notes = a->notes();
-            c.state = Candidate::State::not_checked;
-            c.suggested = true;
-            c.listings = listings;
-            undecided_.emplace(items_.size(), a);
             items_.push_back(std::move(c));
             return true;
-        }
+        };
+        if (!decide_all && listings == 0) return not_checked({}, true);
+        if (skip_ && !suggested)
+            if (std::string why = skip_(a->id()); !why.empty()) return not_checked(std::move(why), false);
+        if (defer_ && suggested && defer_()) return not_checked({}, true);
         Candidate c = evaluate(*a, p_, f_);
-        c.suggested = ranking_->suggested(*a);
+        c.suggested = suggested;
         c.listings = listings;
         if (c.state == Candidate::State::not_timed && hold_reference_ && c.notes.has(Note::reference)) {
             held_.push_back(std::move(c));
