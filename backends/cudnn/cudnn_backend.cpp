@@ -4,8 +4,9 @@
 //
 // availability() says exactly why cuDNN cannot run here (no driver, no device, a cuDNN
 // sub-library that does not load, cudnnCreate failing). The ranking is PyTorch's
-// benchmark=False order first: graph heuristics mode A, then the fallback list, then mode B,
-// then every other graph engine of the direction by index, then the legacy algorithms in
+// benchmark=False order first: graph heuristics mode A, then the fallback list (PyTorch's two
+// sources; mode B is never asked: PyTorch does not, and reading its list cost more than any other
+// query of a search), then every other graph engine of the direction by index, then the legacy algorithms in
 // cudnnGet*Algorithm_v7 order and the remaining legacy algorithms of the direction in id
 // order. It is produced lazily (ranking()): each cuDNN query is made when the consumer reaches
 // its stage, and support is decided by the consumer; heuristic_order(p) is the whole ranking
@@ -145,11 +146,14 @@ public:
     }
 
 private:
-    // Stages: heuristics mode A, the fallback list, mode B, the other graph engines by index
+    // Stages: heuristics mode A, the fallback list, the other graph engines by index
     // (runtime-compiled ones held back), the legacy v7 ranking, the other legacy algorithms,
     // then the held-back runtime-compiled graph engines: timing one of those costs a kernel
     // compile (0.03-2 s), so a search reaches them only when nothing before them is left. The
-    // heuristics suggest what stages 0, 1, 2 and 4 yield. Its named lists (ListName): heuristic,
+    // heuristics suggest what stages 0, 1 and 3 yield. Mode B is not a stage: PyTorch never asks
+    // it, and on an H100 reading its list took about 3 ms a problem (a fifth of convtune's own
+    // fp32 search, bench/gpu/results/h100/search-ab-2026-12-07-night); its engines are reached
+    // by the walk by index, with their default knobs. Its named lists (ListName): heuristic,
     // mode A's configurations; fallback, the fallback list's; each with the configurations the
     // list names again (PyTorch's two sources, which build and time a plan per listing).
     class Staged final : public Ranking {
@@ -190,8 +194,8 @@ private:
         }
 
     private:
-        static constexpr int kStages = 7, kByIndex = 3;
-        static constexpr bool kSuggests[kStages] = {true, true, true, false, true, false, false};
+        static constexpr int kStages = 6, kByIndex = 2;
+        static constexpr bool kSuggests[kStages] = {true, true, false, true, false, false};
         // From the engine's note probes, not from p's plan: reading p's would build the engine
         // (and a precompiled engine's plan) for every engine the walk passes, most of which the
         // search never times.
@@ -201,13 +205,12 @@ private:
             switch (stage) {
                 case 0: return graph_ranking(p_, CudnnRanking::mode_a);
                 case 1: return graph_ranking(p_, CudnnRanking::fallback);
-                case 2: return graph_ranking(p_, CudnnRanking::mode_b);
                 case kByIndex:
                     for (const Algorithm* a : b_.list_)
                         if (is_graph(*a, p_.direction)) v.push_back(a);
                     return v;
-                case 4: return legacy_v7_ranking(p_);
-                case 5:
+                case 3: return legacy_v7_ranking(p_);
+                case 4:
                     for (const Algorithm* a : b_.list_)
                         if (is_legacy(*a, p_.direction)) v.push_back(a);
                     return v;

@@ -81,7 +81,7 @@ std::optional<Notes> cudnn_reported_notes(const Algorithm& a, const ConvProblem&
 // Never builds a runtime-compiled engine's deferred plan.
 struct CudnnPlanInfo {
     Support support;
-    std::string knobs;  // where the configuration came from (mode_a, mode_b, fallback, default) and its knob choices
+    std::string knobs;  // where the configuration came from (mode_a, fallback, default) and its knob choices
                         // "[TYPE=VALUE ...]"
     bool runtime_compiled = false;             // CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION
     bool reduced_precision_reduction = false;  // CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION

@@ -9,9 +9,9 @@
 //   the same on every machine with the same cuDNN.
 // Knobs: cuDNN's heuristics return several configurations (knob choices, e.g. split-K) of one
 //   engine, and PyTorch times each. eng<N>.cfg<n> runs the n-th configuration for N (from 0) that
-//   the heuristics return for the problem, in the order mode A, the fallback list, mode B (the
-//   order of the ranking; PyTorch queries mode A and the fallback list only, so wherever PyTorch
-//   has a configuration the same one is reached); eng<N> is n = 0 and, when no heuristic lists N,
+//   the heuristics return for the problem, in the order mode A, then the fallback list (the
+//   order of the ranking, and PyTorch's two sources, so wherever PyTorch has a configuration the
+//   same one is reached; mode B is never asked for knobs); eng<N> is n = 0 and, when neither lists N,
 //   runs with its default knobs (an engine configuration without knob choices); eng<N>.cfg<n> is
 //   unsupported where the heuristics list fewer than n + 1 configurations of N. So an id always
 //   names one configuration per problem, and the configuration "benchmark off" would run is the
@@ -389,7 +389,7 @@ struct EnginePlan {
     Desc own_cfg, engine;
     const Desc* cfg = nullptr;
     EngineReport report;
-    std::string knobs;  // where the configuration came from (mode_a, mode_b, fallback, default) and its knob choices
+    std::string knobs;  // where the configuration came from (mode_a, fallback, default) and its knob choices
                         // "[TYPE=VALUE ...]"
     bool plan_tried = false;
     Support plan_support;  // stage 2: the execution plan finalized
@@ -433,11 +433,15 @@ struct ProblemEntry {
     std::map<ConfigKey, std::unique_ptr<EnginePlan>> plans;
 };
 
-// The heuristics in the order the ranking uses them and an engine's knobs are taken from: mode A
-// (PyTorch's "instant"), the fallback list (PyTorch's second source), then mode B (which PyTorch
-// never queries).
+// The heuristics in the order their configurations are numbered: mode A (PyTorch's "instant"),
+// the fallback list (PyTorch's second source), then mode B (which PyTorch never queries). An
+// engine's knobs are taken from the first kKnobModes of them: mode B is asked only by a caller
+// that wants its list (cudnn_ranking), never by a search or a database's call. Reading its list
+// took about 3 ms a problem on an H100, more than any other query of a search, and PyTorch's
+// search has no configuration from it.
 constexpr const char* kModeName[3] = {"mode_a", "fallback", "mode_b"};
 constexpr cudnnBackendHeurMode_t kModes[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK, CUDNN_HEUR_MODE_B};
+constexpr std::size_t kKnobModes = 2;
 
 // Entries are never freed: plans and graphs live until the process ends (destroying them at
 // exit could run after the CUDA context is gone).
@@ -833,7 +837,7 @@ private:
             return;
         }
         const Desc* listed_cfg = nullptr;
-        for (std::size_t m = 0; m < 3 && !listed_cfg; ++m) {
+        for (std::size_t m = 0; m < kKnobModes && !listed_cfg; ++m) {
             const ProblemEntry::Mode& mode = ensure_mode(e, m);
             if (auto h = mode.cfg.find(ConfigKey{engine_, nth_}); h != mode.cfg.end()) {
                 listed_cfg = &h->second;
