@@ -15,6 +15,7 @@
 #      bench/sim/pytorch-truth.sh out resnet50:fp16:infer:16:160,192,224,256,288,320   (a stream:
 #      a list of batches or sizes cycles, one entry per step)
 # Environment: RUNS (default 3), MEASURE_RUNS (default 2; 0 skips (2)), ITERATIONS (default 20),
+# TIMING_RUNS (plain runs timing the steps in (1), each step the median over them; default 3),
 # STEPS: "runs" for (3) only, "capture" for (1) only, "measure" for (2) only from the trace
 # already in OUT (default all three).
 set -euo pipefail
@@ -27,6 +28,7 @@ mkdir -p "$out"
 RUNS=${RUNS:-3}
 MEASURE_RUNS=${MEASURE_RUNS:-2}
 ITERATIONS=${ITERATIONS:-20}
+TIMING_RUNS=${TIMING_RUNS:-3}
 export PYTHONUNBUFFERED=1
 for w in "$@"; do
   IFS=: read -r net precision mode batch size <<<"$w"
@@ -40,7 +42,7 @@ for w in "$@"; do
   steps=${STEPS:-all}
   if [ "$steps" = all ] || [ "$steps" = capture ]; then
     echo "== $name: capture, steps timed in plain runs (cold, then warm kernel cache)"
-    python3 "$capture" --max-iterations $((2 * cycle + 4)) --timing plain --cold-kernel-cache \
+    python3 "$capture" --max-iterations $((2 * cycle + 4)) --timing plain --timing-runs "$TIMING_RUNS" --cold-kernel-cache \
       --warm-out "$out/$name-warm.trace" -o "$out/$name.trace" \
       "$here/torch_networks.py" run "${args[@]}" --benchmark 0 --iterations 100000
   fi

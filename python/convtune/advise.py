@@ -5,9 +5,10 @@
 1. captures the script's convolutions (``convtune.capture``, in its own process) until the set of
    distinct problems has stopped growing for ``--stable-after`` iterations (default 20) or
    ``--capture-iterations`` are done (default 200), whichever comes first, and reports the coverage
-   (a warning when new problems were still appearing); then times those steps in a plain run of
+   (a warning when new problems were still appearing); then times those steps in plain runs of
    the script (nothing intercepted, benchmark off, an empty CUDA kernel cache, the GPU
-   synchronised at each step's end), so that the capture's own overhead is in no total;
+   synchronised at each step's end; ``--timing-runs`` processes, default 3, each step's time the
+   median over them), so that the capture's own overhead is in no total;
 2. measures PyTorch itself on this GPU for those problems (``pytorch_measure.py grid``: benchmark
    off and on, cold and warm CUDA kernel cache, a fresh process each; only cold with
    ``--kernel-cache cold``);
@@ -101,6 +102,10 @@ def main(argv=None):
                     help="the CUDA kernel cache your job starts with: cold (e.g. a fresh container), warm, or both (default; "
                          "CUDA only: PyTorch's CPU convolutions have none)")
     ap.add_argument("--runs", type=int, default=2, help="fresh processes per PyTorch setting and cache state (default %(default)s)")
+    ap.add_argument("--timing-runs", type=int, default=3,
+                    help="plain runs of the script that time its steps, per cache state; each step's time is the median "
+                         "over them (default %(default)s: identical processes can differ by up to 2x where the host bounds "
+                         "the step)")
     ap.add_argument("--cli", help="the convtune executable (default: $CONVTUNE_CLI, then PATH)")
     ap.add_argument("--plot", help="write the plot of the cumulative time here (SVG)")
     ap.add_argument("--keep", help="keep the trace, measurements and recording in this folder")
@@ -109,8 +114,8 @@ def main(argv=None):
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
-    if a.iterations < 1 or a.capture_iterations < 1 or a.runs < 1 or a.stable_after < 1:
-        ap.error("--iterations, --capture-iterations, --stable-after and --runs must be >= 1")
+    if min(a.iterations, a.capture_iterations, a.runs, a.stable_after, a.timing_runs) < 1:
+        ap.error("--iterations, --capture-iterations, --stable-after, --runs and --timing-runs must be >= 1")
     if not a.timeout > 0:
         ap.error("--timeout: must be > 0 seconds")
     if not os.path.isfile(a.script):
@@ -144,10 +149,11 @@ def main(argv=None):
     measured, recording = os.path.join(work, "pytorch.json"), os.path.join(work, "convtune-cudnn.json")
     try:
         _say(f"step 1/4: running {a.script} to capture its convolutions until no new problem appears for "
-             f"{a.stable_after} iterations (at most {a.capture_iterations}), then timing those steps in a plain run"
+             f"{a.stable_after} iterations (at most {a.capture_iterations}), then timing those steps in "
+             + ("a plain run" if a.timing_runs == 1 else f"{a.timing_runs} plain runs")
              + (" on an empty kernel cache and again on the cache it filled" if a.device == "cuda" and "warm" in states else ""))
         capture = [sys.executable, os.path.join(HERE, "capture.py"), "--max-iterations", str(a.capture_iterations),
-                   "--stable-after", str(a.stable_after), "--timing", "plain"]
+                   "--stable-after", str(a.stable_after), "--timing", "plain", "--timing-runs", str(a.timing_runs)]
         if a.device == "cuda":
             capture.append("--cold-kernel-cache")
             if "warm" in states:

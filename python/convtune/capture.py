@@ -619,37 +619,74 @@ class StepTimer:
         return False
 
 
-def time_plain(script, args, boundary, steps, benchmark=False, cold_kernel_cache=False, warm_too=False):
-    """Runs ``script`` in a fresh process with nothing intercepted and returns the wall times
-    (ms) of its first ``steps`` steps, each synchronised at its end (StepTimer), and how often
-    the script set the benchmark flag (ignored). ``cold_kernel_cache``: the run starts with an
-    empty CUDA kernel cache (a new folder), as a fresh container would. ``warm_too`` (with
-    ``cold_kernel_cache``): a second fresh process then runs on the folder the first filled, as
-    a job's next start does on the same machine, and its wall times come third in the result."""
+@dataclass
+class PlainTiming:
+    """What time_plain() measured: per step, the median over the runs of its wall time (ms), for
+    the cold (or only) state and, with warm_too, the warm one; each run's own wall times; how often
+    the script set the benchmark flag (ignored)."""
+
+    wall_ms: list
+    benchmark_sets: int
+    runs: list  # per run, its wall times
+    warm_wall_ms: list = None
+    warm_runs: list = None
+
+
+def _median_per_step(runs):
+    """Each step's median over the runs that timed it (runs may time different numbers of steps)."""
+    n = max((len(r) for r in runs), default=0)
+    out = []
+    for i in range(n):
+        v = sorted(r[i] for r in runs if i < len(r) and r[i] is not None)
+        out.append(None if not v else (v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2))
+    return out
+
+
+def _steady(walls):
+    """The median step after the first of one run's wall times, or None."""
+    v = sorted(w for w in walls[1:] if w is not None)
+    return v[len(v) // 2] if v else None
+
+
+def time_plain(script, args, boundary, steps, benchmark=False, cold_kernel_cache=False, warm_too=False, runs=1):
+    """Runs ``script`` in a fresh process with nothing intercepted and times its first ``steps``
+    steps, each synchronised at its end (StepTimer); returns a PlainTiming. ``cold_kernel_cache``:
+    the run starts with an empty CUDA kernel cache (a new folder), as a fresh container would.
+    ``warm_too`` (with ``cold_kernel_cache``): a second fresh process then runs on the folder the
+    first filled, as a job's next start does on the same machine. ``runs``: that many such runs
+    (each cold one on a new folder of its own), each step's time the median over them: the same
+    program's steps vary between identical processes (up to 2x on a host-bound network), and one
+    process is a single draw."""
     import json
     import subprocess
     import tempfile
 
     if warm_too and not cold_kernel_cache:
         raise ValueError("time_plain: warm_too needs cold_kernel_cache (the warm run reuses the cold run's folder)")
+    if runs < 1:
+        raise ValueError("time_plain: runs must be >= 1")
+    cold, warm, sets = [], [], 0
     with tempfile.TemporaryDirectory(prefix="convtune-plain-") as tmp:
-        env = dict(os.environ)
-        if cold_kernel_cache:
-            env["CUDA_CACHE_PATH"] = os.path.join(tmp, "kernel-cache")
-            env.pop("CUDA_CACHE_DISABLE", None)
-        docs = []
-        for i in range(2 if warm_too else 1):
-            out = os.path.join(tmp, f"steps{i}.json")
-            cmd = [sys.executable, os.path.abspath(__file__), "--_plain-run", json.dumps(list(boundary)), "--_steps",
-                   str(steps), "--_benchmark", str(int(bool(benchmark))), "-o", out, script] + list(args)
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-            if p.returncode != 0 or not os.path.exists(out):
-                raise RuntimeError(f"the plain timing run{' on the warm kernel cache' if i else ''} failed "
-                                   f"(exit {p.returncode}): {p.stdout[-2000:]}")
-            with open(out) as f:
-                docs.append(json.load(f))
-    result = (docs[0]["wall_ms"], docs[0]["benchmark_sets"])
-    return result + (docs[1]["wall_ms"],) if warm_too else result
+        for r in range(runs):
+            env = dict(os.environ)
+            if cold_kernel_cache:
+                env["CUDA_CACHE_PATH"] = os.path.join(tmp, f"kernel-cache-{r}")
+                env.pop("CUDA_CACHE_DISABLE", None)
+            for i in range(2 if warm_too else 1):
+                out = os.path.join(tmp, f"steps{r}-{i}.json")
+                cmd = [sys.executable, os.path.abspath(__file__), "--_plain-run", json.dumps(list(boundary)), "--_steps",
+                       str(steps), "--_benchmark", str(int(bool(benchmark))), "-o", out, script] + list(args)
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                if p.returncode != 0 or not os.path.exists(out):
+                    raise RuntimeError(f"the plain timing run{' on the warm kernel cache' if i else ''}"
+                                       f"{f' ({r + 1} of {runs})' if runs > 1 else ''} failed (exit {p.returncode}): "
+                                       f"{p.stdout[-2000:]}")
+                with open(out) as f:
+                    doc = json.load(f)
+                (warm if i else cold).append(doc["wall_ms"])
+                sets = max(sets, doc["benchmark_sets"])
+    return PlainTiming(wall_ms=_median_per_step(cold), benchmark_sets=sets, runs=cold,
+                       warm_wall_ms=_median_per_step(warm) if warm_too else None, warm_runs=warm if warm_too else None)
 
 
 def _plain_run(a):
@@ -781,6 +818,11 @@ def main(argv=None):
                     help="with --cold-kernel-cache: a second plain run then starts on the kernel cache the first "
                          "filled, and FILE gets the trace with its wall times (a job started again on the same "
                          "machine: no kernel compiled again)")
+    ap.add_argument("--timing-runs", type=int, default=1, metavar="K",
+                    help="time the steps in K plain runs (fresh processes; with --cold-kernel-cache each on a new "
+                         "kernel cache, and with --warm-out each again on the cache it filled), each step's wall time "
+                         "the median over them (default %(default)s): identical processes can differ by up to 2x on a "
+                         "network bound by the host")
     ap.add_argument("--_plain-run", dest="plain_run", help=argparse.SUPPRESS)
     ap.add_argument("--_steps", dest="steps", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--_benchmark", dest="benchmark", type=int, default=0, help=argparse.SUPPRESS)
@@ -803,6 +845,10 @@ def main(argv=None):
         ap.error("--max-iterations: must be >= 1")
     if a.stable_after is not None and a.stable_after < 1:
         ap.error("--stable-after: must be >= 1")
+    if a.timing_runs < 1:
+        ap.error("--timing-runs: must be >= 1")
+    if a.timing_runs > 1 and a.timing != "plain":
+        ap.error("--timing-runs: applies to the plain timing runs only (--timing plain)")
     if a.cold_kernel_cache and a.timing != "plain":
         ap.error("--cold-kernel-cache: applies to the plain timing run only (--timing plain)")
     if a.warm_out is not None:
@@ -831,10 +877,23 @@ def main(argv=None):
     return status if rec.trace.calls() else (status or 1)
 
 
+def _runs_note(runs):
+    """The trace's line on how its steps were timed over several plain runs, or None for one."""
+    if len(runs) < 2:
+        return None
+    each = [_steady(r) for r in runs]
+    each = [e for e in each if e is not None]
+    if not each:
+        return None
+    return (f"plain runs: {len(runs)} processes, each step's wall time the median over them; the median step after the "
+            f"first in each: {', '.join(f'{e:.3f}' for e in each)} ms ({max(each) / min(each):.2f}x from the fastest to "
+            f"the slowest)")
+
+
 def _time_plain_into(trace, a):
-    """Replaces the trace's wall times by a plain run's (time_plain), and notes the capture's
-    overhead; with --warm-out, returns the trace timed by a second plain run on the kernel cache
-    the first filled (else None). Where the plain run cannot find the steps, keeps the capture's,
+    """Replaces the trace's wall times by those of plain runs (time_plain), and notes the capture's
+    overhead; with --warm-out, returns the trace timed by plain runs on the kernel caches the first
+    ones filled (else None). Where the plain run cannot find the steps, keeps the capture's,
     saying so."""
     n = len(trace.iterations)
     if trace.boundary is None:
@@ -843,38 +902,48 @@ def _time_plain_into(trace, a):
               "convtune.capture.mark_iteration() at the start of each step to fix this.", file=sys.stderr)
         return None
     warm_too = a.warm_out is not None
-    print(f"convtune.capture: timing {n} steps in a plain run of {os.path.basename(a.script)} (nothing intercepted, benchmark off"
+    runs = a.timing_runs
+    print(f"convtune.capture: timing {n} steps in {'a plain run' if runs == 1 else f'{runs} plain runs'} of "
+          f"{os.path.basename(a.script)} (nothing intercepted, benchmark off"
           f"{', an empty CUDA kernel cache' if a.cold_kernel_cache else ''})"
-          + (", then again on the kernel cache it filled" if warm_too else ""), file=sys.stderr, flush=True)
+          + (", each then again on the kernel cache it filled" if warm_too else ""), file=sys.stderr, flush=True)
     try:
         timed = time_plain(a.script, a.args, trace.boundary, n, benchmark=False, cold_kernel_cache=a.cold_kernel_cache,
-                           warm_too=warm_too)
+                           warm_too=warm_too, runs=runs)
     except RuntimeError as e:
         print(f"convtune.capture: warning: {e}; the wall times are the capture's (an upper bound)", file=sys.stderr)
         return None
-    walls, sets = timed[0], timed[1]
-    if not walls or (warm_too and not timed[2]):
+    walls, sets = timed.wall_ms, timed.benchmark_sets
+    if not walls or (warm_too and not timed.warm_wall_ms):
         print("convtune.capture: warning: the plain run timed no complete step; the wall times are the capture's",
               file=sys.stderr)
         return None
     captured = [w for w in trace.wall_ms[1:] if w is not None]
-    plain = walls[1:]
-    if captured and plain:
-        c, p = sorted(captured)[len(captured) // 2], sorted(plain)[len(plain) // 2]
+    c, p = _steady([None] + captured), _steady(walls)
+    if c is not None and p:
         note = (f"capture overhead: the median step after the first took {c:.3f} ms under the capture and {p:.3f} ms "
-                f"in the plain run ({c / p:.2f}x)" if p > 0 else None)
-        if note:
-            trace.notes.append(note)
-            print(f"convtune.capture: {note}", file=sys.stderr)
+                f"in the plain run{'s' if runs > 1 else ''} ({c / p:.2f}x)")
+        trace.notes.append(note)
+        print(f"convtune.capture: {note}", file=sys.stderr)
     if sets:
         trace.notes.append(f"the script set torch.backends.cudnn.benchmark {sets} time(s); the plain run kept it off")
+    warm_notes = list(trace.notes)
+    for notes, state_runs in ((trace.notes, timed.runs), (warm_notes, timed.warm_runs or [])):
+        if (note := _runs_note(state_runs)) is not None:
+            notes.append(note)
+    for state_runs, label in ((timed.runs, ""), (timed.warm_runs or [], " (warm kernel cache)")):
+        each = [e for e in map(_steady, state_runs) if e is not None]
+        if len(each) > 1 and max(each) > 1.25 * min(each):
+            print(f"convtune.capture: warning: the step after the first took {min(each):.3f} to {max(each):.3f} ms in "
+                  f"identical plain processes{label}: this machine's own spread, which every total predicted from one "
+                  "trace carries", file=sys.stderr)
     trace.wall_ms = (walls + [None] * n)[:n]
     trace.timing = {"source": "plain", "benchmark": 0, "kernel_cache": "cold" if a.cold_kernel_cache else None}
     if not warm_too:
         return None
-    warm = dataclasses.replace(trace, wall_ms=(timed[2] + [None] * n)[:n], notes=list(trace.notes),
+    return dataclasses.replace(trace, wall_ms=(timed.warm_wall_ms + [None] * n)[:n], notes=warm_notes,
                                timing={"source": "plain", "benchmark": 0, "kernel_cache": "warm"})
-    return warm
+
 
 def run_script(script, args, recorder):
     """Runs ``script`` with ``args`` as ``python3 script args`` would, under ``recorder`` (a

@@ -48,8 +48,12 @@ def test_advise_runs_the_whole_pipeline(cli, tmp_path):
     assert sorted((m["name"], m["cache"]) for m in grid["measurements"]) == [("bm0", "cold"), ("bm1", "cold")]
     for m in grid["measurements"]:
         assert {p["key"] for p in m["problems"]} == keys
-    walls = [line for line in (keep / "script.trace").read_text().splitlines() if line.startswith("# iteration")]
+    lines = (keep / "script.trace").read_text().splitlines()
+    walls = [line for line in lines if line.startswith("# iteration")]
     assert len(walls) == 2 and all("wall_ms" in w for w in walls)
+    # the steps timed in the default 3 plain runs, said in step 1 and in the trace
+    assert "then timing those steps in 3 plain runs" in r.stderr
+    assert sum(line.startswith("# plain runs: 3 processes") for line in lines) == 1
 
 
 def test_advise_refusals(cli, tmp_path):
@@ -59,6 +63,8 @@ def test_advise_refusals(cli, tmp_path):
     script.write_text(SCRIPT)
     r = advise(cli, "--device", "cpu", "--runs", "0", script)
     assert r.returncode == 2 and "--runs" in r.stderr
+    r = advise(cli, "--device", "cpu", "--timing-runs", "0", script)
+    assert r.returncode == 2 and "--timing-runs must be >= 1" in r.stderr
     r = advise(cli, "--device", "cpu", "--kernel-cache", "cold", script)
     assert r.returncode == 2 and "--kernel-cache: the CUDA kernel cache does not apply to --device cpu" in r.stderr
     env = dict(os.environ, CONVTUNE_CLI="", PATH="/nonexistent")
