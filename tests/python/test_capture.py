@@ -436,14 +436,15 @@ def test_warm_out_times_the_steps_again_on_the_kernel_cache_the_first_run_filled
     assert '"timing_kernel_cache":"warm"' in rep.stdout.replace(" ", "")
 
 
-# Each process of the script sleeps its own time per step, by the order the processes start in
-# (a counter file): the capture's own run first, then the plain runs.
+# Each process of the script sleeps its own time per step (argv[2], seconds, comma-separated), by
+# the order the processes start in (a counter file): the capture's own run first, then the plain
+# runs. The sleeps are far apart: a loaded machine adds up to a few hundred ms to a step.
 PER_PROCESS = """
 import os, sys, time, torch
-counter = sys.argv[1]
+counter, delays = sys.argv[1], [float(d) for d in sys.argv[2].split(",")]
 n = int(open(counter).read()) if os.path.exists(counter) else 0
 open(counter, "w").write(str(n + 1))
-delay = [0.01, 0.15, 0.03, 0.05, 0.01, 0.01, 0.01][n] if n < 7 else 0.01
+delay = delays[n] if n < len(delays) else 0.01
 m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3))
 for step in range(100000):
     m(torch.randn(2, 3, 12, 12)).sum().backward()
@@ -455,20 +456,20 @@ def test_timing_runs_time_each_step_as_the_median_over_identical_processes(tmp_p
     script, counter = tmp_path / "per_process.py", tmp_path / "counter"
     script.write_text(PER_PROCESS)
     out = tmp_path / "t.trace"
-    r = run_capture("--max-iterations", 4, "--timing-runs", 3, "-o", out, script, counter)
+    r = run_capture("--max-iterations", 4, "--timing-runs", 3, "-o", out, script, counter, "0.01,1.5,0.03,0.2")
     assert r.returncode == 0, r.stderr
     assert counter.read_text() == "4"  # the capture's run and three plain ones
     lines = out.read_text().splitlines()
     walls = [float(line.split()[4]) for line in lines if line.startswith("# iteration ")]
     assert len(walls) == 4
-    # the plain runs slept 150, 30 and 50 ms a step: every step's median is the 50 ms run's step
-    # (their mean would be over 76 ms)
+    # the plain runs slept 1500, 30 and 200 ms a step: every step's median is the 200 ms run's
+    # step (their mean would be over 576 ms)
     for w in walls[1:]:
-        assert 50.0 <= w < 74.0, walls
+        assert 200.0 <= w < 500.0, walls
     note = [line for line in lines if line.startswith("# plain runs: 3 processes")]
     assert len(note) == 1, lines[:12]
     each = sorted(float(x) for x in note[0].split("in each: ")[1].split(" ms")[0].split(", "))
-    assert 30.0 <= each[0] < 48.0 and 50.0 <= each[1] < 74.0 and each[2] >= 150.0, each
+    assert 30.0 <= each[0] < 200.0 <= each[1] < 1500.0 <= each[2], each
     assert "warning: the step after the first took" in r.stderr and "identical plain processes" in r.stderr
 
 
@@ -477,13 +478,13 @@ def test_timing_runs_with_warm_out_time_each_state_over_its_own_runs(tmp_path):
     script.write_text(PER_PROCESS)
     cold, warm = tmp_path / "cold.trace", tmp_path / "warm.trace"
     r = run_capture("--max-iterations", 3, "--timing-runs", 2, "--cold-kernel-cache", "--warm-out", warm, "-o", cold,
-                    script, counter)
+                    script, counter, "0.01,0.6,0.01,0.2,0.03")
     assert r.returncode == 0, r.stderr
-    # capture, then (cold, warm) per run: cold runs slept 150 and 50 ms, warm ones 30 and 10 ms
+    # capture, then (cold, warm) per run: the cold runs slept 600 and 200 ms, the warm ones 10 and 30 ms
     assert counter.read_text() == "5"
     med = lambda path: [float(line.split()[4]) for line in path.read_text().splitlines() if line.startswith("# iteration ")]
-    assert all(100.0 <= w < 140.0 for w in med(cold)[1:]), med(cold)  # (150 + 50) / 2
-    assert all(20.0 <= w < 45.0 for w in med(warm)[1:]), med(warm)   # (30 + 10) / 2
+    assert all(400.0 <= w < 900.0 for w in med(cold)[1:]), med(cold)  # (600 + 200) / 2
+    assert all(20.0 <= w < 350.0 for w in med(warm)[1:]), med(warm)   # (10 + 30) / 2
     for path in (cold, warm):
         assert sum(line.startswith("# plain runs: 2 processes") for line in path.read_text().splitlines()) == 1
 
