@@ -151,9 +151,9 @@ private:
     // then the held-back runtime-compiled graph engines: timing one of those costs a kernel
     // compile (0.03-2 s), so a search reaches them only when nothing before them is left. The
     // heuristics suggest what stages 0, 1 and 3 yield. Mode B is not a stage: PyTorch never asks
-    // it, and on an H100 reading its list took about 3 ms a problem (a fifth of convtune's own
-    // fp32 search, bench/gpu/results/h100/search-ab-2026-12-07-night); its engines are reached
-    // by the walk by index, with their default knobs. Its named lists (ListName): heuristic,
+    // it, and on an H100 reading its list took about 3 ms a problem by cuDNN's call counts
+    // (docs/benchmarks-gpu.md, "Mode B no longer asked"); its engines are reached by the walk by
+    // index, with their default knobs. Its named lists (ListName): heuristic,
     // mode A's configurations; fallback, the fallback list's; each with the configurations the
     // list names again (PyTorch's two sources, which build and time a plan per listing).
     class Staged final : public Ranking {

@@ -437,8 +437,8 @@ struct ProblemEntry {
 // the fallback list (PyTorch's second source), then mode B (which PyTorch never queries). An
 // engine's knobs are taken from the first kKnobModes of them: mode B is asked only by a caller
 // that wants its list (cudnn_ranking), never by a search or a database's call. Reading its list
-// took about 3 ms a problem on an H100, more than any other query of a search, and PyTorch's
-// search has no configuration from it.
+// took about 3 ms a problem on an H100 by cuDNN's call counts, more than any other query of a
+// search, and PyTorch's search has no configuration from it.
 constexpr const char* kModeName[3] = {"mode_a", "fallback", "mode_b"};
 constexpr cudnnBackendHeurMode_t kModes[3] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK, CUDNN_HEUR_MODE_B};
 constexpr std::size_t kKnobModes = 2;
