@@ -883,7 +883,7 @@ def _runs_note(runs):
         return None
     each = [_steady(r) for r in runs]
     each = [e for e in each if e is not None]
-    if not each:
+    if not each or min(each) <= 0:
         return None
     return (f"plain runs: {len(runs)} processes, each step's wall time the median over them; the median step after the "
             f"first in each: {', '.join(f'{e:.3f}' for e in each)} ms ({max(each) / min(each):.2f}x from the fastest to "
