@@ -45,8 +45,10 @@ Candidate evaluate(const Algorithm& a, const ConvProblem& p, const FlagValues& f
     return c;
 }
 
+bool suggested_slots_full(int suggested, int limit, int explore) { return explore > 0 && suggested >= limit - explore; }
+
 bool waits_for_explore_slot(const Candidate& c, int suggested, int limit, int explore) {
-    return explore > 0 && c.suggested && suggested >= limit - explore;
+    return c.suggested && suggested_slots_full(suggested, limit, explore);
 }
 
 namespace {

@@ -47,6 +47,9 @@ std::string no_candidate_message(const Backend& b, const ConvProblem& p, const s
 // `explore` are kept for ones the heuristics do not suggest, so a suggested candidate met once
 // `suggested` of them are in waits for the slots the walk leaves.
 bool waits_for_explore_slot(const Candidate& c, int suggested, int limit, int explore);
+// Whether `suggested` suggested candidates fill the limit's slots that the `explore` kept ones
+// leave (waits_for_explore_slot's rule, for a candidate not yet decided).
+bool suggested_slots_full(int suggested, int limit, int explore);
 
 void fail_candidate(Candidate& c, const Status& st);
 

@@ -59,7 +59,7 @@ Decision SelectionPolicy::search(SearchContext& ctx) const {
     });
     // A suggested candidate that would wait for a slot the explore slots leave is listed
     // undecided: its support (on cuDNN: its engine and plan) is asked only if it gets one.
-    ctx.list.defer_suggested([&] { return explore > 0 && suggested_timed >= limit - explore; });
+    ctx.list.defer_suggested([&] { return suggested_slots_full(suggested_timed, limit, explore); });
     // Candidates in heuristic order, the list extended as the search reaches its end, until
     // `limit` have been timed or the ranking has ended.
     for (std::size_t i = 0; i < cands.size() || ((limit < 0 || succeeded < limit) && ctx.list.extend()); ++i) {

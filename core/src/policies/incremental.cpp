@@ -51,7 +51,7 @@ struct Rotation {
           limit(f.policy->search_reach(f)), explore(f.policy->explore_slots(f, limit, list.explores())) {
         // As in a search: a suggested candidate that would wait is listed undecided, its support
         // asked only when it gets a slot.
-        list.defer_suggested([this] { return explore > 0 && suggested_entered >= limit - explore; });
+        list.defer_suggested([this] { return suggested_slots_full(suggested_entered, limit, explore); });
     }
     std::mutex mutex;  // one call of the shape at a time
     const ConvProblem p;
